@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Install retexo's build and test dependencies on Debian 12 (bookworm) with apt-get.
+# A no-op when everything is already installed.  Runs apt-get through sudo when not root.
+set -euo pipefail
+
+packages=(
+  cmake g++ make pkg-config
+  libopenmpi-dev openmpi-bin
+  libeigen3-dev
+  libdnnl-dev ocl-icd-opencl-dev        # Debian's dnnl-config.cmake needs OpenCL
+  libboost-program-options-dev
+  libhdf5-openmpi-dev zlib1g-dev
+  catch2 libmetis-dev nlohmann-json3-dev
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  exit 0
+fi
+
+echo "retexo: installing ${missing[*]}" >&2
+sudo=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "retexo: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,139 @@
+#pragma once
+/// @file communicator.hpp
+/// Thin MPI wrappers: the environment, a communicator that counts every byte it moves by
+/// purpose (ledger.hpp), typed collectives, and the error agreement that keeps one rank's
+/// failure from leaving the others waiting in a collective.
+///
+/// Every member function marked "collective" must be called by all ranks of the communicator.
+
+#include <retexo/comm/ledger.hpp>
+#include <retexo/core/error.hpp>
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+/// Check the return code of an MPI call.
+#define RETEXO_CHECK_MPI(call)                                                           \
+    do {                                                                                 \
+        const int retexo_rc_ = (call);                                                   \
+        if (retexo_rc_ != MPI_SUCCESS) {                                                 \
+            char retexo_buf_[MPI_MAX_ERROR_STRING];                                      \
+            int retexo_len_ = 0;                                                         \
+            MPI_Error_string(retexo_rc_, retexo_buf_, &retexo_len_);                     \
+            RETEXO_THROW(#call << " failed: " << std::string(retexo_buf_, retexo_len_)); \
+        }                                                                                \
+    } while (false)
+
+namespace retexo::mpi {
+
+/// A retexo::error that every rank of a communicator raised together (after agree()), so
+/// the job can end cleanly instead of aborting.
+class agreed_error : public error {
+public:
+    using error::error;
+};
+
+/// MPI datatype of T.
+template <typename T>
+MPI_Datatype datatype()
+{
+    if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
+    else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
+    else if constexpr (std::is_same_v<T, char>) return MPI_CHAR;
+    else if constexpr (std::is_same_v<T, std::int8_t>) return MPI_INT8_T;
+    else if constexpr (std::is_same_v<T, std::uint8_t>) return MPI_UINT8_T;
+    else if constexpr (std::is_same_v<T, std::uint16_t>) return MPI_UINT16_T;
+    else if constexpr (std::is_same_v<T, std::int32_t>) return MPI_INT32_T;
+    else if constexpr (std::is_same_v<T, std::int64_t>) return MPI_INT64_T;
+    else if constexpr (std::is_same_v<T, std::uint64_t>) return MPI_UINT64_T;
+    else if constexpr (sizeof(T) == 2 && std::is_trivially_copyable_v<T>) return MPI_UINT16_T;  // bf16 bits
+    else static_assert(sizeof(T) == 0, "retexo::mpi::datatype: unsupported type");
+}
+
+/// MPI_Init_thread / MPI_Finalize for the lifetime of the object (FUNNELED: only the
+/// main thread calls MPI; OpenMP threads compute).
+class environment {
+public:
+    environment(int& argc, char**& argv);
+    environment(const environment&) = delete;
+    environment& operator=(const environment&) = delete;
+    ~environment();
+};
+
+/// A communicator that borrows an MPI_Comm and owns a byte ledger.
+class communicator {
+public:
+    explicit communicator(MPI_Comm comm = MPI_COMM_WORLD);
+
+    MPI_Comm get() const noexcept { return comm_; }
+    int rank() const noexcept { return rank_; }
+    int size() const noexcept { return size_; }
+
+    byte_ledger& ledger() const noexcept { return ledger_; }
+    /// Sum the ledgers of all ranks (collective; its own traffic is not counted).
+    byte_ledger total_ledger() const;
+
+    /// Collective.
+    void barrier() const;
+
+    /// In-place all-reduce (collective).
+    template <typename T>
+    void allreduce(std::span<T> data, MPI_Op op, purpose p) const;
+    template <typename T>
+    T allreduce(T value, MPI_Op op, purpose p) const
+    {
+        allreduce(std::span<T>(&value, 1), op, p);
+        return value;
+    }
+    /// Broadcast from root (collective).
+    template <typename T>
+    void broadcast(std::span<T> data, int root, purpose p) const;
+    void broadcast(std::string& s, int root, purpose p) const;
+    /// Gather one value from every rank onto every rank (collective).
+    template <typename T>
+    std::vector<T> allgather(T value, purpose p) const;
+    /// Gather variable-length pieces onto every rank, concatenated in rank order (collective).
+    template <typename T>
+    std::vector<T> allgatherv(std::span<const T> mine, purpose p) const;
+    /// Exchange one count per peer (collective).
+    std::vector<int> alltoall(std::span<const int> send_counts, purpose p) const;
+    /// MPI_Alltoallv with precomputed counts/displacements in elements (collective).
+    template <typename T>
+    void alltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                   const int* recv_counts, const int* recv_displs, purpose p) const;
+
+    /// Error agreement (collective): every rank passes its local error message (empty if
+    /// none).  If any rank failed, every rank throws the same retexo::error naming the first
+    /// failing rank, so no rank is left waiting in a later collective.
+    void agree(const std::string& local_error) const;
+
+    /// Run f() (which must not call collectives on this communicator) and agree on success
+    /// (collective): an exception on any rank is rethrown on every rank.
+    template <typename F>
+    void checked(F&& f) const
+    {
+        std::string err;
+        try {
+            f();
+        } catch (const std::exception& e) {
+            err = e.what();
+            if (err.empty()) err = "unknown error";
+        }
+        agree(err);
+    }
+
+private:
+    MPI_Comm comm_;
+    int rank_ = 0;
+    int size_ = 1;
+    mutable byte_ledger ledger_;
+};
+
+}  // namespace retexo::mpi
+
+#include <retexo/comm/communicator_impl.hpp>

@@ -1,0 +1,35 @@
+#pragma once
+/// @file atomic_file.hpp
+/// Output files that are never left half-written: data goes to a temporary file next to the
+/// target, which is renamed over the target only on commit().  Without commit() (an error,
+/// an exception) the temporary file is removed and the target is untouched.
+
+#include <string>
+
+namespace retexo {
+
+class atomic_file {
+public:
+    /// Reserve `path`; write to temp_path() and call commit() when complete.
+    explicit atomic_file(std::string path);
+    atomic_file(const atomic_file&) = delete;
+    atomic_file& operator=(const atomic_file&) = delete;
+    ~atomic_file();  ///< removes the temporary file unless committed
+
+    const std::string& path() const noexcept { return path_; }
+    const std::string& temp_path() const noexcept { return temp_; }
+
+    /// Rename the temporary file onto path().  If keep_previous, an existing path() is first
+    /// renamed to path() + "_prev" (checkpoint rotation).
+    void commit(bool keep_previous = false);
+
+private:
+    std::string path_;
+    std::string temp_;
+    bool committed_ = false;
+};
+
+/// Write `text` to `path` atomically.
+void write_text_atomic(const std::string& path, const std::string& text);
+
+}  // namespace retexo

@@ -1,0 +1,32 @@
+#pragma once
+/// @file types.hpp
+/// Index and matrix types used across libretexo.
+
+#include <Eigen/Core>
+#include <cstdint>
+#include <vector>
+
+namespace retexo {
+
+/// Global or local node id.  Graphs are limited to 2^31 - 1 nodes.
+using node_t = std::int32_t;
+/// Edge offsets in CSR arrays (64-bit: graphs may hold more than 2^31 edges).
+using offset_t = std::int64_t;
+/// Partition / rank id.
+using part_t = std::int32_t;
+
+/// Row-major dense matrix: rows are contiguous feature vectors.
+template <typename T>
+using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <typename T>
+using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
+template <typename T>
+using row_vector = Eigen::Matrix<T, 1, Eigen::Dynamic>;
+
+using matrix_f = matrix<float>;
+using vector_f = vector<float>;
+
+/// Membership of a node in the train / valid / test split.
+enum class split : std::int8_t { none = 0, train = 1, valid = 2, test = 3 };
+
+}  // namespace retexo

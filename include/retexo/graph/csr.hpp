@@ -1,0 +1,60 @@
+#pragma once
+/// @file csr.hpp
+/// Compressed sparse rows of in-edges: row v lists the sources u of the edges u -> v.
+
+#include <retexo/core/error.hpp>
+#include <retexo/core/types.hpp>
+
+#include <span>
+#include <vector>
+
+namespace retexo {
+
+/// CSR of in-edges.  Row v holds sources[offsets[v] .. offsets[v+1]), sorted ascending.
+/// Column ids index a source array that may be larger than the number of rows (halo rows).
+struct csr {
+    std::vector<offset_t> offsets{0};  ///< num_rows + 1 entries, offsets[0] == 0
+    std::vector<node_t> sources;       ///< num_edges source ids
+
+    node_t num_rows() const noexcept { return static_cast<node_t>(offsets.size() - 1); }
+    offset_t num_edges() const noexcept { return static_cast<offset_t>(sources.size()); }
+    offset_t degree(node_t v) const noexcept { return offsets[v + 1] - offsets[v]; }
+    std::span<const node_t> row(node_t v) const noexcept
+    {
+        return {sources.data() + offsets[v], static_cast<std::size_t>(degree(v))};
+    }
+};
+
+/// An edge list entry u -> v.
+struct edge {
+    node_t src;
+    node_t dst;
+};
+
+/// Options for building a CSR from an edge list.
+struct csr_build_options {
+    bool symmetrise = false;         ///< also insert v -> u for every u -> v
+    bool drop_self_loops = true;     ///< remove u -> u
+    bool drop_duplicates = true;     ///< keep one copy of repeated edges
+};
+
+/// Counts reported by build_csr.
+struct csr_build_report {
+    offset_t input_edges = 0;
+    offset_t self_loops_dropped = 0;
+    offset_t duplicates_dropped = 0;
+};
+
+/// Build the CSR of in-edges of an n-node graph from parallel src/dst arrays (counting sort,
+/// O(n + E) memory beyond the output).  Throws if an id is outside [0, n).
+csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const node_t> dst,
+              const csr_build_options& options = {}, csr_build_report* report = nullptr);
+
+/// The transpose (out-edges as rows).  With a CSR whose columns range over num_cols ids,
+/// the result has num_cols rows; each row lists destinations ascending.
+csr transpose(const csr& in, node_t num_cols);
+
+/// Verify structure: monotone offsets, columns in [0, num_cols).  Throws naming `what`.
+void validate_csr(const csr& g, node_t num_cols, const std::string& what);
+
+}  // namespace retexo

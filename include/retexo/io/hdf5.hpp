@@ -1,0 +1,127 @@
+#pragma once
+/// @file hdf5.hpp
+/// Thin RAII wrappers over the HDF5 C API.  Every failure becomes a retexo::error naming the
+/// file and the object; HDF5's own error-stack printing is switched off.
+
+#include <retexo/core/error.hpp>
+
+#include <hdf5.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace retexo::h5 {
+
+/// Owns one hid_t and closes it with the matching H5*close function.
+class handle {
+public:
+    using closer = herr_t (*)(hid_t);
+    handle() = default;
+    handle(hid_t id, closer close) : id_(id), close_(close) {}
+    handle(handle&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)), close_(o.close_) {}
+    handle& operator=(handle&& o) noexcept
+    {
+        if (this != &o) {
+            reset();
+            id_ = std::exchange(o.id_, H5I_INVALID_HID);
+            close_ = o.close_;
+        }
+        return *this;
+    }
+    handle(const handle&) = delete;
+    handle& operator=(const handle&) = delete;
+    ~handle() { reset(); }
+
+    hid_t get() const noexcept { return id_; }
+    bool valid() const noexcept { return id_ >= 0; }
+    void reset() noexcept
+    {
+        if (id_ >= 0 && close_ != nullptr) close_(id_);
+        id_ = H5I_INVALID_HID;
+    }
+
+private:
+    hid_t id_ = H5I_INVALID_HID;
+    closer close_ = nullptr;
+};
+
+/// HDF5 native type of T (float, double, int8, uint16, int32, int64).
+template <typename T>
+hid_t native_type();
+
+/// An open HDF5 file; every error message names its path.
+class file {
+public:
+    /// Open an existing file read-only (or read-write).  Throws if missing, unreadable,
+    /// not HDF5, or truncated.
+    static file open(const std::string& path, bool writable = false);
+    /// Create (truncate) a file.  Callers wanting atomicity pass an atomic_file's temp path
+    /// and `display_path` = the final name.
+    static file create(const std::string& path, const std::string& display_path = {});
+    /// Open or create with the MPI-IO driver, collectively over `comm` (parallel HDF5).
+    static file create_parallel(const std::string& path, MPI_Comm comm,
+                                const std::string& display_path = {});
+
+    hid_t id() const noexcept { return h_.get(); }
+    const std::string& path() const noexcept { return display_; }
+    void close() { h_.reset(); }
+
+    bool exists(const std::string& object) const;
+    /// Dimensions of a dataset (throws naming the dataset if absent).
+    std::vector<hsize_t> dims(const std::string& dataset) const;
+    handle open_dataset(const std::string& dataset) const;
+    /// Create intermediate groups of `object` ("a/b/c" creates a and a/b).
+    void make_groups(const std::string& object);
+
+    /// Create a dataset of shape dims, chunked along the first dimension (chunk_rows > 0).
+    template <typename T>
+    handle create_dataset(const std::string& name, std::span<const hsize_t> dims,
+                          hsize_t chunk_rows = 0);
+    /// Write rows [row0, row0 + rows) of a 1-D or 2-D dataset; `cols` = row width.
+    template <typename T>
+    void write_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows,
+                    hsize_t cols, const T* data, hid_t xfer = H5P_DEFAULT) const;
+    /// Read rows [row0, row0 + rows) into `out` (rows * cols values).
+    template <typename T>
+    void read_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows,
+                   hsize_t cols, T* out) const;
+
+    /// Create and fill a whole dataset.
+    template <typename T>
+    void write(const std::string& name, std::span<const T> data, std::vector<hsize_t> dims = {});
+    /// Read a whole 1-D dataset, checking its length when expected_len >= 0.
+    template <typename T>
+    std::vector<T> read_vector(const std::string& name, std::int64_t expected_len = -1) const;
+
+    void set_attr(const std::string& name, const std::string& value);
+    void set_attr(const std::string& name, std::int64_t value);
+    void set_attr(const std::string& name, double value);
+    std::string attr_string(const std::string& name) const;
+    std::int64_t attr_int(const std::string& name) const;
+    double attr_double(const std::string& name) const;
+    bool has_attr(const std::string& name) const;
+
+private:
+    file(handle h, std::string display) : h_(std::move(h)), display_(std::move(display)) {}
+    handle h_;
+    std::string display_;
+};
+
+/// Rows per chunk for a 2-D dataset of `cols` floats per row: about 1 MiB per chunk, so a
+/// chunk fits HDF5's default chunk cache.
+constexpr hsize_t chunk_rows_for(hsize_t cols, hsize_t elem_size = 4)
+{
+    const hsize_t row_bytes = cols * elem_size > 0 ? cols * elem_size : 1;
+    const hsize_t rows = (hsize_t{1} << 20) / row_bytes;
+    return rows < 1 ? 1 : (rows > 65536 ? 65536 : rows);
+}
+
+/// Switch off HDF5's automatic error printing (done once, process-wide).
+void silence_errors();
+
+}  // namespace retexo::h5
+
+#include <retexo/io/hdf5_impl.hpp>

@@ -1,0 +1,38 @@
+#pragma once
+/// @file ogb.hpp
+/// Reader for the OGB node-property-prediction raw layout (../shared/datasets/FORMAT.md):
+/// raw/{edge,node-feat,node-label,num-node-list,num-edge-list}.csv[.gz] and
+/// split/<name>/{train,valid,test}.csv[.gz].  Every file is streamed through zlib.
+
+#include <retexo/graph/graph.hpp>
+
+#include <optional>
+
+namespace retexo {
+
+struct ogb_options {
+    std::string split;               ///< split name; empty: the only split present
+    std::optional<bool> directed;    ///< overrides meta.json; default undirected
+    int num_classes = 0;             ///< 0: meta.json, else max label + 1
+    std::string name;                ///< graph name; empty: meta.json or the directory name
+};
+
+/// What a conversion saw and did.
+struct ogb_report {
+    graph_info info;
+    std::string split;
+    offset_t edge_lines = 0;
+    offset_t self_loops_dropped = 0;
+    offset_t duplicates_dropped = 0;
+    std::size_t train = 0, valid = 0, test = 0;
+};
+
+/// Convert an OGB raw directory into an HDF5 graph file, streaming the features (memory is
+/// the CSR plus one block of feature rows).  The output appears only on success.
+ogb_report convert_ogb(const std::string& dir, const std::string& out_path,
+                       const ogb_options& options = {});
+
+/// Split names present under dir/split.
+std::vector<std::string> ogb_splits(const std::string& dir);
+
+}  // namespace retexo

@@ -1,0 +1,77 @@
+#include <retexo/comm/communicator.hpp>
+
+#include <algorithm>
+
+namespace retexo::mpi {
+
+environment::environment(int& argc, char**& argv)
+{
+    int provided = 0;
+    RETEXO_CHECK_MPI(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
+}
+
+environment::~environment()
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized == 0) MPI_Finalize();
+}
+
+communicator::communicator(MPI_Comm comm) : comm_(comm)
+{
+    RETEXO_CHECK_MPI(MPI_Comm_rank(comm_, &rank_));
+    RETEXO_CHECK_MPI(MPI_Comm_size(comm_, &size_));
+}
+
+byte_ledger communicator::total_ledger() const
+{
+    byte_ledger total = ledger_;
+    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.sent.data(), num_purposes, MPI_UINT64_T,
+                                   MPI_SUM, comm_));
+    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.received.data(), num_purposes,
+                                   MPI_UINT64_T, MPI_SUM, comm_));
+    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.messages.data(), num_purposes,
+                                   MPI_UINT64_T, MPI_SUM, comm_));
+    return total;
+}
+
+void communicator::barrier() const { RETEXO_CHECK_MPI(MPI_Barrier(comm_)); }
+
+void communicator::broadcast(std::string& s, int root, purpose p) const
+{
+    auto len = static_cast<std::int64_t>(s.size());
+    broadcast(std::span<std::int64_t>(&len, 1), root, p);
+    s.resize(static_cast<std::size_t>(len));
+    broadcast(std::span<char>(s.data(), s.size()), root, p);
+}
+
+std::vector<int> communicator::alltoall(std::span<const int> send_counts, purpose p) const
+{
+    RETEXO_ENSURE(static_cast<int>(send_counts.size()) == size_,
+                  "retexo::mpi::alltoall: " << send_counts.size() << " counts for " << size_
+                                            << " ranks");
+    std::vector<int> recv(static_cast<std::size_t>(size_));
+    RETEXO_CHECK_MPI(MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, comm_));
+    const auto bytes = static_cast<std::uint64_t>(size_ - 1) * sizeof(int);
+    ledger_.add(p, bytes, bytes, static_cast<std::uint64_t>(size_ - 1));
+    return recv;
+}
+
+void communicator::agree(const std::string& local_error) const
+{
+    const int failed = local_error.empty() ? 0 : 1;
+    const auto flags = allgather(failed, purpose::control);
+    const auto it = std::find(flags.begin(), flags.end(), 1);
+    if (it == flags.end()) return;
+    const int first = static_cast<int>(it - flags.begin());
+    std::string message = local_error;
+    broadcast(message, first, purpose::control);
+    const auto count = std::count(flags.begin(), flags.end(), 1);
+    if (size_ > 1 && count < size_) {
+        message = "rank " + std::to_string(first) + ": " + message;
+        if (count > 1) message += " (and " + std::to_string(count - 1) + " other rank(s) failed)";
+    }
+    throw agreed_error(message, __FILE__, __LINE__);
+}
+
+}  // namespace retexo::mpi

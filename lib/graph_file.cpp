@@ -1,0 +1,179 @@
+#include <retexo/io/graph_file.hpp>
+
+#include <algorithm>
+
+namespace retexo {
+
+namespace {
+constexpr node_t read_block_rows = 1 << 16;
+}  // namespace
+
+graph_file_writer::graph_file_writer(const std::string& path, const graph_info& info)
+    : info_(info), out_(path)
+{
+    RETEXO_ENSURE(info.num_nodes >= 0 && info.num_features >= 0 && info.num_classes > 0,
+                  path << ": invalid graph sizes (nodes " << info.num_nodes << ", features "
+                       << info.num_features << ", classes " << info.num_classes << ")");
+    file_.emplace(h5::file::create(out_.temp_path(), path));
+    file_->set_attr("retexo_format", std::string(graph_format_name));
+    file_->set_attr("format_version", graph_format_version);
+    file_->set_attr("name", info.name);
+    file_->set_attr("num_nodes", static_cast<std::int64_t>(info.num_nodes));
+    file_->set_attr("num_edges", static_cast<std::int64_t>(info.num_edges));
+    file_->set_attr("num_features", static_cast<std::int64_t>(info.num_features));
+    file_->set_attr("num_classes", static_cast<std::int64_t>(info.num_classes));
+    file_->set_attr("directed", static_cast<std::int64_t>(info.directed ? 1 : 0));
+    const hsize_t dims[2] = {static_cast<hsize_t>(info.num_nodes),
+                             static_cast<hsize_t>(info.num_features)};
+    features_ = file_->create_dataset<float>("features", dims, h5::chunk_rows_for(static_cast<hsize_t>(info.num_features)));
+}
+
+graph_file_writer::~graph_file_writer() = default;
+
+void graph_file_writer::write_structure(const csr& in_edges, std::span<const std::int32_t> labels,
+                                        std::span<const node_t> train,
+                                        std::span<const node_t> valid,
+                                        std::span<const node_t> test)
+{
+    const auto& p = out_.path();
+    RETEXO_ENSURE(in_edges.num_rows() == info_.num_nodes,
+                  p << ": CSR has " << in_edges.num_rows() << " rows, expected " << info_.num_nodes);
+    RETEXO_ENSURE(in_edges.num_edges() == info_.num_edges,
+                  p << ": CSR has " << in_edges.num_edges() << " edges, expected " << info_.num_edges);
+    RETEXO_ENSURE(static_cast<node_t>(labels.size()) == info_.num_nodes,
+                  p << ": " << labels.size() << " labels for " << info_.num_nodes << " nodes");
+    file_->write<offset_t>("csr/offsets", in_edges.offsets);
+    file_->write<node_t>("csr/sources", in_edges.sources);
+    file_->write<std::int32_t>("labels", labels);
+    file_->write<node_t>("split/train", train);
+    file_->write<node_t>("split/valid", valid);
+    file_->write<node_t>("split/test", test);
+    structure_written_ = true;
+}
+
+void graph_file_writer::append_features(const float* data, node_t rows)
+{
+    RETEXO_ENSURE(rows_written_ + rows <= info_.num_nodes,
+                  out_.path() << ": more feature rows than nodes");
+    file_->write_rows<float>(features_, "features", static_cast<hsize_t>(rows_written_),
+                             static_cast<hsize_t>(rows), static_cast<hsize_t>(info_.num_features),
+                             data);
+    rows_written_ += rows;
+}
+
+void graph_file_writer::commit()
+{
+    RETEXO_ENSURE(structure_written_, out_.path() << ": graph structure was never written");
+    RETEXO_ENSURE(rows_written_ == info_.num_nodes, out_.path() << ": only " << rows_written_
+                                                                << " of " << info_.num_nodes
+                                                                << " feature rows written");
+    features_.reset();
+    RETEXO_ENSURE(H5Fflush(file_->id(), H5F_SCOPE_GLOBAL) >= 0, out_.path() << ": flush failed");
+    file_.reset();
+    out_.commit();
+}
+
+void write_graph(const graph& g, const std::string& path)
+{
+    graph_file_writer w(path, info_of(g));
+    w.write_structure(g.in_edges, g.labels, g.train, g.valid, g.test);
+    w.append_features(g.features.data(), g.num_nodes());
+    w.commit();
+}
+
+graph_file_reader::graph_file_reader(const std::string& path) : file_(h5::file::open(path))
+{
+    RETEXO_ENSURE(file_.has_attr("retexo_format") &&
+                      file_.attr_string("retexo_format") == graph_format_name,
+                  path << ": not a retexo graph file (attribute retexo_format != "
+                       << graph_format_name << ")");
+    const auto version = file_.attr_int("format_version");
+    RETEXO_ENSURE(version == graph_format_version,
+                  path << ": graph format version " << version << " is not supported (expected "
+                       << graph_format_version << ")");
+    info_.name = file_.attr_string("name");
+    const auto n = file_.attr_int("num_nodes");
+    RETEXO_ENSURE(n >= 0 && n < (std::int64_t{1} << 31),
+                  path << ": num_nodes " << n << " outside [0, 2^31)");
+    info_.num_nodes = static_cast<node_t>(n);
+    info_.num_edges = file_.attr_int("num_edges");
+    info_.num_features = static_cast<int>(file_.attr_int("num_features"));
+    info_.num_classes = static_cast<int>(file_.attr_int("num_classes"));
+    info_.directed = file_.attr_int("directed") != 0;
+    RETEXO_ENSURE(info_.num_classes > 0, path << ": num_classes must be positive");
+
+    const auto fd = file_.dims("features");
+    RETEXO_ENSURE(fd.size() == 2 && fd[0] == static_cast<hsize_t>(n) &&
+                      fd[1] == static_cast<hsize_t>(info_.num_features),
+                  path << ": dataset features must be " << n << " x " << info_.num_features);
+    const auto od = file_.dims("csr/offsets");
+    RETEXO_ENSURE(od.size() == 1 && od[0] == static_cast<hsize_t>(n) + 1,
+                  path << ": dataset csr/offsets must have num_nodes + 1 = " << n + 1 << " entries");
+    const auto sd = file_.dims("csr/sources");
+    RETEXO_ENSURE(sd.size() == 1 && sd[0] == static_cast<hsize_t>(info_.num_edges),
+                  path << ": dataset csr/sources must have num_edges = " << info_.num_edges
+                       << " entries");
+    features_ = file_.open_dataset("features");
+}
+
+csr graph_file_reader::read_csr() const
+{
+    csr g;
+    g.offsets = file_.read_vector<offset_t>("csr/offsets", info_.num_nodes + 1);
+    g.sources = file_.read_vector<node_t>("csr/sources", info_.num_edges);
+    validate_csr(g, info_.num_nodes, file_.path());
+    return g;
+}
+
+std::vector<std::int32_t> graph_file_reader::read_labels() const
+{
+    auto labels = file_.read_vector<std::int32_t>("labels", info_.num_nodes);
+    for (std::size_t v = 0; v < labels.size(); ++v)
+        RETEXO_ENSURE(labels[v] >= 0 && labels[v] < info_.num_classes,
+                      file_.path() << ": label " << labels[v] << " of node " << v
+                                   << " is outside 0.." << info_.num_classes - 1);
+    return labels;
+}
+
+std::vector<node_t> graph_file_reader::read_split(const std::string& which) const
+{
+    auto ids = file_.read_vector<node_t>("split/" + which);
+    for (node_t v : ids)
+        RETEXO_ENSURE(v >= 0 && v < info_.num_nodes, file_.path() << ": split/" << which
+                                                                  << " has node id " << v
+                                                                  << " outside [0, "
+                                                                  << info_.num_nodes << ")");
+    return ids;
+}
+
+void graph_file_reader::read_features(node_t row0, node_t rows, float* out) const
+{
+    if (rows == 0 || info_.num_features == 0) return;
+    file_.read_rows<float>(features_, "features", static_cast<hsize_t>(row0),
+                           static_cast<hsize_t>(rows), static_cast<hsize_t>(info_.num_features),
+                           out);
+}
+
+graph read_graph(const std::string& path)
+{
+    graph_file_reader r(path);
+    graph g;
+    const auto& info = r.info();
+    g.name = info.name;
+    g.directed = info.directed;
+    g.num_classes = info.num_classes;
+    g.in_edges = r.read_csr();
+    g.labels = r.read_labels();
+    g.train = r.read_split("train");
+    g.valid = r.read_split("valid");
+    g.test = r.read_split("test");
+    g.features.resize(info.num_nodes, info.num_features);
+    for (node_t row = 0; row < info.num_nodes; row += read_block_rows) {
+        const node_t rows = std::min(read_block_rows, info.num_nodes - row);
+        r.read_features(row, rows, g.features.data() + static_cast<std::ptrdiff_t>(row) * info.num_features);
+    }
+    validate_graph(g, path);
+    return g;
+}
+
+}  // namespace retexo

@@ -1,0 +1,359 @@
+#include <retexo/core/atomic_file.hpp>
+#include <retexo/core/rng.hpp>
+#include <retexo/graph/local_partition.hpp>
+#include <retexo/io/text_reader.hpp>
+#include <retexo/partition/partitioner.hpp>
+
+#include <metis.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <iomanip>
+#include <numeric>
+#include <sstream>
+
+namespace retexo {
+
+partition_method parse_partition_method(const std::string& name)
+{
+    if (name == "random") return partition_method::random;
+    if (name == "metis") return partition_method::metis;
+    if (name == "blocks") return partition_method::blocks;
+    if (name == "given") return partition_method::given;
+    RETEXO_THROW("--method: unknown partition method '" << name
+                                                        << "' (expected random, metis, blocks or given)");
+}
+
+std::string to_string(partition_method m)
+{
+    switch (m) {
+    case partition_method::random: return "random";
+    case partition_method::metis: return "metis";
+    case partition_method::blocks: return "blocks";
+    case partition_method::given: return "given";
+    }
+    return "?";
+}
+
+metis_objective parse_metis_objective(const std::string& name)
+{
+    if (name == "cut") return metis_objective::cut;
+    if (name == "vol") return metis_objective::vol;
+    RETEXO_THROW("--objective: unknown METIS objective '" << name << "' (expected cut or vol)");
+}
+
+std::string to_string(metis_objective o) { return o == metis_objective::cut ? "cut" : "vol"; }
+
+std::vector<part_t> partition_random(node_t num_nodes, part_t parts, std::uint64_t seed)
+{
+    RETEXO_ENSURE(parts >= 1, "number of partitions must be positive, got " << parts);
+    std::vector<node_t> perm(static_cast<std::size_t>(num_nodes));
+    std::iota(perm.begin(), perm.end(), 0);
+    seeded_shuffle(perm.begin(), perm.end(), counter_rng(seed, rng_stream::partition_random));
+    std::vector<part_t> a(static_cast<std::size_t>(num_nodes));
+    for (std::size_t i = 0; i < perm.size(); ++i) a[perm[i]] = static_cast<part_t>(i % parts);
+    return a;
+}
+
+std::vector<part_t> partition_blocks(node_t num_nodes, part_t parts)
+{
+    RETEXO_ENSURE(parts >= 1, "number of partitions must be positive, got " << parts);
+    std::vector<part_t> a(static_cast<std::size_t>(num_nodes));
+    for (node_t v = 0; v < num_nodes; ++v)
+        a[v] = static_cast<part_t>(static_cast<std::int64_t>(v) * parts / num_nodes);
+    return a;
+}
+
+std::vector<part_t> partition_metis(const csr& in_edges, bool directed, part_t parts,
+                                    metis_objective objective, std::uint64_t seed)
+{
+    RETEXO_ENSURE(parts >= 1, "number of partitions must be positive, got " << parts);
+    const node_t n = in_edges.num_rows();
+    if (parts == 1 || n == 0) return std::vector<part_t>(static_cast<std::size_t>(n), 0);
+    // METIS wants a symmetric adjacency without self loops.
+    csr sym;
+    const csr* adj = &in_edges;
+    if (directed) {
+        std::vector<node_t> src, dst;
+        src.reserve(in_edges.sources.size());
+        dst.reserve(in_edges.sources.size());
+        for (node_t v = 0; v < n; ++v)
+            for (node_t u : in_edges.row(v)) {
+                src.push_back(u);
+                dst.push_back(v);
+            }
+        sym = build_csr(n, src, dst, {.symmetrise = true});
+        adj = &sym;
+    }
+    RETEXO_ENSURE(adj->num_edges() < (offset_t{1} << 31) - 1,
+                  "METIS: " << adj->num_edges()
+                            << " adjacency entries overflow METIS's 32-bit idx_t; use --method random or blocks");
+    std::vector<idx_t> xadj(static_cast<std::size_t>(n) + 1, 0);
+    std::vector<idx_t> adjncy;
+    adjncy.reserve(static_cast<std::size_t>(adj->num_edges()));
+    for (node_t v = 0; v < n; ++v) {
+        for (node_t u : adj->row(v))
+            if (u != v) adjncy.push_back(u);
+        xadj[v + 1] = static_cast<idx_t>(adjncy.size());
+    }
+    idx_t nvtxs = n, ncon = 1, nparts = parts, edgecut = 0;
+    idx_t options[METIS_NOPTIONS];
+    METIS_SetDefaultOptions(options);
+    options[METIS_OPTION_OBJTYPE] =
+        objective == metis_objective::vol ? METIS_OBJTYPE_VOL : METIS_OBJTYPE_CUT;
+    options[METIS_OPTION_SEED] = static_cast<idx_t>(seed % 2147483647);
+    options[METIS_OPTION_NUMBERING] = 0;
+    std::vector<idx_t> part(static_cast<std::size_t>(n), 0);
+    const int rc = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.data(), nullptr, nullptr,
+                                       nullptr, &nparts, nullptr, nullptr, options, &edgecut,
+                                       part.data());
+    RETEXO_ENSURE(rc == METIS_OK, "METIS_PartGraphKway failed with status "
+                                      << rc << (rc == METIS_ERROR_MEMORY ? " (out of memory)" : ""));
+    return {part.begin(), part.end()};
+}
+
+std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, part_t parts)
+{
+    text_reader in(path);
+    std::vector<part_t> a;
+    a.reserve(static_cast<std::size_t>(num_nodes));
+    std::string_view line;
+    while (in.next(line)) {
+        if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+        const auto p = parse_number<std::int64_t>(line, in.where());
+        RETEXO_ENSURE(p >= 0 && p < parts, in.where() << ": partition id " << p << " is outside [0, "
+                                                      << parts << ")");
+        RETEXO_ENSURE(static_cast<node_t>(a.size()) < num_nodes,
+                      path << ": more than " << num_nodes << " lines; the graph has " << num_nodes
+                           << " nodes");
+        a.push_back(static_cast<part_t>(p));
+    }
+    RETEXO_ENSURE(static_cast<node_t>(a.size()) == num_nodes,
+                  path << ": " << a.size() << " lines, but the graph has " << num_nodes
+                       << " nodes (one partition id per node expected)");
+    return a;
+}
+
+void write_assignment(const std::string& path, std::span<const part_t> assignment)
+{
+    atomic_file out(path);
+    {
+        std::FILE* f = std::fopen(out.temp_path().c_str(), "wb");
+        RETEXO_ENSURE(f != nullptr, path << ": cannot open for writing");
+        bool ok = true;
+        for (part_t p : assignment) ok = ok && std::fprintf(f, "%d\n", p) > 0;
+        ok = (std::fclose(f) == 0) && ok;
+        RETEXO_ENSURE(ok, path << ": write failed");
+    }
+    out.commit();
+}
+
+void check_no_empty_part(std::span<const part_t> assignment, part_t parts)
+{
+    std::vector<node_t> count(static_cast<std::size_t>(parts), 0);
+    for (part_t p : assignment) ++count[p];
+    for (part_t p = 0; p < parts; ++p)
+        RETEXO_ENSURE(count[p] > 0, "partition " << p << " of " << parts
+                                                 << " is empty (more partitions than the graph supports?)");
+}
+
+std::vector<part_t> make_partition(const csr& in_edges, bool directed,
+                                   const partition_options& options)
+{
+    const node_t n = in_edges.num_rows();
+    std::vector<part_t> a;
+    switch (options.method) {
+    case partition_method::random: a = partition_random(n, options.parts, options.seed); break;
+    case partition_method::blocks: a = partition_blocks(n, options.parts); break;
+    case partition_method::metis:
+        a = partition_metis(in_edges, directed, options.parts, options.objective, options.seed);
+        break;
+    case partition_method::given:
+        RETEXO_ENSURE(!options.assignment_file.empty(),
+                      "--assignment FILE is required with --method given");
+        a = read_assignment(options.assignment_file, n, options.parts);
+        break;
+    }
+    check_no_empty_part(a, options.parts);
+    return a;
+}
+
+std::uint64_t assignment_hash(std::span<const part_t> assignment, part_t parts)
+{
+    std::uint64_t h = 0xcbf29ce484222325ULL;
+    auto feed = [&h](std::uint32_t word) {
+        for (int b = 0; b < 4; ++b) {
+            h ^= (word >> (8 * b)) & 0xFFU;
+            h *= 0x100000001b3ULL;
+        }
+    };
+    feed(static_cast<std::uint32_t>(parts));
+    feed(static_cast<std::uint32_t>(assignment.size()));
+    for (part_t p : assignment) feed(static_cast<std::uint32_t>(p));
+    return h;
+}
+
+std::string hash_to_hex(std::uint64_t h)
+{
+    std::ostringstream s;
+    s << std::hex << std::setw(16) << std::setfill('0') << h;
+    return s.str();
+}
+
+std::uint64_t hash_from_hex(const std::string& hex)
+{
+    RETEXO_ENSURE(hex.size() == 16 && hex.find_first_not_of("0123456789abcdef") == std::string::npos,
+                  "'" << hex << "' is not a 16-digit hexadecimal assignment hash");
+    return std::stoull(hex, nullptr, 16);
+}
+
+partition_stats compute_partition_stats(const csr& in_edges, std::span<const split> membership,
+                                        std::span<const part_t> assignment, part_t parts)
+{
+    partition_stats s;
+    s.parts.resize(static_cast<std::size_t>(parts));
+    const node_t n = in_edges.num_rows();
+    // Halo: distinct (partition, remote node) pairs; mark with a per-node stamp per partition.
+    std::vector<std::vector<node_t>> halo(static_cast<std::size_t>(parts));
+    for (node_t v = 0; v < n; ++v) {
+        auto& ps = s.parts[assignment[v]];
+        ++ps.owned;
+        if (!membership.empty()) {
+            ps.train += membership[v] == split::train;
+            ps.valid += membership[v] == split::valid;
+            ps.test += membership[v] == split::test;
+        }
+        ps.edges += in_edges.degree(v);
+        for (node_t u : in_edges.row(v))
+            if (assignment[u] != assignment[v]) {
+                ++ps.cut_edges;
+                halo[assignment[v]].push_back(u);
+            }
+    }
+    node_t max_owned = 0;
+    for (part_t p = 0; p < parts; ++p) {
+        auto& h = halo[p];
+        std::sort(h.begin(), h.end());
+        s.parts[p].halo = static_cast<node_t>(std::unique(h.begin(), h.end()) - h.begin());
+        s.total_halo += s.parts[p].halo;
+        s.edge_cut += s.parts[p].cut_edges;
+        max_owned = std::max(max_owned, s.parts[p].owned);
+    }
+    s.balance = n > 0 ? static_cast<double>(max_owned) * parts / n : 0.0;
+    return s;
+}
+
+partition_stats compute_partition_stats(const graph& g, std::span<const part_t> assignment,
+                                        part_t parts)
+{
+    const auto membership = split_membership(g.num_nodes(), g.train, g.valid, g.test);
+    return compute_partition_stats(g.in_edges, membership, assignment, parts);
+}
+
+std::string format_partition_stats(const partition_stats& s, bool directed)
+{
+    std::ostringstream o;
+    o << "part      nodes       halo      in-edges   cut-edges    train    valid     test\n";
+    for (std::size_t p = 0; p < s.parts.size(); ++p) {
+        const auto& q = s.parts[p];
+        o << std::setw(4) << p << std::setw(11) << q.owned << std::setw(11) << q.halo
+          << std::setw(14) << q.edges << std::setw(12) << q.cut_edges << std::setw(9) << q.train
+          << std::setw(9) << q.valid << std::setw(9) << q.test << "\n";
+    }
+    offset_t total_edges = 0;
+    for (const auto& q : s.parts) total_edges += q.edges;
+    const double pct = total_edges > 0 ? 100.0 * static_cast<double>(s.edge_cut) / total_edges : 0.0;
+    o << "edge cut: " << (directed ? s.edge_cut : s.edge_cut / 2)
+      << (directed ? " directed edges" : " undirected edges") << " (" << std::fixed
+      << std::setprecision(2) << pct << "% of edges); halo (replicated boundary) nodes: "
+      << s.total_halo << "; balance (max/mean nodes): " << std::setprecision(3) << s.balance
+      << "\n";
+    return o.str();
+}
+
+partition_structure build_partition_structure(const csr& global, std::span<const part_t> assignment,
+                                              part_t part)
+{
+    partition_structure s;
+    const node_t n = global.num_rows();
+    RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == n,
+                  "retexo::build_partition_structure: assignment has " << assignment.size()
+                                                                      << " entries for " << n
+                                                                      << " nodes");
+    for (node_t v = 0; v < n; ++v)
+        if (assignment[v] == part) s.owned_global.push_back(v);
+    // Halo: remote sources, ordered by (owner, global id).
+    std::vector<std::pair<part_t, node_t>> remote;
+    for (node_t v : s.owned_global)
+        for (node_t u : global.row(v))
+            if (assignment[u] != part) remote.emplace_back(assignment[u], u);
+    std::sort(remote.begin(), remote.end());
+    remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
+    s.halo_owner.reserve(remote.size());
+    s.halo_global.reserve(remote.size());
+    s.halo_in_degree.reserve(remote.size());
+    for (const auto& [p, u] : remote) {
+        s.halo_owner.push_back(p);
+        s.halo_global.push_back(u);
+        s.halo_in_degree.push_back(global.degree(u));
+    }
+    // Local CSR: owned by binary search in owned_global, halo by search in (owner, id).
+    const node_t n_own = s.num_owned();
+    s.in_edges.offsets.assign(static_cast<std::size_t>(n_own) + 1, 0);
+    s.in_edges.sources.reserve(static_cast<std::size_t>(
+        std::accumulate(s.owned_global.begin(), s.owned_global.end(), offset_t{0},
+                        [&](offset_t acc, node_t v) { return acc + global.degree(v); })));
+    for (node_t i = 0; i < n_own; ++i) {
+        for (node_t u : global.row(s.owned_global[i])) {
+            node_t local;
+            if (assignment[u] == part) {
+                local = static_cast<node_t>(
+                    std::lower_bound(s.owned_global.begin(), s.owned_global.end(), u) -
+                    s.owned_global.begin());
+            } else {
+                local = n_own + static_cast<node_t>(
+                                    std::lower_bound(remote.begin(), remote.end(),
+                                                     std::make_pair(assignment[u], u)) -
+                                    remote.begin());
+            }
+            s.in_edges.sources.push_back(local);
+        }
+        // Keep rows sorted by local id (deterministic aggregation order).
+        std::sort(s.in_edges.sources.begin() + s.in_edges.offsets[i], s.in_edges.sources.end());
+        s.in_edges.offsets[i + 1] = static_cast<offset_t>(s.in_edges.sources.size());
+    }
+    return s;
+}
+
+std::vector<node_t> local_partition::nodes_in(split which) const
+{
+    std::vector<node_t> ids;
+    for (node_t i = 0; i < num_owned(); ++i)
+        if (membership[i] == which) ids.push_back(i);
+    return ids;
+}
+
+local_partition extract_partition(const graph& g, std::span<const part_t> assignment,
+                                  part_t num_parts, part_t part)
+{
+    local_partition lp;
+    static_cast<partition_structure&>(lp) = build_partition_structure(g.in_edges, assignment, part);
+    lp.part = part;
+    lp.num_parts = num_parts;
+    lp.assignment_hash = assignment_hash(assignment, num_parts);
+    lp.global = info_of(g);
+    const auto member = split_membership(g.num_nodes(), g.train, g.valid, g.test);
+    const node_t n_own = lp.num_owned();
+    lp.features.resize(n_own, g.num_features());
+    lp.labels.resize(static_cast<std::size_t>(n_own));
+    lp.membership.resize(static_cast<std::size_t>(n_own));
+    for (node_t i = 0; i < n_own; ++i) {
+        const node_t v = lp.owned_global[i];
+        lp.features.row(i) = g.features.row(v);
+        lp.labels[i] = g.labels[v];
+        lp.membership[i] = member[v];
+    }
+    return lp;
+}
+
+}  // namespace retexo

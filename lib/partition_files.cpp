@@ -1,0 +1,337 @@
+#include <retexo/core/atomic_file.hpp>
+#include <retexo/io/graph_file.hpp>
+#include <retexo/io/partition_files.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+
+namespace fs = std::filesystem;
+
+namespace retexo {
+
+namespace {
+constexpr node_t feature_block_rows = 1 << 15;
+
+nlohmann::json stats_to_json(const partition_stats& s)
+{
+    nlohmann::json parts = nlohmann::json::array();
+    for (const auto& p : s.parts)
+        parts.push_back({{"nodes", p.owned},       {"halo", p.halo},   {"edges", p.edges},
+                         {"cut_edges", p.cut_edges}, {"train", p.train}, {"valid", p.valid},
+                         {"test", p.test}});
+    return {{"edge_cut", s.edge_cut},
+            {"total_halo", s.total_halo},
+            {"balance", s.balance},
+            {"parts", parts}};
+}
+
+/// Writes one part file: structure at construction, feature rows appended in order.
+struct part_writer {
+    atomic_file out;
+    h5::file file;
+    h5::handle features;
+    node_t written = 0;
+    std::vector<float> pending;
+    node_t pending_rows = 0;
+    node_t chunk_rows = 1;
+
+    part_writer(const std::string& path, const partition_structure& s, const graph_info& info,
+                part_t part, part_t parts, std::uint64_t hash, std::span<const std::int32_t> labels,
+                std::span<const split> membership)
+        : out(path), file(h5::file::create(out.temp_path(), path))
+    {
+        file.set_attr("retexo_format", std::string(partition_format_name));
+        file.set_attr("format_version", partition_format_version);
+        file.set_attr("part", static_cast<std::int64_t>(part));
+        file.set_attr("num_parts", static_cast<std::int64_t>(parts));
+        file.set_attr("assignment_hash", hash_to_hex(hash));
+        file.set_attr("name", info.name);
+        file.set_attr("num_nodes", static_cast<std::int64_t>(info.num_nodes));
+        file.set_attr("num_edges", static_cast<std::int64_t>(info.num_edges));
+        file.set_attr("num_features", static_cast<std::int64_t>(info.num_features));
+        file.set_attr("num_classes", static_cast<std::int64_t>(info.num_classes));
+        file.set_attr("directed", static_cast<std::int64_t>(info.directed ? 1 : 0));
+        const node_t n_own = s.num_owned();
+        std::vector<std::int32_t> own_labels(static_cast<std::size_t>(n_own));
+        std::vector<std::int8_t> own_split(static_cast<std::size_t>(n_own));
+        for (node_t i = 0; i < n_own; ++i) {
+            own_labels[i] = labels[s.owned_global[i]];
+            own_split[i] = static_cast<std::int8_t>(membership[s.owned_global[i]]);
+        }
+        file.write<node_t>("owned/global_ids", s.owned_global);
+        file.write<std::int32_t>("owned/labels", own_labels);
+        file.write<std::int8_t>("owned/split", own_split);
+        file.write<offset_t>("csr/offsets", s.in_edges.offsets);
+        file.write<node_t>("csr/sources", s.in_edges.sources);
+        file.write<node_t>("halo/global_ids", s.halo_global);
+        file.write<part_t>("halo/owner", s.halo_owner);
+        file.write<offset_t>("halo/in_degree", s.halo_in_degree);
+        const hsize_t dims[2] = {static_cast<hsize_t>(n_own), static_cast<hsize_t>(info.num_features)};
+        chunk_rows = static_cast<node_t>(h5::chunk_rows_for(static_cast<hsize_t>(info.num_features)));
+        features = file.create_dataset<float>("owned/features", dims, static_cast<hsize_t>(chunk_rows));
+        pending.reserve(static_cast<std::size_t>(chunk_rows) * info.num_features);
+    }
+
+    void add_row(const float* row, int f)
+    {
+        pending.insert(pending.end(), row, row + f);
+        if (++pending_rows == chunk_rows) flush(f);
+    }
+    void flush(int f)
+    {
+        if (pending_rows == 0) return;
+        file.write_rows<float>(features, "owned/features", static_cast<hsize_t>(written),
+                               static_cast<hsize_t>(pending_rows), static_cast<hsize_t>(f),
+                               pending.data());
+        written += pending_rows;
+        pending_rows = 0;
+        pending.clear();
+    }
+    void commit()
+    {
+        features.reset();
+        file.close();
+        out.commit();
+    }
+};
+
+split to_split(std::int8_t v, const std::string& where)
+{
+    RETEXO_ENSURE(v >= 0 && v <= 3, where << ": split code " << int(v) << " is not 0..3");
+    return static_cast<split>(v);
+}
+
+}  // namespace
+
+std::string partition_file_path(const std::string& dir, part_t part)
+{
+    return (fs::path(dir) / ("part" + std::to_string(part) + ".h5")).string();
+}
+
+partition_manifest write_partitioned(const std::string& graph_path,
+                                     std::span<const part_t> assignment,
+                                     const partition_options& options, const std::string& out_dir)
+{
+    const graph_file_reader reader(graph_path);
+    const auto& info = reader.info();
+    const part_t parts = options.parts;
+    RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == info.num_nodes,
+                  "assignment has " << assignment.size() << " entries, graph " << graph_path
+                                    << " has " << info.num_nodes << " nodes");
+    check_no_empty_part(assignment, parts);
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    RETEXO_ENSURE(!ec && fs::is_directory(out_dir), out_dir << ": cannot create directory: " << ec.message());
+
+    const csr global = reader.read_csr();
+    const auto labels = reader.read_labels();
+    const auto membership = split_membership(info.num_nodes, reader.read_split("train"),
+                                             reader.read_split("valid"), reader.read_split("test"));
+    const std::uint64_t hash = assignment_hash(assignment, parts);
+
+    partition_manifest m;
+    m.graph = info;
+    m.num_parts = parts;
+    m.method = to_string(options.method);
+    m.objective = options.method == partition_method::metis ? to_string(options.objective) : "";
+    m.seed = options.seed;
+    m.assignment_hash = hash;
+    m.source = graph_path;
+    m.stats = compute_partition_stats(global, membership, assignment, parts);
+
+    std::vector<std::unique_ptr<part_writer>> writers;
+    for (part_t p = 0; p < parts; ++p) {
+        const auto s = build_partition_structure(global, assignment, p);
+        writers.push_back(std::make_unique<part_writer>(partition_file_path(out_dir, p), s, info, p,
+                                                        parts, hash, labels, membership));
+    }
+    // One pass over the features, each row routed to its partition's file.
+    const int f = info.num_features;
+    std::vector<float> block(static_cast<std::size_t>(feature_block_rows) * f);
+    for (node_t row = 0; row < info.num_nodes; row += feature_block_rows) {
+        const node_t rows = std::min(feature_block_rows, info.num_nodes - row);
+        reader.read_features(row, rows, block.data());
+        for (node_t r = 0; r < rows; ++r)
+            writers[assignment[row + r]]->add_row(block.data() + static_cast<std::ptrdiff_t>(r) * f, f);
+    }
+    for (auto& w : writers) w->flush(f);
+    for (auto& w : writers) w->commit();
+
+    write_assignment((fs::path(out_dir) / "assignment.txt").string(), assignment);
+    nlohmann::json j = {
+        {"format", "retexo-partitioned"},
+        {"format_version", partition_format_version},
+        {"graph",
+         {{"name", info.name},
+          {"num_nodes", info.num_nodes},
+          {"num_edges", info.num_edges},
+          {"num_features", info.num_features},
+          {"num_classes", info.num_classes},
+          {"directed", info.directed}}},
+        {"num_parts", parts},
+        {"method", m.method},
+        {"objective", m.objective},
+        {"seed", m.seed},
+        {"assignment_hash", hash_to_hex(hash)},
+        {"assignment_file", "assignment.txt"},
+        {"source", graph_path},
+        {"stats", stats_to_json(m.stats)}};
+    write_text_atomic((fs::path(out_dir) / "manifest.json").string(), j.dump(2) + "\n");
+    return m;
+}
+
+partition_manifest read_manifest(const std::string& dir)
+{
+    const auto path = (fs::path(dir) / "manifest.json").string();
+    RETEXO_ENSURE(fs::is_directory(dir), dir << ": not a directory");
+    std::ifstream f(path);
+    RETEXO_ENSURE(f.good(), path << ": cannot open (not a partitioned directory from retexo_partition?)");
+    partition_manifest m;
+    try {
+        const auto j = nlohmann::json::parse(f);
+        RETEXO_ENSURE(j.at("format").get<std::string>() == "retexo-partitioned",
+                      path << ": format is not retexo-partitioned");
+        RETEXO_ENSURE(j.at("format_version").get<std::int64_t>() == partition_format_version,
+                      path << ": unsupported format_version");
+        const auto& g = j.at("graph");
+        m.graph.name = g.at("name").get<std::string>();
+        m.graph.num_nodes = g.at("num_nodes").get<node_t>();
+        m.graph.num_edges = g.at("num_edges").get<offset_t>();
+        m.graph.num_features = g.at("num_features").get<int>();
+        m.graph.num_classes = g.at("num_classes").get<int>();
+        m.graph.directed = g.at("directed").get<bool>();
+        m.num_parts = j.at("num_parts").get<part_t>();
+        m.method = j.at("method").get<std::string>();
+        m.objective = j.value("objective", "");
+        m.seed = j.value("seed", std::uint64_t{0});
+        m.assignment_hash = hash_from_hex(j.at("assignment_hash").get<std::string>());
+        m.source = j.value("source", "");
+    } catch (const nlohmann::json::exception& e) {
+        RETEXO_THROW(path << ": invalid manifest: " << e.what());
+    } catch (const error& e) {
+        RETEXO_THROW(path << ": " << e.what());
+    }
+    RETEXO_ENSURE(m.num_parts >= 1, path << ": num_parts must be positive");
+    return m;
+}
+
+local_partition load_partition(const std::string& dir, part_t part)
+{
+    const auto m = read_manifest(dir);
+    RETEXO_ENSURE(part >= 0 && part < m.num_parts,
+                  dir << ": has " << m.num_parts << " partitions, no partition " << part);
+    const auto path = partition_file_path(dir, part);
+    const auto file = h5::file::open(path);
+    RETEXO_ENSURE(file.has_attr("retexo_format") &&
+                      file.attr_string("retexo_format") == partition_format_name,
+                  path << ": not a retexo partition file");
+    RETEXO_ENSURE(file.attr_int("format_version") == partition_format_version,
+                  path << ": unsupported partition format version");
+    RETEXO_ENSURE(file.attr_int("part") == part,
+                  path << ": holds partition " << file.attr_int("part") << ", expected " << part);
+    RETEXO_ENSURE(file.attr_int("num_parts") == m.num_parts,
+                  path << ": made for " << file.attr_int("num_parts") << " partitions, manifest says "
+                       << m.num_parts);
+    local_partition lp;
+    lp.part = part;
+    lp.num_parts = m.num_parts;
+    lp.assignment_hash = hash_from_hex(file.attr_string("assignment_hash"));
+    RETEXO_ENSURE(lp.assignment_hash == m.assignment_hash,
+                  path << ": assignment hash " << hash_to_hex(lp.assignment_hash)
+                       << " does not match manifest.json (" << hash_to_hex(m.assignment_hash)
+                       << "): the partition files come from different runs");
+    lp.global = m.graph;
+    RETEXO_ENSURE(file.attr_int("num_features") == m.graph.num_features &&
+                      file.attr_int("num_nodes") == m.graph.num_nodes,
+                  path << ": graph sizes differ from manifest.json");
+
+    lp.owned_global = file.read_vector<node_t>("owned/global_ids");
+    const auto n_own = static_cast<std::int64_t>(lp.owned_global.size());
+    RETEXO_ENSURE(n_own > 0, path << ": partition " << part << " is empty");
+    lp.labels = file.read_vector<std::int32_t>("owned/labels", n_own);
+    const auto codes = file.read_vector<std::int8_t>("owned/split", n_own);
+    lp.membership.reserve(codes.size());
+    for (auto c : codes) lp.membership.push_back(to_split(c, path));
+    lp.in_edges.offsets = file.read_vector<offset_t>("csr/offsets", n_own + 1);
+    lp.in_edges.sources = file.read_vector<node_t>("csr/sources");
+    lp.halo_global = file.read_vector<node_t>("halo/global_ids");
+    const auto n_halo = static_cast<std::int64_t>(lp.halo_global.size());
+    lp.halo_owner = file.read_vector<part_t>("halo/owner", n_halo);
+    lp.halo_in_degree = file.read_vector<offset_t>("halo/in_degree", n_halo);
+    const auto fd = file.dims("owned/features");
+    RETEXO_ENSURE(fd.size() == 2 && fd[0] == static_cast<hsize_t>(n_own) &&
+                      fd[1] == static_cast<hsize_t>(m.graph.num_features),
+                  path << ": owned/features must be " << n_own << " x " << m.graph.num_features);
+    lp.features.resize(n_own, m.graph.num_features);
+    if (n_own > 0 && m.graph.num_features > 0)
+        file.read_rows<float>(file.open_dataset("owned/features"), "owned/features", 0,
+                              static_cast<hsize_t>(n_own),
+                              static_cast<hsize_t>(m.graph.num_features), lp.features.data());
+
+    // Consistency of what was read.
+    validate_csr(lp.in_edges, static_cast<node_t>(n_own + n_halo), path);
+    for (std::int64_t i = 0; i < n_own; ++i) {
+        RETEXO_ENSURE(lp.owned_global[i] >= 0 && lp.owned_global[i] < m.graph.num_nodes &&
+                          (i == 0 || lp.owned_global[i - 1] < lp.owned_global[i]),
+                      path << ": owned/global_ids must be ascending ids in [0, " << m.graph.num_nodes << ")");
+        RETEXO_ENSURE(lp.labels[i] >= 0 && lp.labels[i] < m.graph.num_classes,
+                      path << ": label " << lp.labels[i] << " of node " << lp.owned_global[i]
+                           << " is outside 0.." << m.graph.num_classes - 1);
+    }
+    for (std::int64_t i = 0; i < n_halo; ++i)
+        RETEXO_ENSURE(lp.halo_owner[i] >= 0 && lp.halo_owner[i] < m.num_parts &&
+                          lp.halo_owner[i] != part && lp.halo_global[i] >= 0 &&
+                          lp.halo_global[i] < m.graph.num_nodes &&
+                          (i == 0 || std::make_pair(lp.halo_owner[i - 1], lp.halo_global[i - 1]) <
+                                         std::make_pair(lp.halo_owner[i], lp.halo_global[i])),
+                      path << ": halo entry " << i << " is invalid (owner " << lp.halo_owner[i]
+                           << ", node " << lp.halo_global[i] << ")");
+    return lp;
+}
+
+local_partition load_partition_from_graph(const std::string& graph_path,
+                                          std::span<const part_t> assignment, part_t parts,
+                                          part_t part)
+{
+    const graph_file_reader reader(graph_path);
+    const auto& info = reader.info();
+    RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == info.num_nodes,
+                  "assignment has " << assignment.size() << " entries, graph " << graph_path
+                                    << " has " << info.num_nodes << " nodes");
+    local_partition lp;
+    static_cast<partition_structure&>(lp) = build_partition_structure(reader.read_csr(), assignment, part);
+    RETEXO_ENSURE(lp.num_owned() > 0, "partition " << part << " of " << parts << " is empty");
+    lp.part = part;
+    lp.num_parts = parts;
+    lp.assignment_hash = assignment_hash(assignment, parts);
+    lp.global = info;
+    const auto labels = reader.read_labels();
+    const auto membership = split_membership(info.num_nodes, reader.read_split("train"),
+                                             reader.read_split("valid"), reader.read_split("test"));
+    const node_t n_own = lp.num_owned();
+    lp.labels.resize(static_cast<std::size_t>(n_own));
+    lp.membership.resize(static_cast<std::size_t>(n_own));
+    for (node_t i = 0; i < n_own; ++i) {
+        lp.labels[i] = labels[lp.owned_global[i]];
+        lp.membership[i] = membership[lp.owned_global[i]];
+    }
+    // Owned feature rows: read the blocks that contain owned rows, keep those rows.
+    const int f = info.num_features;
+    lp.features.resize(n_own, f);
+    std::vector<float> block(static_cast<std::size_t>(feature_block_rows) * f);
+    node_t next = 0;
+    while (next < n_own) {
+        const node_t row0 = lp.owned_global[next] / feature_block_rows * feature_block_rows;
+        const node_t rows = std::min(feature_block_rows, info.num_nodes - row0);
+        reader.read_features(row0, rows, block.data());
+        for (; next < n_own && lp.owned_global[next] < row0 + rows; ++next)
+            std::copy_n(block.data() + static_cast<std::ptrdiff_t>(lp.owned_global[next] - row0) * f, f,
+                        lp.features.data() + static_cast<std::ptrdiff_t>(next) * f);
+    }
+    return lp;
+}
+
+}  // namespace retexo

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Command-line behaviour of the retexo tools: --help, exit codes, error messages that name
+# the file or option, and no half-written output after a failure.
+# Usage: cli_test.sh APPS_DIR MPIEXEC DATASETS_DIR
+set -u
+apps=$1
+mpiexec=$2
+datasets=${3:-}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+
+# expect CODE REGEX -- command...: exit status CODE and REGEX found in stdout+stderr.
+expect() {
+  local code=$1 regex=$2
+  shift 2
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne $code ]] || ! grep -qE -- "$regex" <<<"$out"; then
+    echo "FAIL: $* -> exit $rc (expected $code), output:"
+    sed 's/^/    /' <<<"$out" | head -20
+    echo "    (expected to match: $regex)"
+    failures=$((failures + 1))
+  else
+    echo "ok: $*"
+  fi
+}
+absent() {
+  if [[ -e $1 ]]; then echo "FAIL: $1 exists after a failed run"; failures=$((failures + 1)); fi
+}
+
+for tool in retexo_generate retexo_convert retexo_partition; do
+  expect 0 "Usage: $tool" "$apps/$tool" --help
+  expect 0 "$tool \(retexo\) [0-9]+\.[0-9]+" "$apps/$tool" --version
+  expect 2 "unrecognised option|unrecognized option" "$apps/$tool" --no-such-option
+done
+expect 0 "Usage: mpirun -np P retexo_mpi" "$apps/retexo_mpi" --help
+
+# generate
+expect 2 "--out.*(required|missing)" "$apps/retexo_generate"
+expect 1 "--homophily must be in \[0, 1\]" "$apps/retexo_generate" --out "$tmp/g.h5" --homophily 2
+absent "$tmp/g.h5"
+expect 2 "nodes" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes abc
+expect 1 "cannot create HDF5 file" "$apps/retexo_generate" --out "$tmp/nodir/g.h5" --nodes 100
+expect 0 "wrote .*g.h5: 2000 nodes" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes 2000 --features 8 --classes 3 --seed 5
+
+# convert
+expect 1 "nonexistent: not a directory" "$apps/retexo_convert" --ogb "$tmp/nonexistent" --out "$tmp/c.h5"
+absent "$tmp/c.h5"
+mkdir -p "$tmp/badogb/raw"
+expect 1 "num-node-list.csv.gz: missing" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5"
+absent "$tmp/c.h5"
+expect 1 "--directed must be true or false" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --directed maybe
+
+# partition
+expect 1 "missing.h5: cannot open" "$apps/retexo_partition" --graph "$tmp/missing.h5" --parts 2 --out "$tmp/p"
+absent "$tmp/p/manifest.json"
+expect 1 "unknown partition method 'spectral'" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method spectral --out "$tmp/p"
+expect 1 "--parts must be positive" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 0 --out "$tmp/p"
+printf '0\n1\n' >"$tmp/short.txt"
+expect 1 "short.txt: 2 lines, but the graph has 2000 nodes" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method given --assignment "$tmp/short.txt" --out "$tmp/p"
+absent "$tmp/p/manifest.json"
+expect 0 "wrote" "$apps/retexo_generate" --out "$tmp/tiny.h5" --nodes 2 --classes 1 --avg-degree 1
+expect 1 "partition 2 of 3 is empty" "$apps/retexo_partition" --graph "$tmp/tiny.h5" --parts 3 --method blocks --out "$tmp/p"
+absent "$tmp/p/manifest.json"
+expect 0 "edge cut" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method metis --out "$tmp/p2"
+expect 0 "edge cut" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 3 --method random --out "$tmp/p3"
+expect 0 "balance" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method given --assignment "$tmp/p2/assignment.txt" --out "$tmp/p2b"
+if ! cmp -s "$tmp/p2/assignment.txt" "$tmp/p2b/assignment.txt"; then echo "FAIL: given assignment did not round-trip"; failures=$((failures + 1)); fi
+
+# retexo_mpi: wrong rank count, missing data; every rank exits non-zero, never hangs.
+expect_mpi() {
+  local code_nonzero=$1 regex=$2
+  shift 2
+  local out rc
+  out=$(timeout 120 "$@" 2>&1)
+  rc=$?
+  if [[ $rc -eq 0 || $rc -eq 124 ]] || ! grep -qE -- "$regex" <<<"$out"; then
+    echo "FAIL: $* -> exit $rc, output:"; sed 's/^/    /' <<<"$out" | head -20
+    failures=$((failures + 1))
+  else
+    echo "ok: $*"
+  fi
+}
+expect_mpi 1 "holds 3 partitions but the job has 2 ranks" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/p3"
+expect_mpi 1 "nothere.h5: cannot open" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/nothere.h5"
+expect 0 "assignment hash" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/p2"
+expect 0 "assignment hash" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/g.h5" --partition metis
+
+if [[ -n $datasets && -d $datasets/cora ]]; then
+  expect 0 "2708 nodes" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --out "$tmp/cora.h5"
+  expect 1 "choose a split with --split \(available: public random-paper\)" "$apps/retexo_convert" --ogb "$datasets/cora" --out "$tmp/cora2.h5"
+else
+  echo "SKIPPED: dataset checks (no $datasets/cora)"
+fi
+
+echo "$failures failure(s)"
+[[ $failures -eq 0 ]]

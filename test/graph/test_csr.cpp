@@ -1,0 +1,65 @@
+#include "support/test_support.hpp"
+
+#include <retexo/graph/graph.hpp>
+
+using namespace retexo;
+
+TEST_CASE("build_csr symmetrises, drops self loops and duplicates", "[graph]")
+{
+    const std::vector<node_t> src = {0, 1, 2, 2, 1, 3};
+    const std::vector<node_t> dst = {1, 0, 2, 0, 0, 0};
+    csr_build_report rep;
+    const csr g = build_csr(4, src, dst, {.symmetrise = true}, &rep);
+    CHECK(rep.input_edges == 6);
+    CHECK(rep.self_loops_dropped == 1);
+    // in-edges: 0 <- {1, 2, 3}; 1 <- {0}; 2 <- {0}; 3 <- {0}
+    CHECK(g.offsets == std::vector<offset_t>{0, 3, 4, 5, 6});
+    CHECK(g.sources == std::vector<node_t>{1, 2, 3, 0, 0, 0});
+    CHECK(rep.duplicates_dropped == 4);  // 1->0 twice and both directions of 0-1
+}
+
+TEST_CASE("build_csr keeps direction when not symmetrising", "[graph]")
+{
+    const std::vector<node_t> src = {0, 0, 1};
+    const std::vector<node_t> dst = {1, 2, 2};
+    const csr g = build_csr(3, src, dst);
+    CHECK(g.offsets == std::vector<offset_t>{0, 0, 1, 3});
+    CHECK(g.sources == std::vector<node_t>{0, 0, 1});
+    const csr t = transpose(g, 3);  // out-edges
+    CHECK(t.offsets == std::vector<offset_t>{0, 2, 3, 3});
+    CHECK(t.sources == std::vector<node_t>{1, 2, 2});
+}
+
+TEST_CASE("build_csr rejects an out-of-range node id", "[graph][bad-input]")
+{
+    const std::vector<node_t> src = {0, 5};
+    const std::vector<node_t> dst = {1, 1};
+    CHECK_THROWS_WITH(build_csr(3, src, dst), Catch::Contains("outside [0, 3)"));
+}
+
+TEST_CASE("validate_graph catches labels, splits and sizes", "[graph][bad-input]")
+{
+    auto g = test::make_graph(6, {{0, 1}, {1, 2}, {3, 4}}, 3, 2);
+    CHECK_NOTHROW(validate_graph(g, "g"));
+    SECTION("label outside 0..C-1")
+    {
+        g.labels[4] = 2;
+        CHECK_THROWS_WITH(validate_graph(g, "g"), Catch::Contains("label 2 of node 4 is outside 0..1"));
+    }
+    SECTION("node in two splits")
+    {
+        g.valid.push_back(g.train[0]);
+        CHECK_THROWS_WITH(validate_graph(g, "g"), Catch::Contains("already in another split"));
+    }
+    SECTION("feature rows")
+    {
+        g.features.conservativeResize(5, 3);
+        CHECK_THROWS_WITH(validate_graph(g, "g"), Catch::Contains("5 feature rows for 6 nodes"));
+    }
+    SECTION("isolated nodes are fine")
+    {
+        const auto h = test::make_graph(4, {}, 2, 2);
+        CHECK(h.num_edges() == 0);
+        CHECK_NOTHROW(validate_graph(h, "h"));
+    }
+}

@@ -1,0 +1,157 @@
+#include "support/test_support.hpp"
+
+#include <retexo/io/graph_file.hpp>
+#include <retexo/io/ogb.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace retexo;
+namespace fs = std::filesystem;
+
+TEST_CASE("OGB raw directory converts to the same graph", "[io][ogb]")
+{
+    test::temp_dir tmp;
+    const auto g = test::make_graph(30, {{0, 1}, {1, 2}, {2, 29}, {5, 6}, {6, 7}, {7, 5}}, 4, 3);
+    test::write_ogb_dir(g, tmp / "ds");
+    const auto rep = convert_ogb(tmp / "ds", tmp / "g.h5");
+    CHECK(rep.split == "s");
+    CHECK(rep.edge_lines == 6);
+    const graph h = read_graph(tmp / "g.h5");
+    CHECK(h.name == "ds");
+    CHECK(h.num_classes == 3);
+    CHECK(h.in_edges.offsets == g.in_edges.offsets);
+    CHECK(h.in_edges.sources == g.in_edges.sources);
+    CHECK(h.features.isApprox(g.features, 1e-6F));
+    CHECK(h.labels == g.labels);
+    CHECK(h.train == g.train);
+    CHECK(h.test == g.test);
+}
+
+TEST_CASE("OGB directed graphs keep their direction", "[io][ogb]")
+{
+    test::temp_dir tmp;
+    const auto g = test::make_graph(4, {{0, 1}, {1, 2}}, 2, 2);
+    test::write_ogb_dir(g, tmp / "ds");
+    test::write_file(tmp / "ds/meta.json", R"({"directed": true, "name": "dir", "num_classes": 5})");
+    convert_ogb(tmp / "ds", tmp / "g.h5");
+    const graph h = read_graph(tmp / "g.h5");
+    CHECK(h.directed);
+    CHECK(h.name == "dir");
+    CHECK(h.num_classes == 5);
+    CHECK(h.num_edges() == 2);
+    CHECK(h.in_edges.sources == std::vector<node_t>{0, 1});  // 1 <- 0, 2 <- 1
+}
+
+TEST_CASE("OGB conversion rejects bad input, leaving no output", "[io][ogb][bad-input]")
+{
+    test::temp_dir tmp;
+    const auto g = test::make_graph(10, {{0, 1}, {1, 2}, {3, 9}}, 3, 2);
+    test::write_ogb_dir(g, tmp / "ds");
+    const std::string out = tmp / "out.h5";
+    auto fails_with = [&](const std::string& text) {
+        CHECK_THROWS_WITH(convert_ogb(tmp / "ds", out), Catch::Contains(text));
+        CHECK_FALSE(fs::exists(out));
+    };
+    SECTION("missing directory")
+    {
+        CHECK_THROWS_WITH(convert_ogb(tmp / "none", out), Catch::Contains("none: not a directory"));
+    }
+    SECTION("missing file")
+    {
+        fs::remove(tmp / "ds/raw/node-label.csv.gz");
+        fails_with("node-label.csv.gz: missing");
+    }
+    SECTION("ragged feature rows")
+    {
+        test::write_file(tmp / "ds/raw/node-feat.csv.gz", "1,2,3\n1,2,3\n1,2\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n");
+        fails_with("node-feat.csv.gz:3: ragged feature rows: 2 values, expected 3");
+    }
+    SECTION("non-numeric feature")
+    {
+        test::write_file(tmp / "ds/raw/node-feat.csv.gz", "1,2,x\n");
+        fails_with("node-feat.csv.gz:1: 'x' is not a valid number");
+    }
+    SECTION("node id out of range")
+    {
+        test::write_file(tmp / "ds/raw/edge.csv.gz", "0,1\n1,10\n3,9\n");
+        fails_with("edge.csv.gz:2: edge 1,10 has a node id outside [0, 10)");
+    }
+    SECTION("label outside 0..C-1")
+    {
+        test::write_file(tmp / "ds/meta.json", R"({"num_classes": 2})");
+        test::write_file(tmp / "ds/raw/node-label.csv.gz", "0\n1\n0\n1\n0\n1\n0\n1\n0\n7\n");
+        fails_with("label 7 is outside 0..1");
+    }
+    SECTION("negative label")
+    {
+        test::write_file(tmp / "ds/raw/node-label.csv.gz", "0\n1\n0\n1\n0\n-1\n0\n1\n0\n1\n");
+        fails_with("node-label.csv.gz:6: label -1 is negative");
+    }
+    SECTION("truncated edge file")
+    {
+        test::write_file(tmp / "ds/raw/num-edge-list.csv.gz", "4\n");
+        fails_with("3 edge lines but num-edge-list says 4");
+    }
+    SECTION("too few labels")
+    {
+        test::write_file(tmp / "ds/raw/node-label.csv.gz", "0\n1\n");
+        fails_with("2 labels for 10 nodes");
+    }
+    SECTION("unknown split")
+    {
+        CHECK_THROWS_WITH(convert_ogb(tmp / "ds", out, {.split = "nosuch"}),
+                          Catch::Contains("nosuch: no such split"));
+    }
+    SECTION("split id out of range")
+    {
+        test::write_file(tmp / "ds/split/s/test.csv.gz", "2\n11\n");
+        fails_with("test.csv.gz:2: node id 11 outside [0, 10)");
+    }
+    SECTION("gzip file cut short")
+    {
+        std::string feats;
+        for (int v = 0; v < 10; ++v) feats += "1,2,3\n";
+        test::write_file(tmp / "ds/raw/node-feat.csv.gz", feats);
+        const auto size = fs::file_size(tmp / "ds/raw/node-feat.csv.gz");
+        fs::resize_file(tmp / "ds/raw/node-feat.csv.gz", size - 12);
+        CHECK_THROWS(convert_ogb(tmp / "ds", out));
+        CHECK_FALSE(fs::exists(out));
+    }
+}
+
+TEST_CASE("shared datasets convert with the counts of their meta.json", "[io][ogb][datasets]")
+{
+    for (const std::string name : {"cora", "citeseer", "chameleon", "amazon-computers", "facebook"}) {
+        const auto dir = test::dataset_dir(name);
+        if (!dir) {
+            WARN("SKIPPED: dataset " << name << " not found under " RETEXO_DATASETS_DIR);
+            continue;
+        }
+        DYNAMIC_SECTION(name)
+        {
+            std::ifstream mf(*dir + "/meta.json");
+            const auto meta = nlohmann::json::parse(mf);
+            test::temp_dir tmp;
+            const auto rep = convert_ogb(*dir, tmp / "g.h5", {.split = "random-paper"});
+            const graph_file_reader r(tmp / "g.h5");
+            CHECK(r.info().name == meta["name"].get<std::string>());
+            CHECK(r.info().num_nodes == meta["num_nodes"].get<node_t>());
+            CHECK(r.info().num_edges == 2 * meta["num_edges"].get<offset_t>());  // symmetrised
+            CHECK(r.info().num_features == meta["num_features"].get<int>());
+            CHECK(r.info().num_classes == meta["num_classes"].get<int>());
+            CHECK_FALSE(r.info().directed);
+            const auto& sp = meta["splits"]["random-paper"];
+            CHECK(r.read_split("train").size() == sp["train"].get<std::size_t>());
+            CHECK(r.read_split("valid").size() == sp["valid"].get<std::size_t>());
+            CHECK(r.read_split("test").size() == sp["test"].get<std::size_t>());
+            const auto labels = r.read_labels();
+            std::vector<std::int64_t> counts(static_cast<std::size_t>(r.info().num_classes), 0);
+            for (auto y : labels) ++counts[y];
+            CHECK(counts == meta["class_counts"].get<std::vector<std::int64_t>>());
+            CHECK(rep.self_loops_dropped == 0);
+        }
+    }
+}

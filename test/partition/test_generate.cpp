@@ -1,0 +1,95 @@
+#include "support/test_support.hpp"
+
+#include <retexo/io/graph_file.hpp>
+#include <retexo/partition/generate.hpp>
+
+#include <omp.h>
+
+using namespace retexo;
+
+TEST_CASE("CSBM generator is deterministic whatever the thread count", "[generate]")
+{
+    csbm_options o;
+    o.nodes = 5000;
+    o.power_law = 2.5;
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const graph a = generate_csbm(o);
+    omp_set_num_threads(std::max(2, threads));
+    const graph b = generate_csbm(o);
+    omp_set_num_threads(threads);
+    CHECK(a.in_edges.sources == b.in_edges.sources);
+    CHECK(a.in_edges.offsets == b.in_edges.offsets);
+    CHECK(a.features == b.features);
+    CHECK(a.labels == b.labels);
+    CHECK(a.train == b.train);
+    o.seed += 1;
+    const graph c = generate_csbm(o);
+    CHECK(c.in_edges.sources != a.in_edges.sources);
+}
+
+TEST_CASE("CSBM generator honours its parameters", "[generate]")
+{
+    csbm_options o;
+    o.nodes = 20000;
+    o.classes = 4;
+    o.avg_degree = 10;
+    o.homophily = 0.75;
+    const graph g = generate_csbm(o);
+    validate_graph(g, "csbm");
+    CHECK(g.num_classes == 4);
+    const double avg = static_cast<double>(g.num_edges()) / g.num_nodes();
+    CHECK(avg > 9.5);
+    CHECK(avg <= 10.0);
+    offset_t same = 0;
+    for (node_t v = 0; v < g.num_nodes(); ++v)
+        for (node_t u : g.in_edges.row(v)) same += g.labels[u] == g.labels[v];
+    const double h = static_cast<double>(same) / g.num_edges();
+    CHECK(h == Approx(0.75).margin(0.02));
+    CHECK(g.train.size() == 2000);
+    CHECK(g.valid.size() == 2000);
+    CHECK(g.test.size() == 16000);
+    // Symmetric.
+    const csr t = transpose(g.in_edges, g.num_nodes());
+    CHECK(t.sources == g.in_edges.sources);
+}
+
+TEST_CASE("power-law degrees have a heavy tail", "[generate]")
+{
+    csbm_options o;
+    o.nodes = 20000;
+    o.avg_degree = 10;
+    o.power_law = 2.2;
+    const graph g = generate_csbm(o);
+    offset_t max_deg = 0;
+    for (node_t v = 0; v < g.num_nodes(); ++v) max_deg = std::max(max_deg, g.in_edges.degree(v));
+    CHECK(max_deg > 100);
+}
+
+TEST_CASE("streamed generation equals in-memory generation", "[generate]")
+{
+    test::temp_dir tmp;
+    csbm_options o;
+    o.nodes = 70000;  // more than one feature block
+    o.features = 8;
+    o.avg_degree = 4;
+    generate_csbm_file(o, tmp / "g.h5");
+    const graph a = read_graph(tmp / "g.h5");
+    const graph b = generate_csbm(o);
+    CHECK(a.features == b.features);
+    CHECK(a.in_edges.sources == b.in_edges.sources);
+}
+
+TEST_CASE("generator options are validated", "[generate][bad-input]")
+{
+    csbm_options o;
+    o.homophily = 1.5;
+    CHECK_THROWS_WITH(generate_csbm(o), Catch::Contains("--homophily"));
+    o = {};
+    o.power_law = 1.5;
+    CHECK_THROWS_WITH(generate_csbm(o), Catch::Contains("--power-law"));
+    o = {};
+    o.train_fraction = 0.7;
+    o.test_fraction = 0.7;
+    CHECK_THROWS_WITH(generate_csbm(o), Catch::Contains("fractions"));
+}

@@ -1,0 +1,196 @@
+#include "support/test_support.hpp"
+
+#include <retexo/io/graph_file.hpp>
+#include <retexo/io/ogb.hpp>
+#include <retexo/io/partition_files.hpp>
+#include <retexo/partition/generate.hpp>
+#include <retexo/partition/partitioner.hpp>
+
+#include <filesystem>
+
+using namespace retexo;
+namespace fs = std::filesystem;
+
+namespace {
+std::vector<node_t> counts_of(const std::vector<part_t>& a, part_t parts)
+{
+    std::vector<node_t> c(static_cast<std::size_t>(parts), 0);
+    for (auto p : a) ++c[p];
+    return c;
+}
+}  // namespace
+
+TEST_CASE("random partition is balanced and seeded", "[partition]")
+{
+    const auto a = partition_random(1003, 4, 7);
+    const auto c = counts_of(a, 4);
+    CHECK(c == std::vector<node_t>{251, 251, 251, 250});
+    CHECK(partition_random(1003, 4, 7) == a);
+    CHECK(partition_random(1003, 4, 8) != a);
+}
+
+TEST_CASE("blocks partition is contiguous", "[partition]")
+{
+    const auto a = partition_blocks(10, 3);
+    CHECK(a == std::vector<part_t>{0, 0, 0, 0, 1, 1, 1, 2, 2, 2});
+}
+
+TEST_CASE("METIS cuts fewer edges than random on a homophilous graph", "[partition]")
+{
+    csbm_options o;
+    o.nodes = 3000;
+    o.avg_degree = 8;
+    o.homophily = 0.9;
+    const graph g = generate_csbm(o);
+    const auto rnd = compute_partition_stats(g, partition_random(g.num_nodes(), 4, 1), 4);
+    for (auto obj : {metis_objective::cut, metis_objective::vol}) {
+        const auto a = partition_metis(g.in_edges, false, 4, obj, 1);
+        const auto s = compute_partition_stats(g, a, 4);
+        CHECK(s.edge_cut < rnd.edge_cut / 2);
+        CHECK(s.total_halo < rnd.total_halo);
+        for (auto c : counts_of(a, 4)) CHECK(c > 0);
+    }
+}
+
+TEST_CASE("cora: METIS cut < random cut", "[partition][datasets]")
+{
+    RETEXO_REQUIRE_DATASET(dir, "cora");
+    test::temp_dir tmp;
+    convert_ogb(dir, tmp / "cora.h5", {.split = "random-paper"});
+    const graph g = read_graph(tmp / "cora.h5");
+    const auto metis = compute_partition_stats(g, partition_metis(g.in_edges, false, 4, metis_objective::vol, 42), 4);
+    const auto rnd = compute_partition_stats(g, partition_random(g.num_nodes(), 4, 42), 4);
+    INFO("metis cut " << metis.edge_cut << ", random cut " << rnd.edge_cut);
+    CHECK(metis.edge_cut < rnd.edge_cut);
+}
+
+TEST_CASE("a given assignment round-trips exactly", "[partition]")
+{
+    test::temp_dir tmp;
+    const auto g = test::make_graph(40, {{0, 1}, {1, 2}, {2, 39}, {20, 21}}, 3, 2);
+    write_graph(g, tmp / "g.h5");
+    std::vector<part_t> a(40);
+    for (node_t v = 0; v < 40; ++v) a[v] = static_cast<part_t>((v * 7 + 3) % 3);
+    write_assignment(tmp / "a.txt", a);
+    partition_options o{.method = partition_method::given, .parts = 3, .assignment_file = tmp / "a.txt"};
+    const auto b = make_partition(g.in_edges, false, o);
+    CHECK(b == a);
+    write_partitioned(tmp / "g.h5", b, o, tmp / "parts");
+    CHECK(read_assignment(tmp / "parts/assignment.txt", 40, 3) == a);
+    const auto m = read_manifest(tmp / "parts");
+    CHECK(m.assignment_hash == assignment_hash(a, 3));
+    CHECK(m.method == "given");
+    for (part_t p = 0; p < 3; ++p) {
+        const auto lp = load_partition(tmp / "parts", p);
+        for (node_t v : lp.owned_global) CHECK(a[v] == p);
+    }
+}
+
+TEST_CASE("assignment files are validated", "[partition][bad-input]")
+{
+    test::temp_dir tmp;
+    SECTION("wrong length")
+    {
+        test::write_file(tmp / "a.txt", "0\n1\n0\n");
+        CHECK_THROWS_WITH(read_assignment(tmp / "a.txt", 4, 2),
+                          Catch::Contains("a.txt: 3 lines, but the graph has 4 nodes"));
+        test::write_file(tmp / "b.txt", "0\n1\n0\n1\n1\n");
+        CHECK_THROWS_WITH(read_assignment(tmp / "b.txt", 4, 2), Catch::Contains("more than 4 lines"));
+    }
+    SECTION("id >= P")
+    {
+        test::write_file(tmp / "a.txt", "0\n1\n2\n0\n");
+        CHECK_THROWS_WITH(read_assignment(tmp / "a.txt", 4, 2),
+                          Catch::Contains("a.txt:3: partition id 2 is outside [0, 2)"));
+    }
+    SECTION("not a number")
+    {
+        test::write_file(tmp / "a.txt", "0\nx\n");
+        CHECK_THROWS_WITH(read_assignment(tmp / "a.txt", 2, 2), Catch::Contains("a.txt:2: 'x' is not a valid integer"));
+    }
+    SECTION("missing")
+    {
+        CHECK_THROWS_WITH(read_assignment(tmp / "none.txt", 2, 2), Catch::Contains("none.txt: cannot open"));
+    }
+    SECTION("gzip accepted")
+    {
+        test::write_file(tmp / "a.txt.gz", "0\n1\n1\n");
+        CHECK(read_assignment(tmp / "a.txt.gz", 3, 2) == std::vector<part_t>{0, 1, 1});
+    }
+}
+
+TEST_CASE("an empty partition is rejected", "[partition][bad-input]")
+{
+    const auto g = test::make_graph(3, {{0, 1}}, 2, 2);
+    CHECK_THROWS_WITH(make_partition(g.in_edges, false, {.method = partition_method::random, .parts = 4}),
+                      Catch::Contains("partition 3 of 4 is empty"));
+    test::temp_dir tmp;
+    test::write_file(tmp / "a.txt", "0\n0\n2\n");
+    CHECK_THROWS_WITH(make_partition(g.in_edges, false,
+                                     {.method = partition_method::given, .parts = 3, .assignment_file = tmp / "a.txt"}),
+                      Catch::Contains("partition 1 of 3 is empty"));
+}
+
+TEST_CASE("partition structure: owned rows, halo grouped by owner, local CSR", "[partition]")
+{
+    // Path 0-1-2-3-4-5, parts {0,1,2}->0, {3,4,5}->1 ... and node 5 to part 2.
+    const auto g = test::make_graph(6, {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}, {0, 5}}, 2, 2);
+    const std::vector<part_t> a = {0, 0, 0, 1, 1, 2};
+    const auto s = build_partition_structure(g.in_edges, a, 0);
+    CHECK(s.owned_global == std::vector<node_t>{0, 1, 2});
+    CHECK(s.halo_global == std::vector<node_t>{3, 5});
+    CHECK(s.halo_owner == std::vector<part_t>{1, 2});
+    CHECK(s.halo_in_degree == std::vector<offset_t>{2, 2});
+    // 0 <- {1, 5}: local {1, 4}; 1 <- {0, 2}; 2 <- {1, 3}: local {1, 3}
+    CHECK(s.in_edges.offsets == std::vector<offset_t>{0, 2, 4, 6});
+    CHECK(s.in_edges.sources == std::vector<node_t>{1, 4, 0, 2, 1, 3});
+}
+
+TEST_CASE("hash identifies the assignment", "[partition]")
+{
+    const std::vector<part_t> a = {0, 1, 1, 0};
+    auto b = a;
+    b[2] = 0;
+    CHECK(assignment_hash(a, 2) != assignment_hash(b, 2));
+    CHECK(assignment_hash(a, 2) != assignment_hash(a, 3));
+    CHECK(hash_from_hex(hash_to_hex(assignment_hash(a, 2))) == assignment_hash(a, 2));
+}
+
+TEST_CASE("partitioned directory: tampering is detected", "[partition][bad-input]")
+{
+    test::temp_dir tmp;
+    const auto g = test::make_graph(30, {{0, 1}, {1, 2}, {2, 29}}, 3, 2);
+    write_graph(g, tmp / "g.h5");
+    const partition_options o{.method = partition_method::random, .parts = 2};
+    write_partitioned(tmp / "g.h5", partition_random(30, 2, 1), o, tmp / "p1");
+    write_partitioned(tmp / "g.h5", partition_random(30, 2, 2), o, tmp / "p2");
+    SECTION("part file from another assignment")
+    {
+        fs::copy_file(tmp / "p2/part1.h5", tmp / "p1/part1.h5", fs::copy_options::overwrite_existing);
+        CHECK_THROWS_WITH(load_partition(tmp / "p1", 1), Catch::Contains("does not match manifest.json"));
+    }
+    SECTION("missing part file")
+    {
+        fs::remove(tmp / "p1/part0.h5");
+        CHECK_THROWS_WITH(load_partition(tmp / "p1", 0), Catch::Contains("part0.h5: cannot open"));
+    }
+    SECTION("truncated part file")
+    {
+        fs::resize_file(tmp / "p1/part0.h5", fs::file_size(tmp / "p1/part0.h5") / 3);
+        CHECK_THROWS_WITH(load_partition(tmp / "p1", 0), Catch::Contains("part0.h5"));
+    }
+    SECTION("no manifest")
+    {
+        fs::remove(tmp / "p1/manifest.json");
+        CHECK_THROWS_WITH(load_partition(tmp / "p1", 0), Catch::Contains("manifest.json: cannot open"));
+    }
+    SECTION("corrupt manifest")
+    {
+        test::write_file(tmp / "p1/manifest.json", "{\"format\": ");
+        CHECK_THROWS_WITH(load_partition(tmp / "p1", 0), Catch::Contains("invalid manifest"));
+    }
+    SECTION("partition index out of range")
+    {
+        CHECK_THROWS_WITH(load_partition(tmp / "p1", 2), Catch::Contains("no partition 2"));
+    }
+}
