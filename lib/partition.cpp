@@ -303,6 +303,8 @@ partition_structure build_partition_structure(const csr& global, std::span<const
     s.in_edges.sources.reserve(static_cast<std::size_t>(
         std::accumulate(s.owned_global.begin(), s.owned_global.end(), offset_t{0},
                         [&](offset_t acc, node_t v) { return acc + global.degree(v); })));
+    // Rows keep the global CSR's order (ascending global source id), so a row is summed in
+    // the same order on every partitioning: aggregation results do not depend on the split.
     for (node_t i = 0; i < n_own; ++i) {
         for (node_t u : global.row(s.owned_global[i])) {
             node_t local;
@@ -318,8 +320,6 @@ partition_structure build_partition_structure(const csr& global, std::span<const
             }
             s.in_edges.sources.push_back(local);
         }
-        // Keep rows sorted by local id (deterministic aggregation order).
-        std::sort(s.in_edges.sources.begin() + s.in_edges.offsets[i], s.in_edges.sources.end());
         s.in_edges.offsets[i + 1] = static_cast<offset_t>(s.in_edges.sources.size());
     }
     return s;

@@ -144,6 +144,12 @@ TEST_CASE("partition structure: owned rows, halo grouped by owner, local CSR", "
     // 0 <- {1, 5}: local {1, 4}; 1 <- {0, 2}; 2 <- {1, 3}: local {1, 3}
     CHECK(s.in_edges.offsets == std::vector<offset_t>{0, 2, 4, 6});
     CHECK(s.in_edges.sources == std::vector<node_t>{1, 4, 0, 2, 1, 3});
+    // Rows keep global order even when a halo id sorts before an owned one locally.
+    const std::vector<part_t> b = {1, 0, 1, 1, 1, 1};  // part 1 owns 0,2,3,4,5; halo {1}
+    const auto t = build_partition_structure(g.in_edges, b, 1);
+    // node 2 (local 1) <- {1 (halo, local 5), 3 (local 2)}: global order 1, 3
+    CHECK(t.in_edges.sources[t.in_edges.offsets[1]] == 5);
+    CHECK(t.in_edges.sources[t.in_edges.offsets[1] + 1] == 2);
 }
 
 TEST_CASE("hash identifies the assignment", "[partition]")

@@ -10,7 +10,8 @@
 
 namespace retexo {
 
-/// CSR of in-edges.  Row v holds sources[offsets[v] .. offsets[v+1]), sorted ascending.
+/// CSR of in-edges.  Row v holds sources[offsets[v] .. offsets[v+1]), ascending for a whole
+/// graph (a partition's local rows keep ascending global order instead).
 /// Column ids index a source array that may be larger than the number of rows (halo rows).
 struct csr {
     std::vector<offset_t> offsets{0};  ///< num_rows + 1 entries, offsets[0] == 0

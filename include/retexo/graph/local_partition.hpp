@@ -6,7 +6,9 @@
 /// Local numbering: rows [0, num_owned) are the owned nodes in ascending global id; rows
 /// [num_owned, num_owned + num_halo) are the halo nodes, grouped by owning partition
 /// (ascending) and ascending global id within a group, so a halo exchange receives each
-/// peer's rows into one contiguous block.
+/// peer's rows into one contiguous block.  Each CSR row lists its sources in ascending
+/// *global* id, as the whole graph's CSR does, so per-row reductions see the same order on
+/// every partitioning.
 
 #include <retexo/graph/graph.hpp>
 

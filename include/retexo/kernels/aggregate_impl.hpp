@@ -1,0 +1,165 @@
+#pragma once
+// Template bodies of aggregate.hpp.
+
+#include <algorithm>
+#include <limits>
+
+namespace retexo {
+
+namespace detail {
+template <typename T>
+const T* edge_weights(const std::vector<float>& wf, const std::vector<double>& wd)
+{
+    if constexpr (std::is_same_v<T, double>) return wd.data();
+    else return wf.data();
+}
+}  // namespace detail
+
+template <typename T, typename In>
+void aggregation::forward(const In* x, int width, T* out, node_t* argmax) const
+{
+    static_assert(std::is_floating_point_v<T>, "retexo::aggregation::forward: output must be float or double");
+    RETEXO_ENSURE(width >= 0, "retexo::aggregation::forward: negative width " << width);
+    RETEXO_ENSURE(kind_ != aggregator::max || argmax != nullptr,
+                  "retexo::aggregation::forward: max aggregation needs an argmax buffer");
+    if constexpr (std::is_same_v<In, float> || std::is_same_v<In, double>)
+        check_finite("aggregation::forward", "input", x, static_cast<std::size_t>(num_src_) * width);
+    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    const T* w = detail::edge_weights<T>(weight_, weight_d_);
+    const node_t n = num_out();
+    const auto& off = plan_.offsets;
+    const auto& src = plan_.sources;
+#pragma omp parallel for schedule(dynamic, 256)
+    for (node_t i = 0; i < n; ++i) {
+        T* o = out + static_cast<std::ptrdiff_t>(i) * width;
+        const offset_t e0 = off[i], e1 = off[i + 1];
+        if (kind_ == aggregator::max) {
+            node_t* am = argmax + static_cast<std::ptrdiff_t>(i) * width;
+            if (e0 == e1) {
+                std::fill(o, o + width, T(0));
+                std::fill(am, am + width, node_t(-1));
+                continue;
+            }
+            const node_t u0 = src[e0];
+            const In* x0 = x + static_cast<std::ptrdiff_t>(u0) * width;
+            for (int f = 0; f < width; ++f) {
+                o[f] = static_cast<T>(static_cast<A>(x0[f]));
+                am[f] = u0;
+            }
+            for (offset_t e = e0 + 1; e < e1; ++e) {
+                const node_t u = src[e];
+                const In* xu = x + static_cast<std::ptrdiff_t>(u) * width;
+                for (int f = 0; f < width; ++f) {
+                    const T v = static_cast<T>(static_cast<A>(xu[f]));
+                    if (v > o[f]) {
+                        o[f] = v;
+                        am[f] = u;
+                    }
+                }
+            }
+            continue;
+        }
+        std::fill(o, o + width, T(0));
+        for (offset_t e = e0; e < e1; ++e) {
+            if (e + 4 < e1) {
+                const char* p = reinterpret_cast<const char*>(x + static_cast<std::ptrdiff_t>(src[e + 4]) * width);
+                for (std::size_t b = 0; b < width * sizeof(In); b += 64) __builtin_prefetch(p + b);
+            }
+            const In* xu = x + static_cast<std::ptrdiff_t>(src[e]) * width;
+            const T we = w[e];
+#pragma omp simd
+            for (int f = 0; f < width; ++f) o[f] += we * static_cast<T>(static_cast<A>(xu[f]));
+        }
+    }
+}
+
+template <typename T>
+void aggregation::backward(const T* d_out, int width, T* d_x, const node_t* argmax) const
+{
+    RETEXO_ENSURE(kind_ != aggregator::max || argmax != nullptr,
+                  "retexo::aggregation::backward: max aggregation needs the forward argmax");
+    check_finite("aggregation::backward", "d_out", d_out, static_cast<std::size_t>(num_out()) * width);
+    const T* w = detail::edge_weights<T>(back_weight_, back_weight_d_);
+    const auto& off = back_.offsets;
+    const auto& dst = back_.sources;
+#pragma omp parallel for schedule(dynamic, 256)
+    for (node_t u = 0; u < num_src_; ++u) {
+        T* g = d_x + static_cast<std::ptrdiff_t>(u) * width;
+        std::fill(g, g + width, T(0));
+        for (offset_t e = off[u]; e < off[u + 1]; ++e) {
+            const node_t o = dst[e];
+            const T* d = d_out + static_cast<std::ptrdiff_t>(o) * width;
+            if (kind_ == aggregator::max) {
+                const node_t* am = argmax + static_cast<std::ptrdiff_t>(o) * width;
+                for (int f = 0; f < width; ++f)
+                    if (am[f] == u) g[f] += d[f];
+            } else {
+                const T we = w[e];
+#pragma omp simd
+                for (int f = 0; f < width; ++f) g[f] += we * d[f];
+            }
+        }
+    }
+}
+
+namespace reference {
+
+template <typename T>
+void aggregate_forward(const aggregation& plan, const T* x, int width, T* out, node_t* argmax)
+{
+    const auto& g = plan.edges();
+    const auto w = plan.weights();
+    for (node_t i = 0; i < plan.num_out(); ++i) {
+        for (int f = 0; f < width; ++f) {
+            if (plan.kind() == aggregator::max) {
+                T best = 0;
+                node_t arg = -1;
+                for (offset_t e = g.offsets[i]; e < g.offsets[i + 1]; ++e) {
+                    const T v = x[static_cast<std::ptrdiff_t>(g.sources[e]) * width + f];
+                    if (arg < 0 || v > best) {
+                        best = v;
+                        arg = g.sources[e];
+                    }
+                }
+                out[static_cast<std::ptrdiff_t>(i) * width + f] = best;
+                argmax[static_cast<std::ptrdiff_t>(i) * width + f] = arg;
+            } else {
+                double s = 0;
+                for (offset_t e = g.offsets[i]; e < g.offsets[i + 1]; ++e)
+                    s += static_cast<double>(w[e]) * x[static_cast<std::ptrdiff_t>(g.sources[e]) * width + f];
+                out[static_cast<std::ptrdiff_t>(i) * width + f] = static_cast<T>(s);
+            }
+        }
+    }
+}
+
+template <typename T>
+void aggregate_backward(const aggregation& plan, const T* d_out, int width, T* d_x, const node_t* argmax)
+{
+    const auto& g = plan.edges();
+    const auto w = plan.weights();
+    std::vector<double> acc(static_cast<std::size_t>(plan.num_src()) * width, 0.0);
+    for (node_t i = 0; i < plan.num_out(); ++i)
+        for (offset_t e = g.offsets[i]; e < g.offsets[i + 1]; ++e) {
+            const node_t u = g.sources[e];
+            for (int f = 0; f < width; ++f) {
+                const double d = d_out[static_cast<std::ptrdiff_t>(i) * width + f];
+                if (plan.kind() == aggregator::max) {
+                    if (argmax[static_cast<std::ptrdiff_t>(i) * width + f] == u) acc[static_cast<std::size_t>(u) * width + f] += d;
+                } else {
+                    acc[static_cast<std::size_t>(u) * width + f] += static_cast<double>(w[e]) * d;
+                }
+            }
+        }
+    for (std::size_t k = 0; k < acc.size(); ++k) d_x[k] = static_cast<T>(acc[k]);
+}
+
+}  // namespace reference
+
+extern template void aggregation::forward<float, float>(const float*, int, float*, node_t*) const;
+extern template void aggregation::forward<float, bf16>(const bf16*, int, float*, node_t*) const;
+extern template void aggregation::forward<double, double>(const double*, int, double*, node_t*) const;
+extern template void aggregation::backward<float>(const float*, int, float*, const node_t*) const;
+extern template void aggregation::backward<double>(const double*, int, double*, const node_t*) const;
+
+}  // namespace retexo

@@ -1,0 +1,74 @@
+#pragma once
+/// @file dense.hpp
+/// Row-wise dense blocks with forward and backward passes: LayerNorm, ReLU, LeakyReLU,
+/// ELU, dropout (counter-based masks keyed by global row id, so a mask never depends on the
+/// thread count or on how rows are split across ranks) and bias / column reductions.
+/// Reductions over rows use fixed blocks: results are independent of the thread count.
+
+#include <retexo/core/rng.hpp>
+#include <retexo/kernels/common.hpp>
+
+#include <span>
+#include <string>
+
+namespace retexo {
+
+enum class activation { none, relu, leaky_relu, elu };
+activation parse_activation(const std::string& name);
+
+/// y = act(x) elementwise (in place allowed).
+template <typename T>
+void activation_forward(activation a, const T* x, std::size_t n, T* y, double param = 0.01);
+/// dx = dy * act'(x) given the forward input x (dx may alias dy).
+template <typename T>
+void activation_backward(activation a, const T* x, const T* dy, std::size_t n, T* dx, double param = 0.01);
+
+/// LayerNorm over each row of width w: y = (x - mean) / sqrt(var + eps) * gamma + beta.
+/// Saves the per-row mean and inverse std (n entries each) for the backward pass.
+template <typename T>
+void layer_norm_forward(const T* x, std::int64_t n, int w, const T* gamma, const T* beta, double eps,
+                        T* y, T* mean, T* rstd);
+/// dx (n x w); d_gamma, d_beta (w) overwritten with sums over the rows (fixed blocks).
+template <typename T>
+void layer_norm_backward(const T* x, const T* dy, std::int64_t n, int w, const T* gamma,
+                         const T* mean, const T* rstd, T* dx, T* d_gamma, T* d_beta);
+/// Normalised x-hat of the forward pass (for exact-mode parameter gradients).
+template <typename T>
+void layer_norm_xhat(const T* x, std::int64_t n, int w, const T* mean, const T* rstd, T* xhat);
+/// dx only (parameter gradients computed elsewhere, e.g. in exact mode).
+template <typename T>
+void layer_norm_backward_data(const T* x, const T* dy, std::int64_t n, int w, const T* gamma,
+                              const T* mean, const T* rstd, T* dx);
+
+/// Dropout mask key: (seed, layer, step) -> a counter_rng stream; element (row id g,
+/// column f) is kept iff uniform(g * w + f) >= p.  Kept values are scaled by 1 / (1 - p).
+struct dropout_key {
+    std::uint64_t seed = 0;
+    std::uint64_t layer = 0;
+    std::uint64_t step = 0;
+    counter_rng rng() const noexcept
+    {
+        return counter_rng(seed, rng_stream::dropout * 0x9E3779B97F4A7C15ULL + layer * 1000003ULL + step * 0x632BE59BD9B4E019ULL);
+    }
+};
+/// y = dropout(x) for rows with global ids row_ids[i]; p = 0 copies.
+template <typename T>
+void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* y);
+/// dx = dy * mask / (1 - p) (mask recomputed from the key).
+template <typename T>
+void dropout_backward(const T* dy, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* dx);
+
+/// out (w) = sum of the n rows of x (n x w), in fixed row blocks.
+template <typename T>
+void column_sums(const T* x, std::int64_t n, int w, T* out);
+
+/// Gather rows: out[i] = x[rows[i]] (width w).
+template <typename T>
+void gather_rows(const T* x, std::span<const node_t> rows, int w, T* out);
+/// Scatter-add rows: x[rows[i]] += in[i] (rows distinct).
+template <typename T>
+void scatter_add_rows(const T* in, std::span<const node_t> rows, int w, T* x);
+
+}  // namespace retexo
+
+#include <retexo/kernels/dense_impl.hpp>

@@ -1,0 +1,203 @@
+#pragma once
+// Template bodies of dense.hpp.
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+namespace retexo {
+
+template <typename T>
+void activation_forward(activation a, const T* x, std::size_t n, T* y, double param)
+{
+    const T s = static_cast<T>(param);
+    switch (a) {
+    case activation::none:
+        if (x != y) std::copy(x, x + n, y);
+        break;
+    case activation::relu:
+#pragma omp parallel for simd schedule(static)
+        for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+        break;
+    case activation::leaky_relu:
+#pragma omp parallel for simd schedule(static)
+        for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : s * x[i];
+        break;
+    case activation::elu:
+#pragma omp parallel for schedule(static)
+        for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : s * std::expm1(x[i]);
+        break;
+    }
+}
+
+template <typename T>
+void activation_backward(activation a, const T* x, const T* dy, std::size_t n, T* dx, double param)
+{
+    const T s = static_cast<T>(param);
+    switch (a) {
+    case activation::none:
+        if (dx != dy) std::copy(dy, dy + n, dx);
+        break;
+    case activation::relu:
+#pragma omp parallel for simd schedule(static)
+        for (std::size_t i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dy[i] : T(0);
+        break;
+    case activation::leaky_relu:
+#pragma omp parallel for simd schedule(static)
+        for (std::size_t i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dy[i] : s * dy[i];
+        break;
+    case activation::elu:
+#pragma omp parallel for schedule(static)
+        for (std::size_t i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dy[i] : dy[i] * s * std::exp(x[i]);
+        break;
+    }
+}
+
+template <typename T>
+void layer_norm_forward(const T* x, std::int64_t n, int w, const T* gamma, const T* beta, double eps,
+                        T* y, T* mean, T* rstd)
+{
+    check_finite("layer_norm::forward", "x", x, static_cast<std::size_t>(n) * w);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < n; ++r) {
+        const T* xr = x + r * w;
+        double m = 0;
+        for (int j = 0; j < w; ++j) m += xr[j];
+        m /= w;
+        double v = 0;
+        for (int j = 0; j < w; ++j) v += (xr[j] - m) * (xr[j] - m);
+        v /= w;
+        const double rs = 1.0 / std::sqrt(v + eps);
+        mean[r] = static_cast<T>(m);
+        rstd[r] = static_cast<T>(rs);
+        T* yr = y + r * w;
+        for (int j = 0; j < w; ++j)
+            yr[j] = static_cast<T>((xr[j] - static_cast<T>(m)) * static_cast<T>(rs)) * gamma[j] + beta[j];
+    }
+}
+
+template <typename T>
+void layer_norm_xhat(const T* x, std::int64_t n, int w, const T* mean, const T* rstd, T* xhat)
+{
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < n; ++r)
+        for (int j = 0; j < w; ++j) xhat[r * w + j] = (x[r * w + j] - mean[r]) * rstd[r];
+}
+
+template <typename T>
+void layer_norm_backward_data(const T* x, const T* dy, std::int64_t n, int w, const T* gamma,
+                              const T* mean, const T* rstd, T* dx)
+{
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < n; ++r) {
+        const T* xr = x + r * w;
+        const T* dr = dy + r * w;
+        double s1 = 0, s2 = 0;  // sum(g), sum(g * xhat) with g = dy * gamma
+        for (int j = 0; j < w; ++j) {
+            const double g = static_cast<double>(dr[j]) * gamma[j];
+            const double xh = (static_cast<double>(xr[j]) - mean[r]) * rstd[r];
+            s1 += g;
+            s2 += g * xh;
+        }
+        for (int j = 0; j < w; ++j) {
+            const double g = static_cast<double>(dr[j]) * gamma[j];
+            const double xh = (static_cast<double>(xr[j]) - mean[r]) * rstd[r];
+            dx[r * w + j] = static_cast<T>(rstd[r] * (g - s1 / w - xh * s2 / w));
+        }
+    }
+}
+
+template <typename T>
+void layer_norm_backward(const T* x, const T* dy, std::int64_t n, int w, const T* gamma,
+                         const T* mean, const T* rstd, T* dx, T* d_gamma, T* d_beta)
+{
+    layer_norm_backward_data(x, dy, n, w, gamma, mean, rstd, dx);
+    const int blocks = reduction_blocks(n);
+    std::vector<T> pg(static_cast<std::size_t>(blocks) * w, T(0)), pb(static_cast<std::size_t>(blocks) * w, T(0));
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < blocks; ++b) {
+        const auto [r0, r1] = block_range(n, blocks, b);
+        T* g = pg.data() + static_cast<std::size_t>(b) * w;
+        T* bb = pb.data() + static_cast<std::size_t>(b) * w;
+        for (std::int64_t r = r0; r < r1; ++r)
+            for (int j = 0; j < w; ++j) {
+                g[j] += dy[r * w + j] * ((x[r * w + j] - mean[r]) * rstd[r]);
+                bb[j] += dy[r * w + j];
+            }
+    }
+    for (int j = 0; j < w; ++j) {
+        T sg = 0, sb = 0;
+        for (int b = 0; b < blocks; ++b) {
+            sg += pg[static_cast<std::size_t>(b) * w + j];
+            sb += pb[static_cast<std::size_t>(b) * w + j];
+        }
+        d_gamma[j] = sg;
+        d_beta[j] = sb;
+    }
+}
+
+template <typename T>
+void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* y)
+{
+    const auto n = static_cast<std::int64_t>(row_ids.size());
+    if (p <= 0) {
+        if (x != y) std::copy(x, x + n * w, y);
+        return;
+    }
+    const auto rng = key.rng();
+    const float keep = static_cast<float>(p);
+    const T scale = static_cast<T>(1.0 / (1.0 - p));
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < n; ++r) {
+        const auto base = static_cast<std::uint64_t>(row_ids[r]) * static_cast<std::uint64_t>(w);
+        for (int j = 0; j < w; ++j)
+            y[r * w + j] = rng.uniform(base + j) >= keep ? x[r * w + j] * scale : T(0);
+    }
+}
+
+template <typename T>
+void dropout_backward(const T* dy, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* dx)
+{
+    dropout_forward(dy, row_ids, w, p, key, dx);  // the same mask and scale
+}
+
+template <typename T>
+void column_sums(const T* x, std::int64_t n, int w, T* out)
+{
+    const int blocks = reduction_blocks(n);
+    std::vector<T> part(static_cast<std::size_t>(blocks) * w, T(0));
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < blocks; ++b) {
+        const auto [r0, r1] = block_range(n, blocks, b);
+        T* pb = part.data() + static_cast<std::size_t>(b) * w;
+        for (std::int64_t r = r0; r < r1; ++r)
+            for (int j = 0; j < w; ++j) pb[j] += x[r * w + j];
+    }
+    for (int j = 0; j < w; ++j) {
+        T s = 0;
+        for (int b = 0; b < blocks; ++b) s += part[static_cast<std::size_t>(b) * w + j];
+        out[j] = s;
+    }
+}
+
+template <typename T>
+void gather_rows(const T* x, std::span<const node_t> rows, int w, T* out)
+{
+    const auto n = static_cast<std::int64_t>(rows.size());
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i)
+        std::copy(x + static_cast<std::ptrdiff_t>(rows[i]) * w, x + static_cast<std::ptrdiff_t>(rows[i] + 1) * w, out + i * w);
+}
+
+template <typename T>
+void scatter_add_rows(const T* in, std::span<const node_t> rows, int w, T* x)
+{
+    const auto n = static_cast<std::int64_t>(rows.size());
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+        T* xr = x + static_cast<std::ptrdiff_t>(rows[i]) * w;
+        for (int j = 0; j < w; ++j) xr[j] += in[i * w + j];
+    }
+}
+
+}  // namespace retexo

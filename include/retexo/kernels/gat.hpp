@@ -1,0 +1,75 @@
+#pragma once
+/// @file gat.hpp
+/// Graph attention (GAT) over a CSR of in-edges, for H heads of width D:
+///
+///   s_uv = el_u + er_v   (el = <a_l, z_u>, er = <a_r, z_v> per head, computed by the layer)
+///   e_uv = LeakyReLU(s_uv),   alpha_uv = softmax over u in N(v) (+ v itself with self loops)
+///   out_v[h] = sum_u alpha_uv[h] z_u[h]
+///
+/// z holds every source row (owned and halo), H*D floats per row; el and er hold H floats
+/// per source row.  The backward pass returns the gradients w.r.t. z, el (gathered over the
+/// transposed plan, so bit-identical for any thread count) and er (per destination row).
+
+#include <retexo/graph/csr.hpp>
+#include <retexo/kernels/common.hpp>
+
+#include <span>
+
+namespace retexo {
+
+struct gat_options {
+    int heads = 1;
+    double negative_slope = 0.2;
+    bool self_loops = true;
+    std::span<const node_t> rows;  ///< destination rows to produce; empty: every CSR row
+};
+
+class gat_attention {
+public:
+    gat_attention(const csr& g, node_t num_src, const gat_options& options);
+
+    int heads() const noexcept { return heads_; }
+    node_t num_out() const noexcept { return plan_.num_rows(); }
+    node_t num_src() const noexcept { return num_src_; }
+    offset_t num_edges() const noexcept { return plan_.num_edges(); }
+    const csr& edges() const noexcept { return plan_; }
+    std::span<const node_t> out_rows() const noexcept { return rows_; }
+
+    /// out: num_out x (H*D); alpha: num_edges x H (kept for backward).
+    template <typename T>
+    void forward(const T* z, const T* el, const T* er, int head_dim, T* out, T* alpha) const;
+
+    /// d_z: num_src x (H*D), d_el: num_src x H, d_er: num_src x H (only destination rows
+    /// non-zero); all overwritten.  d_score: scratch of num_edges x H.
+    template <typename T>
+    void backward(const T* z, const T* el, const T* er, const T* alpha, const T* d_out,
+                  int head_dim, T* d_z, T* d_el, T* d_er, T* d_score) const;
+
+    /// Exact mode: acc_z (num_src x H*D) and acc_el (num_src x H) += fixed-point scatter
+    /// contributions; d_er (num_src x H) overwritten as in backward().
+    void backward_exact(const float* z, const float* el, const float* er, const float* alpha,
+                        const float* d_out, int head_dim, int k, std::int64_t* acc_z,
+                        std::int64_t* acc_el, float* d_er, float* d_score) const;
+
+private:
+    template <typename T>
+    void edge_gradients(const T* z, const T* el, const T* er, const T* alpha, const T* d_out,
+                        int head_dim, T* d_er, T* d_score) const;
+
+    int heads_;
+    double slope_;
+    node_t num_src_;
+    std::vector<node_t> rows_;
+    csr plan_;
+    csr back_;                        // source rows x (edge index into plan_)
+    std::vector<node_t> back_out_;    // output row of each back_ entry
+};
+
+namespace reference {
+/// Sequential double-precision forward (oracle).
+template <typename T>
+void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er, int head_dim,
+                 double slope, T* out);
+}  // namespace reference
+
+}  // namespace retexo

@@ -1,0 +1,141 @@
+#include <retexo/kernels/aggregate.hpp>
+
+#include <cmath>
+
+namespace retexo {
+
+aggregator parse_aggregator(const std::string& name)
+{
+    if (name == "sum") return aggregator::sum;
+    if (name == "mean") return aggregator::mean;
+    if (name == "gcn") return aggregator::gcn;
+    if (name == "max") return aggregator::max;
+    RETEXO_THROW("unknown aggregator '" << name << "' (expected sum, mean, gcn or max)");
+}
+
+std::string to_string(aggregator a)
+{
+    switch (a) {
+    case aggregator::sum: return "sum";
+    case aggregator::mean: return "mean";
+    case aggregator::gcn: return "gcn";
+    case aggregator::max: return "max";
+    }
+    return "?";
+}
+
+aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options& o)
+    : kind_(o.kind), num_src_(num_src)
+{
+    const node_t rows_in = g.num_rows();
+    const bool self = o.self_loops || kind_ == aggregator::gcn;
+    RETEXO_ENSURE(num_src >= 0, "retexo::aggregation: negative source count " << num_src);
+    RETEXO_ENSURE(!self || num_src >= rows_in,
+                  "retexo::aggregation: self loops need every destination row to be a source row ("
+                      << rows_in << " rows, " << num_src << " sources)");
+    if (o.rows.empty()) {
+        rows_.resize(static_cast<std::size_t>(rows_in));
+        for (node_t v = 0; v < rows_in; ++v) rows_[v] = v;
+    } else {
+        rows_.assign(o.rows.begin(), o.rows.end());
+        for (node_t v : rows_)
+            RETEXO_ENSURE(v >= 0 && v < rows_in, "retexo::aggregation: destination row " << v
+                                                                                        << " outside [0, " << rows_in << ")");
+    }
+    std::span<const offset_t> deg = o.in_degree;
+    std::vector<offset_t> own_deg;
+    if (kind_ == aggregator::gcn) {
+        if (deg.empty()) {
+            RETEXO_ENSURE(num_src == rows_in, "retexo::aggregation: gcn over halo rows needs in_degree of every source row");
+            own_deg.resize(static_cast<std::size_t>(rows_in));
+            for (node_t v = 0; v < rows_in; ++v) own_deg[v] = g.degree(v);
+            deg = own_deg;
+        }
+        RETEXO_ENSURE(static_cast<node_t>(deg.size()) == num_src,
+                      "retexo::aggregation: in_degree has " << deg.size() << " entries for " << num_src << " source rows");
+    }
+
+    // Plan CSR (self loop first) and weights.
+    const auto n_out = static_cast<node_t>(rows_.size());
+    plan_.offsets.assign(static_cast<std::size_t>(n_out) + 1, 0);
+    for (node_t i = 0; i < n_out; ++i) {
+        const node_t v = rows_[i];
+        bool has_self = false;
+        for (node_t u : g.row(v)) {
+            RETEXO_ENSURE(u >= 0 && u < num_src, "retexo::aggregation: source id " << u << " outside [0, " << num_src << ")");
+            has_self = has_self || u == v;
+        }
+        plan_.offsets[i + 1] = plan_.offsets[i] + g.degree(v) + (self && !has_self ? 1 : 0);
+    }
+    plan_.sources.resize(static_cast<std::size_t>(plan_.offsets[n_out]));
+    weight_d_.resize(plan_.sources.size());
+    for (node_t i = 0; i < n_out; ++i) {
+        const node_t v = rows_[i];
+        offset_t e = plan_.offsets[i];
+        const offset_t row_len = plan_.offsets[i + 1] - e;
+        if (row_len > g.degree(v)) plan_.sources[e++] = v;
+        for (node_t u : g.row(v)) plan_.sources[e++] = u;
+        for (e = plan_.offsets[i]; e < plan_.offsets[i + 1]; ++e) {
+            double w = 1.0;
+            if (kind_ == aggregator::mean) w = 1.0 / static_cast<double>(row_len);
+            if (kind_ == aggregator::gcn) {
+                const node_t u = plan_.sources[e];
+                w = 1.0 / std::sqrt(static_cast<double>(deg[u] + 1) * static_cast<double>(deg[v] + 1));
+            }
+            weight_d_[e] = w;
+        }
+    }
+    weight_.assign(weight_d_.begin(), weight_d_.end());
+    for (float w : weight_) max_weight_ = std::max(max_weight_, std::fabs(w));
+
+    // Transpose for the gathering backward pass.
+    back_.offsets.assign(static_cast<std::size_t>(num_src) + 1, 0);
+    for (node_t u : plan_.sources) ++back_.offsets[u + 1];
+    for (node_t u = 0; u < num_src; ++u) back_.offsets[u + 1] += back_.offsets[u];
+    back_.sources.resize(plan_.sources.size());
+    back_weight_.resize(plan_.sources.size());
+    back_weight_d_.resize(plan_.sources.size());
+    std::vector<offset_t> fill(back_.offsets.begin(), back_.offsets.end() - 1);
+    for (node_t i = 0; i < n_out; ++i)
+        for (offset_t e = plan_.offsets[i]; e < plan_.offsets[i + 1]; ++e) {
+            const offset_t t = fill[plan_.sources[e]]++;
+            back_.sources[t] = i;
+            back_weight_[t] = weight_[e];
+            back_weight_d_[t] = weight_d_[e];
+        }
+}
+
+void aggregation::backward_exact(const float* d_out, int width, int k, std::int64_t* acc,
+                                 const node_t* argmax) const
+{
+    RETEXO_ENSURE(kind_ != aggregator::max || argmax != nullptr,
+                  "retexo::aggregation::backward_exact: max aggregation needs the forward argmax");
+    const double scale = std::ldexp(1.0, k);
+    const auto& off = back_.offsets;
+    const auto& dst = back_.sources;
+#pragma omp parallel for schedule(dynamic, 256)
+    for (node_t u = 0; u < num_src_; ++u) {
+        std::int64_t* g = acc + static_cast<std::ptrdiff_t>(u) * width;
+        for (offset_t e = off[u]; e < off[u + 1]; ++e) {
+            const node_t o = dst[e];
+            const float* d = d_out + static_cast<std::ptrdiff_t>(o) * width;
+            if (kind_ == aggregator::max) {
+                const node_t* am = argmax + static_cast<std::ptrdiff_t>(o) * width;
+                for (int f = 0; f < width; ++f)
+                    if (am[f] == u) g[f] += exact::fixed(static_cast<double>(d[f]), scale);
+            } else {
+                const double we = static_cast<double>(back_weight_[e]) * scale;
+#pragma omp simd
+                for (int f = 0; f < width; ++f) g[f] += static_cast<std::int64_t>(we * static_cast<double>(d[f]));
+            }
+        }
+    }
+}
+
+template void aggregation::forward<float, float>(const float*, int, float*, node_t*) const;
+template void aggregation::forward<float, bf16>(const bf16*, int, float*, node_t*) const;
+template void aggregation::forward<double, double>(const double*, int, double*, node_t*) const;
+template void aggregation::backward<float>(const float*, int, float*, const node_t*) const;
+template void aggregation::backward<double>(const double*, int, double*, const node_t*) const;
+
+}  // namespace retexo

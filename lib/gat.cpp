@@ -1,0 +1,234 @@
+#include <retexo/kernels/exact.hpp>
+#include <retexo/kernels/gat.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace retexo {
+
+gat_attention::gat_attention(const csr& g, node_t num_src, const gat_options& o)
+    : heads_(o.heads), slope_(o.negative_slope), num_src_(num_src)
+{
+    RETEXO_ENSURE(o.heads >= 1, "retexo::gat_attention: heads must be positive, got " << o.heads);
+    const node_t rows_in = g.num_rows();
+    RETEXO_ENSURE(!o.self_loops || num_src >= rows_in,
+                  "retexo::gat_attention: self loops need every destination row to be a source row");
+    if (o.rows.empty()) {
+        rows_.resize(static_cast<std::size_t>(rows_in));
+        for (node_t v = 0; v < rows_in; ++v) rows_[v] = v;
+    } else {
+        rows_.assign(o.rows.begin(), o.rows.end());
+    }
+    const auto n_out = static_cast<node_t>(rows_.size());
+    plan_.offsets.assign(static_cast<std::size_t>(n_out) + 1, 0);
+    for (node_t i = 0; i < n_out; ++i) {
+        const node_t v = rows_[i];
+        RETEXO_ENSURE(v >= 0 && v < rows_in, "retexo::gat_attention: destination row " << v << " out of range");
+        const auto row = g.row(v);
+        const bool has_self = std::find(row.begin(), row.end(), v) != row.end();
+        for (node_t u : row)
+            RETEXO_ENSURE(u >= 0 && u < num_src, "retexo::gat_attention: source id " << u << " outside [0, " << num_src << ")");
+        plan_.offsets[i + 1] = plan_.offsets[i] + g.degree(v) + (o.self_loops && !has_self ? 1 : 0);
+    }
+    plan_.sources.resize(static_cast<std::size_t>(plan_.offsets[n_out]));
+    for (node_t i = 0; i < n_out; ++i) {
+        offset_t e = plan_.offsets[i];
+        const node_t v = rows_[i];
+        if (plan_.offsets[i + 1] - e > g.degree(v)) plan_.sources[e++] = v;
+        for (node_t u : g.row(v)) plan_.sources[e++] = u;
+    }
+    // Transpose: for each source row the plan edges leaving it.
+    back_.offsets.assign(static_cast<std::size_t>(num_src) + 1, 0);
+    for (node_t u : plan_.sources) ++back_.offsets[u + 1];
+    for (node_t u = 0; u < num_src; ++u) back_.offsets[u + 1] += back_.offsets[u];
+    back_.sources.resize(plan_.sources.size());  // holds edge ids (fit: checked below)
+    back_out_.resize(plan_.sources.size());
+    RETEXO_ENSURE(plan_.num_edges() < (offset_t{1} << 31), "retexo::gat_attention: more than 2^31 edges");
+    std::vector<offset_t> fill(back_.offsets.begin(), back_.offsets.end() - 1);
+    for (node_t i = 0; i < n_out; ++i)
+        for (offset_t e = plan_.offsets[i]; e < plan_.offsets[i + 1]; ++e) {
+            const offset_t t = fill[plan_.sources[e]]++;
+            back_.sources[t] = static_cast<node_t>(e);
+            back_out_[t] = i;
+        }
+}
+
+template <typename T>
+void gat_attention::forward(const T* z, const T* el, const T* er, int head_dim, T* out, T* alpha) const
+{
+    const int H = heads_;
+    const int W = H * head_dim;
+    check_finite("gat_attention::forward", "z", z, static_cast<std::size_t>(num_src_) * W);
+    const auto& off = plan_.offsets;
+    const auto& src = plan_.sources;
+    const T slope = static_cast<T>(slope_);
+#pragma omp parallel for schedule(dynamic, 128)
+    for (node_t i = 0; i < num_out(); ++i) {
+        const node_t v = rows_[i];
+        const offset_t e0 = off[i], e1 = off[i + 1];
+        T* o = out + static_cast<std::ptrdiff_t>(i) * W;
+        std::fill(o, o + W, T(0));
+        if (e0 == e1) continue;
+        for (int h = 0; h < H; ++h) {
+            const T erv = er[static_cast<std::ptrdiff_t>(v) * H + h];
+            T mx = -std::numeric_limits<T>::infinity();
+            for (offset_t e = e0; e < e1; ++e) {
+                T s = el[static_cast<std::ptrdiff_t>(src[e]) * H + h] + erv;
+                s = s > 0 ? s : slope * s;
+                alpha[e * H + h] = s;
+                mx = std::max(mx, s);
+            }
+            T sum = 0;
+            for (offset_t e = e0; e < e1; ++e) {
+                const T a = std::exp(alpha[e * H + h] - mx);
+                alpha[e * H + h] = a;
+                sum += a;
+            }
+            const T inv = T(1) / sum;
+            for (offset_t e = e0; e < e1; ++e) alpha[e * H + h] *= inv;
+        }
+        for (offset_t e = e0; e < e1; ++e) {
+            const T* zu = z + static_cast<std::ptrdiff_t>(src[e]) * W;
+            for (int h = 0; h < H; ++h) {
+                const T a = alpha[e * H + h];
+                T* oh = o + h * head_dim;
+                const T* zh = zu + h * head_dim;
+#pragma omp simd
+                for (int d = 0; d < head_dim; ++d) oh[d] += a * zh[d];
+            }
+        }
+    }
+}
+
+template <typename T>
+void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T* alpha,
+                                   const T* d_out, int head_dim, T* d_er, T* d_score) const
+{
+    const int H = heads_;
+    const int W = H * head_dim;
+    const auto& off = plan_.offsets;
+    const auto& src = plan_.sources;
+    const T slope = static_cast<T>(slope_);
+    std::fill(d_er, d_er + static_cast<std::ptrdiff_t>(num_src_) * H, T(0));
+#pragma omp parallel for schedule(dynamic, 128)
+    for (node_t i = 0; i < num_out(); ++i) {
+        const node_t v = rows_[i];
+        const T* dov = d_out + static_cast<std::ptrdiff_t>(i) * W;
+        for (int h = 0; h < H; ++h) {
+            // d_alpha_e = <d_out_v[h], z_u[h]>; softmax backward; LeakyReLU backward.
+            T dot_sum = 0;
+            for (offset_t e = off[i]; e < off[i + 1]; ++e) {
+                const T* zh = z + static_cast<std::ptrdiff_t>(src[e]) * W + h * head_dim;
+                const T* dh = dov + h * head_dim;
+                T da = 0;
+                for (int d = 0; d < head_dim; ++d) da += dh[d] * zh[d];
+                d_score[e * H + h] = da;
+                dot_sum += alpha[e * H + h] * da;
+            }
+            const T erv = er[static_cast<std::ptrdiff_t>(v) * H + h];
+            T der = 0;
+            for (offset_t e = off[i]; e < off[i + 1]; ++e) {
+                const T de = alpha[e * H + h] * (d_score[e * H + h] - dot_sum);
+                const T s = el[static_cast<std::ptrdiff_t>(src[e]) * H + h] + erv;
+                const T ds = s > 0 ? de : slope * de;
+                d_score[e * H + h] = ds;
+                der += ds;
+            }
+            d_er[static_cast<std::ptrdiff_t>(v) * H + h] = der;
+        }
+    }
+}
+
+template <typename T>
+void gat_attention::backward(const T* z, const T* el, const T* er, const T* alpha, const T* d_out,
+                             int head_dim, T* d_z, T* d_el, T* d_er, T* d_score) const
+{
+    const int H = heads_;
+    const int W = H * head_dim;
+    check_finite("gat_attention::backward", "d_out", d_out, static_cast<std::size_t>(num_out()) * W);
+    edge_gradients(z, el, er, alpha, d_out, head_dim, d_er, d_score);
+#pragma omp parallel for schedule(dynamic, 128)
+    for (node_t u = 0; u < num_src_; ++u) {
+        T* gz = d_z + static_cast<std::ptrdiff_t>(u) * W;
+        T* gl = d_el + static_cast<std::ptrdiff_t>(u) * H;
+        std::fill(gz, gz + W, T(0));
+        std::fill(gl, gl + H, T(0));
+        for (offset_t t = back_.offsets[u]; t < back_.offsets[u + 1]; ++t) {
+            const offset_t e = back_.sources[t];
+            const T* dov = d_out + static_cast<std::ptrdiff_t>(back_out_[t]) * W;
+            for (int h = 0; h < H; ++h) {
+                const T a = alpha[e * H + h];
+                gl[h] += d_score[e * H + h];
+#pragma omp simd
+                for (int d = 0; d < head_dim; ++d) gz[h * head_dim + d] += a * dov[h * head_dim + d];
+            }
+        }
+    }
+}
+
+void gat_attention::backward_exact(const float* z, const float* el, const float* er, const float* alpha,
+                                   const float* d_out, int head_dim, int k, std::int64_t* acc_z,
+                                   std::int64_t* acc_el, float* d_er, float* d_score) const
+{
+    const int H = heads_;
+    const int W = H * head_dim;
+    const double scale = std::ldexp(1.0, k);
+    edge_gradients(z, el, er, alpha, d_out, head_dim, d_er, d_score);
+#pragma omp parallel for schedule(dynamic, 128)
+    for (node_t u = 0; u < num_src_; ++u) {
+        std::int64_t* gz = acc_z + static_cast<std::ptrdiff_t>(u) * W;
+        std::int64_t* gl = acc_el + static_cast<std::ptrdiff_t>(u) * H;
+        for (offset_t t = back_.offsets[u]; t < back_.offsets[u + 1]; ++t) {
+            const offset_t e = back_.sources[t];
+            const float* dov = d_out + static_cast<std::ptrdiff_t>(back_out_[t]) * W;
+            for (int h = 0; h < H; ++h) {
+                const double a = static_cast<double>(alpha[e * H + h]) * scale;
+                gl[h] += exact::fixed(static_cast<double>(d_score[e * H + h]), scale);
+                for (int d = 0; d < head_dim; ++d)
+                    gz[h * head_dim + d] += static_cast<std::int64_t>(a * static_cast<double>(dov[h * head_dim + d]));
+            }
+        }
+    }
+}
+
+namespace reference {
+template <typename T>
+void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er, int head_dim,
+                 double slope, T* out)
+{
+    const int H = plan.heads();
+    const int W = H * head_dim;
+    const auto& g = plan.edges();
+    const auto rows = plan.out_rows();
+    for (node_t i = 0; i < plan.num_out(); ++i) {
+        const node_t v = rows[i];
+        for (int h = 0; h < H; ++h) {
+            std::vector<double> s;
+            for (offset_t e = g.offsets[i]; e < g.offsets[i + 1]; ++e) {
+                double x = static_cast<double>(el[static_cast<std::ptrdiff_t>(g.sources[e]) * H + h]) +
+                           static_cast<double>(er[static_cast<std::ptrdiff_t>(v) * H + h]);
+                s.push_back(x > 0 ? x : slope * x);
+            }
+            double mx = -1e300, sum = 0;
+            for (double x : s) mx = std::max(mx, x);
+            for (double& x : s) sum += (x = std::exp(x - mx));
+            for (int d = 0; d < head_dim; ++d) {
+                double acc = 0;
+                for (offset_t e = g.offsets[i]; e < g.offsets[i + 1]; ++e)
+                    acc += s[static_cast<std::size_t>(e - g.offsets[i])] / sum *
+                           static_cast<double>(z[static_cast<std::ptrdiff_t>(g.sources[e]) * W + h * head_dim + d]);
+                out[static_cast<std::ptrdiff_t>(i) * W + h * head_dim + d] = static_cast<T>(acc);
+            }
+        }
+    }
+}
+template void gat_forward<float>(const gat_attention&, const float*, const float*, const float*, int, double, float*);
+template void gat_forward<double>(const gat_attention&, const double*, const double*, const double*, int, double, double*);
+}  // namespace reference
+
+template void gat_attention::forward<float>(const float*, const float*, const float*, int, float*, float*) const;
+template void gat_attention::forward<double>(const double*, const double*, const double*, int, double*, double*) const;
+template void gat_attention::backward<float>(const float*, const float*, const float*, const float*, const float*, int, float*, float*, float*, float*) const;
+template void gat_attention::backward<double>(const double*, const double*, const double*, const double*, const double*, int, double*, double*, double*, double*) const;
+
+}  // namespace retexo

@@ -1,0 +1,305 @@
+#include <retexo/kernels/linear.hpp>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <omp.h>
+
+#include <chrono>
+#include <vector>
+
+namespace retexo {
+
+namespace {
+
+constexpr std::int64_t row_block = 512;
+
+dnnl::engine& cpu_engine()
+{
+    static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    return eng;
+}
+
+using dt = dnnl::memory::data_type;
+using dims = dnnl::memory::dims;
+
+/// A matmul C (m x n) = A (m x k) B (k x n) (+ bias), A possibly transposed in memory.
+struct matmul_prim {
+    dnnl::memory::desc a, b, c, bias, scratch;
+    dnnl::matmul prim;
+};
+
+matmul_prim make_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool a_transposed,
+                        bool b_transposed, bool with_bias)
+{
+    matmul_prim p;
+    p.a = a_transposed ? dnnl::memory::desc(dims{m, k}, dt::f32, dims{1, m})
+                       : dnnl::memory::desc(dims{m, k}, dt::f32, dims{k, 1});
+    p.b = b_transposed ? dnnl::memory::desc(dims{k, n}, dt::f32, dims{1, k})
+                       : dnnl::memory::desc(dims{k, n}, dt::f32, dims{n, 1});
+    p.c = dnnl::memory::desc(dims{m, n}, dt::f32, dims{n, 1});
+    if (with_bias) p.bias = dnnl::memory::desc(dims{1, n}, dt::f32, dims{n, 1});
+    // User-managed scratchpad: oneDNN's own scratchpad is shared and not safe for the
+    // concurrent execution retexo does (one primitive per thread on different row blocks).
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+#if DNNL_VERSION_MAJOR >= 3
+    const auto pd = with_bias ? dnnl::matmul::primitive_desc(cpu_engine(), p.a, p.b, p.bias, p.c, attr)
+                              : dnnl::matmul::primitive_desc(cpu_engine(), p.a, p.b, p.c, attr);
+#else
+    const auto d = with_bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c) : dnnl::matmul::desc(p.a, p.b, p.c);
+    const auto pd = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
+#endif
+    p.scratch = pd.scratchpad_desc();
+    p.prim = dnnl::matmul(pd);
+    return p;
+}
+
+}  // namespace
+
+struct linear_kernel::impl {
+    // key: (m, k, n, a_transposed, b_transposed, bias)
+    using key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, bool>;
+    std::map<key, matmul_prim> cache;
+    std::mutex mutex;
+    std::vector<dnnl::stream> streams;
+    std::vector<std::vector<std::uint8_t>> scratch;  // one scratchpad per thread
+
+    const matmul_prim& get(std::int64_t m, std::int64_t k, std::int64_t n, bool at, bool bt, bool bias)
+    {
+        std::lock_guard lock(mutex);
+        const key kk{m, k, n, at, bt, bias};
+        auto it = cache.find(kk);
+        if (it == cache.end()) {
+            it = cache.emplace(kk, make_matmul(m, k, n, at, bt, bias)).first;
+            const auto need = it->second.scratch.get_size();
+            for (auto& s : scratch)
+                if (s.size() < need) s.resize(need);
+            scratch_size = std::max(scratch_size, need);
+        }
+        return it->second;
+    }
+    /// Streams and scratchpads for every thread (call outside parallel regions).
+    void ensure_threads()
+    {
+        std::lock_guard lock(mutex);
+        const auto want = static_cast<std::size_t>(omp_get_max_threads());
+        while (streams.size() < want) streams.emplace_back(cpu_engine());
+        while (scratch.size() < want) scratch.emplace_back(scratch_size);
+    }
+    /// Run p on this thread's stream with its scratchpad.
+    void run(const matmul_prim& p, std::unordered_map<int, dnnl::memory> args)
+    {
+        const auto t = static_cast<std::size_t>(omp_get_thread_num());
+        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(p.scratch, cpu_engine(), scratch[t].data()));
+        p.prim.execute(streams[t], args);
+        streams[t].wait();
+    }
+    std::size_t scratch_size = 0;
+};
+
+linear_kernel::linear_kernel(int in, int out) : in_(in), out_(out), impl_(std::make_unique<impl>())
+{
+    RETEXO_ENSURE(in > 0 && out > 0, "retexo::linear_kernel: dimensions must be positive, got " << in << " x " << out);
+}
+linear_kernel::~linear_kernel() = default;
+linear_kernel::linear_kernel(linear_kernel&&) noexcept = default;
+linear_kernel& linear_kernel::operator=(linear_kernel&&) noexcept = default;
+
+template <>
+void linear_kernel::forward<float>(const float* x, std::int64_t n, const float* w, const float* b, float* y) const
+{
+    check_finite("linear::forward", "x", x, static_cast<std::size_t>(n) * in_);
+    if (n == 0) return;
+    impl_->ensure_threads();
+    const std::int64_t blocks = (n + row_block - 1) / row_block;
+    const std::int64_t tail = n - (blocks - 1) * row_block;
+    const auto& full = impl_->get(std::min(n, row_block), in_, out_, false, false, b != nullptr);
+    const auto& last = impl_->get(tail, in_, out_, false, false, b != nullptr);
+    auto& eng = cpu_engine();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t blk = 0; blk < blocks; ++blk) {
+        const auto& p = blk == blocks - 1 ? last : full;
+        const std::int64_t r0 = blk * row_block;
+        dnnl::memory ma(p.a, eng, const_cast<float*>(x + r0 * in_));
+        dnnl::memory mb(p.b, eng, const_cast<float*>(w));
+        dnnl::memory mc(p.c, eng, y + r0 * out_);
+        std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+        if (b != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, eng, const_cast<float*>(b)));
+        impl_->run(p, std::move(args));
+    }
+}
+
+template <>
+void linear_kernel::backward_data<float>(const float* dy, std::int64_t n, const float* w, float* dx) const
+{
+    check_finite("linear::backward", "dy", dy, static_cast<std::size_t>(n) * out_);
+    if (n == 0) return;
+    impl_->ensure_threads();
+    const std::int64_t blocks = (n + row_block - 1) / row_block;
+    const std::int64_t tail = n - (blocks - 1) * row_block;
+    // dx (m x in) = dy (m x out) * W^T (out x in): B is W read transposed.
+    const auto& full = impl_->get(std::min(n, row_block), out_, in_, false, true, false);
+    const auto& last = impl_->get(tail, out_, in_, false, true, false);
+    auto& eng = cpu_engine();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t blk = 0; blk < blocks; ++blk) {
+        const auto& p = blk == blocks - 1 ? last : full;
+        const std::int64_t r0 = blk * row_block;
+        dnnl::memory ma(p.a, eng, const_cast<float*>(dy + r0 * out_));
+        dnnl::memory mb(p.b, eng, const_cast<float*>(w));
+        dnnl::memory mc(p.c, eng, dx + r0 * in_);
+        impl_->run(p, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    }
+}
+
+template <>
+void linear_kernel::backward_weights<float>(const float* x, const float* dy, std::int64_t n, float* dw,
+                                            float* db, bool accumulate) const
+{
+    const std::size_t wsize = static_cast<std::size_t>(in_) * out_;
+    if (n == 0) {
+        if (!accumulate) {
+            std::fill(dw, dw + wsize, 0.0F);
+            if (db != nullptr) std::fill(db, db + out_, 0.0F);
+        }
+        return;
+    }
+    impl_->ensure_threads();
+    const int chunks = reduction_blocks(n);
+    std::vector<float> partial(static_cast<std::size_t>(chunks) * wsize);
+    std::vector<float> bias_partial(static_cast<std::size_t>(chunks) * out_, 0.0F);
+    // Chunk row counts differ by at most one: create both shapes before the parallel loop.
+    for (int c = 0; c < chunks; ++c) {
+        const auto [r0, r1] = block_range(n, chunks, c);
+        (void)impl_->get(in_, r1 - r0, out_, true, false, false);
+    }
+    auto& eng = cpu_engine();
+#pragma omp parallel for schedule(static)
+    for (int c = 0; c < chunks; ++c) {
+        const auto [r0, r1] = block_range(n, chunks, c);
+        const auto& p = impl_->get(in_, r1 - r0, out_, true, false, false);
+        // A = X_c^T: (in x rows) read from row-major X_c (rows x in).
+        dnnl::memory ma(p.a, eng, const_cast<float*>(x + r0 * in_));
+        dnnl::memory mb(p.b, eng, const_cast<float*>(dy + r0 * out_));
+        dnnl::memory mc(p.c, eng, partial.data() + static_cast<std::size_t>(c) * wsize);
+        impl_->run(p, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+        if (db != nullptr) {
+            float* bp = bias_partial.data() + static_cast<std::size_t>(c) * out_;
+            for (std::int64_t r = r0; r < r1; ++r)
+                for (int j = 0; j < out_; ++j) bp[j] += dy[r * out_ + j];
+        }
+    }
+    // Fixed-order sum of the chunk partials.
+#pragma omp parallel for schedule(static)
+    for (std::size_t i = 0; i < wsize; ++i) {
+        float s = accumulate ? dw[i] : 0.0F;
+        for (int c = 0; c < chunks; ++c) s += partial[static_cast<std::size_t>(c) * wsize + i];
+        dw[i] = s;
+    }
+    if (db != nullptr)
+        for (int j = 0; j < out_; ++j) {
+            float s = accumulate ? db[j] : 0.0F;
+            for (int c = 0; c < chunks; ++c) s += bias_partial[static_cast<std::size_t>(c) * out_ + j];
+            db[j] = s;
+        }
+}
+
+// double: Eigen, same blocking.
+namespace {
+using md = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+using mdw = Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
+}  // namespace
+
+template <>
+void linear_kernel::forward<double>(const double* x, std::int64_t n, const double* w, const double* b, double* y) const
+{
+    const md W(w, in_, out_);
+    mdw Y(y, n, out_);
+    Y.noalias() = md(x, n, in_) * W;
+    if (b != nullptr) Y.rowwise() += Eigen::Map<const Eigen::RowVectorXd>(b, out_);
+}
+
+template <>
+void linear_kernel::backward_data<double>(const double* dy, std::int64_t n, const double* w, double* dx) const
+{
+    mdw(dx, n, in_).noalias() = md(dy, n, out_) * md(w, in_, out_).transpose();
+}
+
+template <>
+void linear_kernel::backward_weights<double>(const double* x, const double* dy, std::int64_t n, double* dw,
+                                             double* db, bool accumulate) const
+{
+    mdw DW(dw, in_, out_);
+    if (!accumulate) DW.setZero();
+    DW.noalias() += md(x, n, in_).transpose() * md(dy, n, out_);
+    if (db != nullptr) {
+        Eigen::Map<Eigen::RowVectorXd> DB(db, out_);
+        if (!accumulate) DB.setZero();
+        DB += md(dy, n, out_).colwise().sum();
+    }
+}
+
+namespace reference {
+template <typename T>
+void linear_forward(const T* x, std::int64_t n, int in, int out, const T* w, const T* b, T* y)
+{
+    for (std::int64_t r = 0; r < n; ++r)
+        for (int j = 0; j < out; ++j) {
+            double s = b != nullptr ? static_cast<double>(b[j]) : 0.0;
+            for (int i = 0; i < in; ++i) s += static_cast<double>(x[r * in + i]) * static_cast<double>(w[i * out + j]);
+            y[r * out + j] = static_cast<T>(s);
+        }
+}
+template <typename T>
+void linear_backward(const T* x, const T* dy, std::int64_t n, int in, int out, const T* w, T* dx, T* dw, T* db)
+{
+    for (std::int64_t r = 0; r < n; ++r)
+        for (int i = 0; i < in; ++i) {
+            double s = 0;
+            for (int j = 0; j < out; ++j) s += static_cast<double>(dy[r * out + j]) * static_cast<double>(w[i * out + j]);
+            dx[r * in + i] = static_cast<T>(s);
+        }
+    for (int i = 0; i < in; ++i)
+        for (int j = 0; j < out; ++j) {
+            double s = 0;
+            for (std::int64_t r = 0; r < n; ++r) s += static_cast<double>(x[r * in + i]) * static_cast<double>(dy[r * out + j]);
+            dw[i * out + j] = static_cast<T>(s);
+        }
+    for (int j = 0; j < out; ++j) {
+        double s = 0;
+        for (std::int64_t r = 0; r < n; ++r) s += static_cast<double>(dy[r * out + j]);
+        db[j] = static_cast<T>(s);
+    }
+}
+template void linear_forward<float>(const float*, std::int64_t, int, int, const float*, const float*, float*);
+template void linear_forward<double>(const double*, std::int64_t, int, int, const double*, const double*, double*);
+template void linear_backward<float>(const float*, const float*, std::int64_t, int, int, const float*, float*, float*, float*);
+template void linear_backward<double>(const double*, const double*, std::int64_t, int, int, const double*, double*, double*, double*);
+}  // namespace reference
+
+double measure_sgemm_gflops(int m, int k, int n, int repeats)
+{
+    const auto p = make_matmul(m, k, n, false, false, false);
+    std::vector<float> a(static_cast<std::size_t>(m) * k, 0.5F), b(static_cast<std::size_t>(k) * n, 0.25F),
+        c(static_cast<std::size_t>(m) * n);
+    auto& eng = cpu_engine();
+    dnnl::stream s(eng);
+    std::vector<std::uint8_t> scratch(p.scratch.get_size());
+    dnnl::memory ma(p.a, eng, a.data()), mb(p.b, eng, b.data()), mc(p.c, eng, c.data()),
+        ms(p.scratch, eng, scratch.data());
+    const std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}};
+    p.prim.execute(s, args);  // warm up
+    s.wait();
+    double best = 0;
+    for (int r = 0; r < repeats; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        p.prim.execute(s, args);
+        s.wait();
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, 2.0 * m * k * n / sec * 1e-9);
+    }
+    return best;
+}
+
+}  // namespace retexo
