@@ -62,39 +62,53 @@ void gat_attention::forward(const T* z, const T* el, const T* er, int head_dim, 
     const auto& off = plan_.offsets;
     const auto& src = plan_.sources;
     const T slope = static_cast<T>(slope_);
-#pragma omp parallel for schedule(dynamic, 128)
-    for (node_t i = 0; i < num_out(); ++i) {
-        const node_t v = rows_[i];
-        const offset_t e0 = off[i], e1 = off[i + 1];
-        T* o = out + static_cast<std::ptrdiff_t>(i) * W;
-        std::fill(o, o + W, T(0));
-        if (e0 == e1) continue;
-        for (int h = 0; h < H; ++h) {
-            const T erv = er[static_cast<std::ptrdiff_t>(v) * H + h];
-            T mx = -std::numeric_limits<T>::infinity();
+#pragma omp parallel
+    {
+        std::vector<T> mx(static_cast<std::size_t>(H)), sum(static_cast<std::size_t>(H));
+#pragma omp for schedule(dynamic, 128)
+        for (node_t i = 0; i < num_out(); ++i) {
+            const node_t v = rows_[i];
+            const offset_t e0 = off[i], e1 = off[i + 1];
+            T* o = out + static_cast<std::ptrdiff_t>(i) * W;
+            std::fill(o, o + W, T(0));
+            if (e0 == e1) continue;
+            const T* erv = er + static_cast<std::ptrdiff_t>(v) * H;
+            std::fill(mx.begin(), mx.end(), -std::numeric_limits<T>::infinity());
+            std::fill(sum.begin(), sum.end(), T(0));
+            // Scores for all heads of an edge at once.
             for (offset_t e = e0; e < e1; ++e) {
-                T s = el[static_cast<std::ptrdiff_t>(src[e]) * H + h] + erv;
-                s = s > 0 ? s : slope * s;
-                alpha[e * H + h] = s;
-                mx = std::max(mx, s);
+                const T* elu = el + static_cast<std::ptrdiff_t>(src[e]) * H;
+                T* a = alpha + e * H;
+                for (int h = 0; h < H; ++h) {
+                    const T s = elu[h] + erv[h];
+                    a[h] = s > 0 ? s : slope * s;
+                    mx[h] = std::max(mx[h], a[h]);
+                }
             }
-            T sum = 0;
-            for (offset_t e = e0; e < e1; ++e) {
-                const T a = std::exp(alpha[e * H + h] - mx);
-                alpha[e * H + h] = a;
-                sum += a;
-            }
-            const T inv = T(1) / sum;
-            for (offset_t e = e0; e < e1; ++e) alpha[e * H + h] *= inv;
-        }
-        for (offset_t e = e0; e < e1; ++e) {
-            const T* zu = z + static_cast<std::ptrdiff_t>(src[e]) * W;
-            for (int h = 0; h < H; ++h) {
-                const T a = alpha[e * H + h];
-                T* oh = o + h * head_dim;
-                const T* zh = zu + h * head_dim;
+            for (offset_t e = e0; e < e1; ++e)
+                for (int h = 0; h < H; ++h) alpha[e * H + h] -= mx[h];
+            // One flat loop over the row's scores so exp vectorises (libmvec).
+            T* row_scores = alpha + e0 * H;
+            const std::int64_t count = (e1 - e0) * H;
 #pragma omp simd
-                for (int d = 0; d < head_dim; ++d) oh[d] += a * zh[d];
+            for (std::int64_t k = 0; k < count; ++k) row_scores[k] = vexp(row_scores[k]);
+            for (offset_t e = e0; e < e1; ++e)
+                for (int h = 0; h < H; ++h) sum[h] += alpha[e * H + h];
+            for (int h = 0; h < H; ++h) sum[h] = T(1) / sum[h];
+            for (offset_t e = e0; e < e1; ++e) {
+                if (e + 4 < e1) {
+                    const char* p = reinterpret_cast<const char*>(z + static_cast<std::ptrdiff_t>(src[e + 4]) * W);
+                    for (std::size_t b = 0; b < W * sizeof(T); b += 64) __builtin_prefetch(p + b);
+                }
+                const T* zu = z + static_cast<std::ptrdiff_t>(src[e]) * W;
+                T* a = alpha + e * H;
+                for (int h = 0; h < H; ++h) {
+                    const T ah = (a[h] *= sum[h]);
+                    T* oh = o + h * head_dim;
+                    const T* zh = zu + h * head_dim;
+#pragma omp simd
+                    for (int d = 0; d < head_dim; ++d) oh[d] += ah * zh[d];
+                }
             }
         }
     }
@@ -110,31 +124,49 @@ void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T
     const auto& src = plan_.sources;
     const T slope = static_cast<T>(slope_);
     std::fill(d_er, d_er + static_cast<std::ptrdiff_t>(num_src_) * H, T(0));
-#pragma omp parallel for schedule(dynamic, 128)
-    for (node_t i = 0; i < num_out(); ++i) {
-        const node_t v = rows_[i];
-        const T* dov = d_out + static_cast<std::ptrdiff_t>(i) * W;
-        for (int h = 0; h < H; ++h) {
-            // d_alpha_e = <d_out_v[h], z_u[h]>; softmax backward; LeakyReLU backward.
-            T dot_sum = 0;
-            for (offset_t e = off[i]; e < off[i + 1]; ++e) {
-                const T* zh = z + static_cast<std::ptrdiff_t>(src[e]) * W + h * head_dim;
-                const T* dh = dov + h * head_dim;
-                T da = 0;
-                for (int d = 0; d < head_dim; ++d) da += dh[d] * zh[d];
-                d_score[e * H + h] = da;
-                dot_sum += alpha[e * H + h] * da;
+#pragma omp parallel
+    {
+        std::vector<T> dot_sum(static_cast<std::size_t>(H)), der(static_cast<std::size_t>(H)),
+            prod(static_cast<std::size_t>(W));
+#pragma omp for schedule(dynamic, 128)
+        for (node_t i = 0; i < num_out(); ++i) {
+            const node_t v = rows_[i];
+            const T* dov = d_out + static_cast<std::ptrdiff_t>(i) * W;
+            const offset_t e0 = off[i], e1 = off[i + 1];
+            std::fill(dot_sum.begin(), dot_sum.end(), T(0));
+            // d_alpha_e[h] = <d_out_v[h], z_u[h]>, all heads of an edge from one row read.
+            for (offset_t e = e0; e < e1; ++e) {
+                if (e + 4 < e1) {
+                    const char* p = reinterpret_cast<const char*>(z + static_cast<std::ptrdiff_t>(src[e + 4]) * W);
+                    for (std::size_t b = 0; b < W * sizeof(T); b += 64) __builtin_prefetch(p + b);
+                }
+                const T* zu = z + static_cast<std::ptrdiff_t>(src[e]) * W;
+                T* ds = d_score + e * H;
+                const T* a = alpha + e * H;
+#pragma omp simd
+                for (int k = 0; k < W; ++k) prod[k] = dov[k] * zu[k];
+                for (int h = 0; h < H; ++h) {
+                    T da = 0;
+                    for (int d = 0; d < head_dim; ++d) da += prod[h * head_dim + d];
+                    ds[h] = da;
+                    dot_sum[h] += a[h] * da;
+                }
             }
-            const T erv = er[static_cast<std::ptrdiff_t>(v) * H + h];
-            T der = 0;
-            for (offset_t e = off[i]; e < off[i + 1]; ++e) {
-                const T de = alpha[e * H + h] * (d_score[e * H + h] - dot_sum);
-                const T s = el[static_cast<std::ptrdiff_t>(src[e]) * H + h] + erv;
-                const T ds = s > 0 ? de : slope * de;
-                d_score[e * H + h] = ds;
-                der += ds;
+            // Softmax and LeakyReLU backward.
+            const T* erv = er + static_cast<std::ptrdiff_t>(v) * H;
+            std::fill(der.begin(), der.end(), T(0));
+            for (offset_t e = e0; e < e1; ++e) {
+                const T* elu = el + static_cast<std::ptrdiff_t>(src[e]) * H;
+                T* ds = d_score + e * H;
+                const T* a = alpha + e * H;
+                for (int h = 0; h < H; ++h) {
+                    const T de = a[h] * (ds[h] - dot_sum[h]);
+                    const T s = elu[h] + erv[h];
+                    ds[h] = s > 0 ? de : slope * de;
+                    der[h] += ds[h];
+                }
             }
-            d_er[static_cast<std::ptrdiff_t>(v) * H + h] = der;
+            std::copy(der.begin(), der.end(), d_er + static_cast<std::ptrdiff_t>(v) * H);
         }
     }
 }
@@ -154,6 +186,12 @@ void gat_attention::backward(const T* z, const T* el, const T* er, const T* alph
         std::fill(gz, gz + W, T(0));
         std::fill(gl, gl + H, T(0));
         for (offset_t t = back_.offsets[u]; t < back_.offsets[u + 1]; ++t) {
+            if (t + 4 < back_.offsets[u + 1]) {
+                const char* p = reinterpret_cast<const char*>(d_out + static_cast<std::ptrdiff_t>(back_out_[t + 4]) * W);
+                for (std::size_t b = 0; b < W * sizeof(T); b += 64) __builtin_prefetch(p + b);
+                __builtin_prefetch(alpha + static_cast<std::ptrdiff_t>(back_.sources[t + 4]) * H);
+                __builtin_prefetch(d_score + static_cast<std::ptrdiff_t>(back_.sources[t + 4]) * H);
+            }
             const offset_t e = back_.sources[t];
             const T* dov = d_out + static_cast<std::ptrdiff_t>(back_out_[t]) * W;
             for (int h = 0; h < H; ++h) {

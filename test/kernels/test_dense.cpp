@@ -167,3 +167,13 @@ TEST_CASE("initialisers are seeded and bounded", "[kernels][optim]")
     CHECK(b.cwiseAbs().maxCoeff() <= std::sqrt(6.0F / 64));
     CHECK(a != b);
 }
+
+TEST_CASE("vectorisable exp is accurate", "[kernels][dense]")
+{
+    double worst = 0;
+    for (float x = -87.0F; x <= 88.0F; x += 0.0137F)
+        worst = std::max(worst, std::abs(static_cast<double>(vexp(x)) - std::exp(static_cast<double>(x))) / std::exp(static_cast<double>(x)));
+    CHECK(worst < 3e-7);
+    CHECK(vexp(-100.0F) == 0.0F);
+    CHECK(vexp(0.0F) == 1.0F);
+}

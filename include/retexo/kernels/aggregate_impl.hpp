@@ -24,7 +24,6 @@ void aggregation::forward(const In* x, int width, T* out, node_t* argmax) const
                   "retexo::aggregation::forward: max aggregation needs an argmax buffer");
     if constexpr (std::is_same_v<In, float> || std::is_same_v<In, double>)
         check_finite("aggregation::forward", "input", x, static_cast<std::size_t>(num_src_) * width);
-    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
     const T* w = detail::edge_weights<T>(weight_, weight_d_);
     const node_t n = num_out();
     const auto& off = plan_.offsets;
@@ -43,14 +42,14 @@ void aggregation::forward(const In* x, int width, T* out, node_t* argmax) const
             const node_t u0 = src[e0];
             const In* x0 = x + static_cast<std::ptrdiff_t>(u0) * width;
             for (int f = 0; f < width; ++f) {
-                o[f] = static_cast<T>(static_cast<A>(x0[f]));
+                o[f] = static_cast<T>(load(x0[f]));
                 am[f] = u0;
             }
             for (offset_t e = e0 + 1; e < e1; ++e) {
                 const node_t u = src[e];
                 const In* xu = x + static_cast<std::ptrdiff_t>(u) * width;
                 for (int f = 0; f < width; ++f) {
-                    const T v = static_cast<T>(static_cast<A>(xu[f]));
+                    const T v = static_cast<T>(load(xu[f]));
                     if (v > o[f]) {
                         o[f] = v;
                         am[f] = u;
@@ -68,7 +67,7 @@ void aggregation::forward(const In* x, int width, T* out, node_t* argmax) const
             const In* xu = x + static_cast<std::ptrdiff_t>(src[e]) * width;
             const T we = w[e];
 #pragma omp simd
-            for (int f = 0; f < width; ++f) o[f] += we * static_cast<T>(static_cast<A>(xu[f]));
+            for (int f = 0; f < width; ++f) o[f] += we * static_cast<T>(load(xu[f]));
         }
     }
 }
@@ -87,6 +86,10 @@ void aggregation::backward(const T* d_out, int width, T* d_x, const node_t* argm
         T* g = d_x + static_cast<std::ptrdiff_t>(u) * width;
         std::fill(g, g + width, T(0));
         for (offset_t e = off[u]; e < off[u + 1]; ++e) {
+            if (e + 4 < off[u + 1]) {
+                const char* p = reinterpret_cast<const char*>(d_out + static_cast<std::ptrdiff_t>(dst[e + 4]) * width);
+                for (std::size_t b = 0; b < width * sizeof(T); b += 64) __builtin_prefetch(p + b);
+            }
             const node_t o = dst[e];
             const T* d = d_out + static_cast<std::ptrdiff_t>(o) * width;
             if (kind_ == aggregator::max) {

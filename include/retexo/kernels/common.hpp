@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 namespace retexo {
@@ -25,8 +26,41 @@ using accum_t = std::conditional_t<std::is_same_v<In, double>, double, float>;
 template <typename In>
 inline accum_t<In> load(const In& v) noexcept
 {
-    return static_cast<accum_t<In>>(v);
+    if constexpr (std::is_same_v<In, bf16>) {
+        // bf16 -> float is a 16-bit shift; written out so loops over it vectorise.
+        std::uint16_t bits;
+        std::memcpy(&bits, &v, sizeof bits);
+        const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
+        float f;
+        std::memcpy(&f, &wide, sizeof f);
+        return f;
+    } else {
+        return static_cast<accum_t<In>>(v);
+    }
 }
+
+/// exp(x) for float in a form compilers vectorise (Cody-Waite range reduction and a degree-6
+/// polynomial; relative error below 2e-7 for x in [-87, 88]; inputs below -87 give 0).
+/// Deterministic: the same input always gives the same bits.
+inline float vexp(float x) noexcept
+{
+    const float xc = x < -87.0F ? -87.0F : (x > 88.0F ? 88.0F : x);
+    const float n = std::nearbyint(xc * 1.44269504088896341F);
+    float r = xc - n * 0.693359375F;  // ln2 split in two for an exact first step
+    r = r - n * -2.12194440e-4F;
+    float p = 1.9875691500e-4F;
+    p = p * r + 1.3981999507e-3F;
+    p = p * r + 8.3334519073e-3F;
+    p = p * r + 4.1665795894e-2F;
+    p = p * r + 1.6666665459e-1F;
+    p = p * r + 5.0000001201e-1F;
+    p = p * r * r + r + 1.0F;
+    const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
+    float scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return x < -87.0F ? 0.0F : p * scale;
+}
+inline double vexp(double x) noexcept { return std::exp(x); }
 
 namespace detail {
 inline std::atomic<bool>& numerics_flag()
@@ -64,6 +98,22 @@ inline int reduction_blocks(std::int64_t n, std::int64_t min_rows_per_block = 20
 inline std::pair<std::int64_t, std::int64_t> block_range(std::int64_t n, int blocks, int b)
 {
     return {n * b / blocks, n * (b + 1) / blocks};
+}
+
+}  // namespace retexo
+
+namespace retexo {
+
+/// Ask the kernel to back a large buffer with transparent huge pages (2 MiB), which cuts
+/// TLB misses of random row gathers.  Call before first touching the memory; a no-op for
+/// small buffers or where THP is unavailable.
+void advise_huge_pages(void* data, std::size_t bytes) noexcept;
+
+/// The same for an Eigen matrix's storage.
+template <typename M>
+void advise_huge_pages(M& m) noexcept
+{
+    advise_huge_pages(static_cast<void*>(m.data()), static_cast<std::size_t>(m.size()) * sizeof(typename M::Scalar));
 }
 
 }  // namespace retexo

@@ -1,0 +1,163 @@
+// Kernel throughput as ratios of this machine's limits, measured in the same run:
+//   aggregation (sum / mean / gcn, bf16 input)  bytes necessarily moved / time vs triad GB/s
+//   linear forward + backward                   GFLOP/s vs oneDNN sgemm GFLOP/s
+//   GAT forward + backward                      time per edge vs GCN aggregation fwd + bwd
+// "Bytes necessarily moved" by a gather-based aggregation with no cache reuse: every edge
+// reads its source row once, every output row is written once, plus the CSR (8 B offset per
+// row, 4 B id and 4 B weight per edge).  Options: --nodes N --degree D --quick --json FILE.
+#include "machine_limits.hpp"
+
+#include <retexo/core/rng.hpp>
+#include <retexo/kernels/aggregate.hpp>
+#include <retexo/kernels/gat.hpp>
+#include <retexo/kernels/linear.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <string>
+
+using namespace retexo;
+
+namespace {
+
+csr random_graph(node_t n, int degree, std::uint64_t seed)
+{
+    const counter_rng rng(seed, 77);
+    const auto m = static_cast<std::size_t>(n) * degree;
+    std::vector<node_t> src(m), dst(m);
+#pragma omp parallel for schedule(static)
+    for (std::size_t e = 0; e < m; ++e) {
+        src[e] = static_cast<node_t>(rng.below(2 * e, static_cast<std::uint64_t>(n)));
+        dst[e] = static_cast<node_t>(e / static_cast<std::size_t>(degree));  // exactly `degree` in-edges
+    }
+    return build_csr(n, src, dst, {.drop_self_loops = false, .drop_duplicates = false});
+}
+
+void fill(matrix_f& m, std::uint64_t seed)
+{
+    advise_huge_pages(m);
+    const counter_rng rng(seed, 1);
+#pragma omp parallel for schedule(static)
+    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = rng.uniform(static_cast<std::uint64_t>(i)) - 0.5F;
+}
+
+}  // namespace
+
+int main(int argc, char** argv)
+{
+    node_t nodes = 1000000;
+    int degree = 20;
+    std::string json_out;
+    bool quick = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        if (a == "--nodes" && i + 1 < argc) nodes = std::stoi(argv[++i]);
+        else if (a == "--degree" && i + 1 < argc) degree = std::stoi(argv[++i]);
+        else if (a == "--json" && i + 1 < argc) json_out = argv[++i];
+        else if (a == "--quick") quick = true;
+        else {
+            std::cerr << "usage: bench_kernels [--nodes N] [--degree D] [--quick] [--json FILE]\n";
+            return 2;
+        }
+    }
+    if (quick) nodes = std::min(nodes, node_t{100000});
+    nlohmann::json report;
+    const int threads = omp_get_max_threads();
+    const double triad = perf::measure_triad_gbs();
+    const double sgemm = measure_sgemm_gflops(2048, 2048, 2048, 5);
+    std::printf("machine: %d threads, triad %.2f GB/s, oneDNN sgemm %.1f GFLOP/s\n", threads, triad, sgemm);
+    report["threads"] = threads;
+    report["triad_gbs"] = triad;
+    report["sgemm_gflops"] = sgemm;
+
+    const csr g = random_graph(nodes, degree, 1);
+    const auto e = static_cast<double>(g.num_edges());
+    std::printf("graph: %d nodes, %.0f edges (in-degree %d)\n", nodes, e, degree);
+    double gather[2];
+    for (int k = 0; k < 2; ++k) {
+        gather[k] = perf::measure_gather_gbs(nodes, k == 0 ? 128 : 256);
+        std::printf("machine: random row gather (width %d) %.2f GB/s = %.2f x triad\n", k == 0 ? 128 : 256, gather[k], gather[k] / triad);
+        report["gather_gbs"][k == 0 ? "128" : "256"] = gather[k];
+    }
+    std::printf("%-26s %6s %10s %10s %8s %9s\n", "kernel", "width", "time ms", "GB/s", "x triad", "x gather");
+    double gcn_fb_time[2] = {0, 0};
+    for (int width : {128, 256}) {
+        matrix_f x(nodes, width), out(nodes, width), dx(nodes, width);
+        fill(x, 2);
+        advise_huge_pages(out);
+        advise_huge_pages(dx);
+        const double csr_bytes = 8.0 * nodes + 8.0 * e;
+        const double moved = (e + nodes) * width * 4.0 + csr_bytes;
+        for (auto kind : {aggregator::sum, aggregator::mean, aggregator::gcn}) {
+            const aggregation plan(g, nodes, {.kind = kind});
+            const double t = perf::best_time([&] { plan.forward(x.data(), width, out.data()); });
+            const double gbs = moved / t * 1e-9;
+            const double gl = gather[width == 256 ? 1 : 0];
+            std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", ("aggregate " + to_string(kind)).c_str(), width, t * 1e3, gbs, gbs / triad, gbs / gl);
+            report["aggregate"][to_string(kind)][std::to_string(width)] = {{"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}, {"ratio_gather", gbs / gl}};
+            if (kind == aggregator::gcn) {
+                const double tb = perf::best_time([&] { plan.backward(out.data(), width, dx.data()); });
+                const double gbb = moved / tb * 1e-9;
+                std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", "aggregate gcn backward", width, tb * 1e3, gbb, gbb / triad, gbb / gl);
+                report["aggregate"]["gcn_backward"][std::to_string(width)] = {{"ms", tb * 1e3}, {"gbs", gbb}, {"ratio_triad", gbb / triad}, {"ratio_gather", gbb / gl}};
+                gcn_fb_time[width == 256 ? 1 : 0] = t + tb;
+            }
+        }
+        {
+            const aggregation plan(g, nodes, {.kind = aggregator::gcn});
+            const matrix<bf16> xb = x.cast<bf16>();
+            const double t = perf::best_time([&] { plan.forward(xb.data(), width, out.data()); });
+            const double moved16 = (e * width * 2.0) + nodes * width * 4.0 + csr_bytes;
+            const double gbs = moved16 / t * 1e-9;
+            std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", "aggregate gcn (bf16 in)", width, t * 1e3, gbs, gbs / triad, gbs / gather[width == 256 ? 1 : 0]);
+            report["aggregate"]["gcn_bf16"][std::to_string(width)] = {{"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}};
+        }
+    }
+
+    // GAT at width 256 = 8 heads x 32 and width 128 = 4 x 32, forward + backward.
+    for (int width : {128, 256}) {
+        const int heads = width / 32, hd = 32;
+        const gat_attention plan(g, nodes, {.heads = heads, .self_loops = false});
+        matrix_f z(nodes, width), el(nodes, heads), er(nodes, heads), out(nodes, width), dz(nodes, width),
+            del(nodes, heads), der(nodes, heads);
+        matrix_f alpha(plan.num_edges(), heads), ds(plan.num_edges(), heads);
+        fill(z, 3);
+        fill(el, 4);
+        fill(er, 5);
+        const double tf = perf::best_time([&] { plan.forward(z.data(), el.data(), er.data(), hd, out.data(), alpha.data()); }, 2);
+        const double tb = perf::best_time([&] {
+            plan.backward(z.data(), el.data(), er.data(), alpha.data(), out.data(), hd, dz.data(), del.data(), der.data(), ds.data());
+        }, 2);
+        const double ratio = (tf + tb) / gcn_fb_time[width == 256 ? 1 : 0];
+        std::printf("GAT fwd+bwd width %d (%d heads): %.1f ms, %.2f ns/edge, %.2f x GCN aggregation fwd+bwd\n", width, heads,
+                    (tf + tb) * 1e3, (tf + tb) / e * 1e9, ratio);
+        report["gat"][std::to_string(width)] = {{"ms", (tf + tb) * 1e3}, {"ns_per_edge", (tf + tb) / e * 1e9}, {"ratio_gcn", ratio}};
+    }
+
+    // Linear forward + backward, N x F . F x 256.
+    std::printf("%-26s %8s %10s %10s %8s\n", "linear fwd+bwd", "N", "time ms", "GFLOP/s", "x sgemm");
+    for (int f : {128, 256}) {
+        for (std::int64_t n : {std::int64_t{100000}, std::int64_t{nodes}}) {
+            const int out = 256;
+            const linear_kernel k(f, out);
+            matrix_f x(n, f), w(f, out), b(1, out), y(n, out), dx(n, f), dw(f, out), db(1, out);
+            fill(x, 6);
+            fill(w, 7);
+            fill(b, 8);
+            const double t = perf::best_time([&] {
+                k.forward(x.data(), n, w.data(), b.data(), y.data());
+                k.backward_weights(x.data(), y.data(), n, dw.data(), db.data());
+                k.backward_data(y.data(), n, w.data(), dx.data());
+            });
+            const double gf = 3 * 2.0 * static_cast<double>(n) * f * out / t * 1e-9;
+            std::printf("%-26s %8lld %10.1f %10.1f %8.2f\n", ("F=" + std::to_string(f)).c_str(), static_cast<long long>(n), t * 1e3, gf, gf / sgemm);
+            report["linear"]["F" + std::to_string(f)][std::to_string(n)] = {{"ms", t * 1e3}, {"gflops", gf}, {"ratio_sgemm", gf / sgemm}};
+        }
+    }
+    if (!json_out.empty()) std::ofstream(json_out) << report.dump(2) << "\n";
+    return 0;
+}

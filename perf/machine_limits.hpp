@@ -1,0 +1,89 @@
+#pragma once
+// This machine's limits, measured in the same run as the benchmarks that are compared to
+// them: STREAM-like triad bandwidth and oneDNN's sgemm throughput.
+
+#include <retexo/kernels/linear.hpp>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+namespace retexo::perf {
+
+/// Best-of-repeats triad a[i] = b[i] + s * c[i] over n floats per array, all threads;
+/// bytes counted as STREAM does (3 x 4 bytes per element).  GB/s.
+inline double measure_triad_gbs(std::size_t n = std::size_t{1} << 26, int repeats = 8)
+{
+    std::vector<float> a(n), b(n), c(n);
+#pragma omp parallel for schedule(static)
+    for (std::size_t i = 0; i < n; ++i) {
+        a[i] = 0.0F;
+        b[i] = 1.0F;
+        c[i] = 2.0F;
+    }
+    double best = 0;
+    for (int r = 0; r < repeats; ++r) {
+        const float s = 0.5F + static_cast<float>(r);
+        const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for simd schedule(static)
+        for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, 3.0 * 4.0 * static_cast<double>(n) / sec * 1e-9);
+    }
+    volatile float sink = a[n / 2];
+    (void)sink;
+    return best;
+}
+
+/// Best-of-repeats random row gather: out[i] = x[perm[i]] for rows of `width` floats in a
+/// shuffled order, all threads; bytes = rows read + rows written.  GB/s.  This is the
+/// machine's limit for the access pattern of neighbour aggregation on a graph without
+/// locality.
+inline double measure_gather_gbs(std::int64_t rows, int width, int repeats = 3)
+{
+    std::vector<float> x(static_cast<std::size_t>(rows) * width, 1.0F), out(x.size());
+    std::vector<std::int64_t> perm(static_cast<std::size_t>(rows));
+    for (std::int64_t i = 0; i < rows; ++i)
+        perm[i] = static_cast<std::int64_t>((static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ULL) % static_cast<std::uint64_t>(rows));
+    double best = 0;
+    for (int r = 0; r < repeats; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < rows; ++i) {
+            if (i + 8 < rows) {
+                const char* p = reinterpret_cast<const char*>(x.data() + perm[i + 8] * width);
+                for (int b = 0; b < width * 4; b += 64) __builtin_prefetch(p + b);
+            }
+            std::copy_n(x.data() + perm[i] * width, width, out.data() + i * width);
+        }
+        const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        best = std::max(best, 2.0 * 4.0 * static_cast<double>(rows) * width / sec * 1e-9);
+    }
+    volatile float sink = out[out.size() / 2];
+    (void)sink;
+    return best;
+}
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0)
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Best wall time of f over repeats (after one warm-up call).
+template <typename F>
+double best_time(F&& f, int repeats = 3)
+{
+    f();
+    double best = 1e300;
+    for (int r = 0; r < repeats; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        f();
+        best = std::min(best, seconds_since(t0));
+    }
+    return best;
+}
+
+}  // namespace retexo::perf
