@@ -35,16 +35,3 @@ template class optimizer<double>;
 
 }  // namespace retexo
 
-#include <sys/mman.h>
-
-namespace retexo {
-
-void advise_huge_pages(void* data, std::size_t bytes) noexcept
-{
-    constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
-    const auto begin = (reinterpret_cast<std::uintptr_t>(data) + huge - 1) & ~(huge - 1);
-    const auto end = (reinterpret_cast<std::uintptr_t>(data) + bytes) & ~(huge - 1);
-    if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
-}
-
-}  // namespace retexo

@@ -39,7 +39,6 @@ csr random_graph(node_t n, int degree, std::uint64_t seed)
 
 void fill(matrix_f& m, std::uint64_t seed)
 {
-    advise_huge_pages(m);
     const counter_rng rng(seed, 1);
 #pragma omp parallel for schedule(static)
     for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = rng.uniform(static_cast<std::uint64_t>(i)) - 0.5F;
@@ -88,8 +87,6 @@ int main(int argc, char** argv)
     for (int width : {128, 256}) {
         matrix_f x(nodes, width), out(nodes, width), dx(nodes, width);
         fill(x, 2);
-        advise_huge_pages(out);
-        advise_huge_pages(dx);
         const double csr_bytes = 8.0 * nodes + 8.0 * e;
         const double moved = (e + nodes) * width * 4.0 + csr_bytes;
         for (auto kind : {aggregator::sum, aggregator::mean, aggregator::gcn}) {

@@ -102,18 +102,3 @@ inline std::pair<std::int64_t, std::int64_t> block_range(std::int64_t n, int blo
 
 }  // namespace retexo
 
-namespace retexo {
-
-/// Ask the kernel to back a large buffer with transparent huge pages (2 MiB), which cuts
-/// TLB misses of random row gathers.  Call before first touching the memory; a no-op for
-/// small buffers or where THP is unavailable.
-void advise_huge_pages(void* data, std::size_t bytes) noexcept;
-
-/// The same for an Eigen matrix's storage.
-template <typename M>
-void advise_huge_pages(M& m) noexcept
-{
-    advise_huge_pages(static_cast<void*>(m.data()), static_cast<std::size_t>(m.size()) * sizeof(typename M::Scalar));
-}
-
-}  // namespace retexo

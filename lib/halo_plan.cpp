@@ -1,0 +1,97 @@
+#include <retexo/comm/halo_plan.hpp>
+
+#include <algorithm>
+
+namespace retexo {
+
+halo_plan::halo_plan(const mpi::communicator& comm, const partition_structure& p)
+    : comm_(comm), num_owned_(p.num_owned()), num_halo_(p.num_halo())
+{
+    const int P = comm.size();
+    recv_count_.assign(static_cast<std::size_t>(P), 0);
+    recv_displ_.assign(static_cast<std::size_t>(P), 0);
+    std::string err;
+    for (node_t h = 0; h < num_halo_; ++h) {
+        const part_t q = p.halo_owner[h];
+        if (q < 0 || q >= P || q == comm.rank()) {
+            err = "halo node " + std::to_string(p.halo_global[h]) + " has owner " + std::to_string(q) +
+                  ", not another rank of the " + std::to_string(P) + "-rank job";
+            break;
+        }
+        if (h > 0 && q < p.halo_owner[h - 1]) {
+            err = "halo rows are not grouped by owner";
+            break;
+        }
+        ++recv_count_[q];
+    }
+    comm.agree(err);
+    for (int q = 1; q < P; ++q) recv_displ_[q] = recv_displ_[q - 1] + recv_count_[q - 1];
+
+    // Tell every owner which of its nodes we need (global ids; setup traffic only).
+    send_count_ = comm.alltoall(recv_count_, purpose::setup);
+    send_displ_.assign(static_cast<std::size_t>(P), 0);
+    std::int64_t total = 0;
+    for (int q = 0; q < P; ++q) {
+        send_displ_[q] = static_cast<int>(total);
+        total += send_count_[q];
+        RETEXO_ENSURE(total <= INT32_MAX, "retexo::halo_plan: more than 2^31 rows to send");
+    }
+    std::vector<node_t> wanted(static_cast<std::size_t>(total));
+    comm.alltoallv(p.halo_global.data(), recv_count_.data(), recv_displ_.data(), wanted.data(),
+                   send_count_.data(), send_displ_.data(), purpose::setup);
+    send_rows_.resize(wanted.size());
+    for (std::size_t i = 0; i < wanted.size() && err.empty(); ++i) {
+        const auto it = std::lower_bound(p.owned_global.begin(), p.owned_global.end(), wanted[i]);
+        if (it == p.owned_global.end() || *it != wanted[i]) {
+            err = "a peer asked for node " + std::to_string(wanted[i]) + ", which rank " +
+                  std::to_string(comm.rank()) + " does not own (inconsistent partitions)";
+            break;
+        }
+        send_rows_[i] = static_cast<node_t>(it - p.owned_global.begin());
+    }
+    comm.agree(err);
+}
+
+halo_plan::~halo_plan()
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized != 0) return;
+    for (auto& [bytes, t] : types_) MPI_Type_free(&t);
+}
+
+int halo_plan::num_sources() const noexcept
+{
+    return static_cast<int>(std::count_if(recv_count_.begin(), recv_count_.end(), [](int c) { return c > 0; }));
+}
+
+MPI_Datatype halo_plan::row_type(int bytes) const
+{
+    auto it = types_.find(bytes);
+    if (it != types_.end()) return it->second;
+    MPI_Datatype t = MPI_DATATYPE_NULL;
+    RETEXO_CHECK_MPI(MPI_Type_contiguous(bytes, MPI_BYTE, &t));
+    RETEXO_CHECK_MPI(MPI_Type_commit(&t));
+    types_.emplace(bytes, t);
+    return t;
+}
+
+void halo_plan::exchange(const void* send, void* recv, const std::vector<int>& scount, const std::vector<int>& sdispl,
+                         const std::vector<int>& rcount, const std::vector<int>& rdispl, int row_bytes,
+                         purpose p) const
+{
+    if (row_bytes == 0) return;
+    const MPI_Datatype t = row_type(row_bytes);
+    RETEXO_CHECK_MPI(MPI_Alltoallv(send, scount.data(), sdispl.data(), t, recv, rcount.data(), rdispl.data(), t,
+                                   comm_.get()));
+    std::uint64_t out = 0, in = 0, msgs = 0;
+    for (int q = 0; q < comm_.size(); ++q) {
+        if (q == comm_.rank()) continue;
+        out += static_cast<std::uint64_t>(scount[q]) * static_cast<std::uint64_t>(row_bytes);
+        in += static_cast<std::uint64_t>(rcount[q]) * static_cast<std::uint64_t>(row_bytes);
+        msgs += scount[q] > 0 ? 1 : 0;
+    }
+    comm_.ledger().add(p, out, in, msgs);
+}
+
+}  // namespace retexo
