@@ -1,0 +1,69 @@
+#include <retexo/kernels/dense.hpp>
+#include <retexo/nn/reduce.hpp>
+
+#include <vector>
+
+namespace retexo::nn {
+
+int reduce_mode::scale_for(std::initializer_list<double> local_max) const
+{
+    std::vector<double> m(local_max);
+    global_max(m);
+    double bound = global_terms;
+    for (double v : m) bound *= v;
+    return exact::scale_exponent(bound);
+}
+
+template <>
+void weight_gradient<float>(parameter<float>& p, const linear_kernel& k, const float* x, const float* d,
+                            std::int64_t n, const reduce_mode& mode)
+{
+    const auto a = static_cast<int>(p.value.rows());
+    const auto b = static_cast<int>(p.value.cols());
+    if (!mode.exact) {
+        k.backward_weights(x, d, n, p.grad.data(), static_cast<decltype(p.grad.data())>(nullptr));
+        return;
+    }
+    p.exact_k = mode.scale_for({exact::max_abs(x, static_cast<std::size_t>(n) * a),
+                                exact::max_abs(d, static_cast<std::size_t>(n) * b)});
+    p.exact.assign(static_cast<std::size_t>(p.size()), 0);
+    exact::gemm_tn(x, d, n, a, b, p.exact_k, p.exact.data());
+}
+
+template <>
+void weight_gradient<double>(parameter<double>& p, const linear_kernel& k, const double* x, const double* d,
+                             std::int64_t n, const reduce_mode&)
+{
+    k.backward_weights(x, d, n, p.grad.data(), static_cast<decltype(p.grad.data())>(nullptr));
+}
+
+template <>
+void bias_gradient<float>(parameter<float>& p, const float* d, std::int64_t n, const reduce_mode& mode)
+{
+    const auto w = static_cast<int>(p.size());
+    if (!mode.exact) {
+        column_sums(d, n, w, p.grad.data());
+        return;
+    }
+    p.exact_k = mode.scale_for({1.0, exact::max_abs(d, static_cast<std::size_t>(n) * w)});
+    p.exact.assign(static_cast<std::size_t>(w), 0);
+    exact::colsum(d, n, w, p.exact_k, p.exact.data());
+}
+
+template <>
+void bias_gradient<double>(parameter<double>& p, const double* d, std::int64_t n, const reduce_mode&)
+{
+    column_sums(d, n, static_cast<int>(p.size()), p.grad.data());
+}
+
+template <typename T>
+void finish_exact_gradient(parameter<T>& p)
+{
+    if (p.exact.empty()) return;
+    exact::to_real(p.exact.data(), p.exact.size(), p.exact_k, p.grad.data());
+}
+
+template void finish_exact_gradient<float>(parameter<float>&);
+template void finish_exact_gradient<double>(parameter<double>&);
+
+}  // namespace retexo::nn

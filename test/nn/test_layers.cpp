@@ -1,0 +1,168 @@
+#include "support/gradcheck.hpp"
+#include "support/test_support.hpp"
+
+#include <retexo/nn/layers.hpp>
+
+using namespace retexo;
+using namespace retexo::nn;
+using test::random_matrix;
+
+namespace {
+
+/// 12 owned rows, 4 halo rows (sources only), random in-edges.
+struct toy_graph {
+    csr g;
+    std::vector<offset_t> degree;
+    local_graph lg;
+    toy_graph()
+    {
+        const counter_rng rng(7, 7);
+        std::vector<node_t> src, dst;
+        for (std::uint64_t e = 0; e < 40; ++e) {
+            src.push_back(static_cast<node_t>(rng.below(2 * e, 16)));
+            dst.push_back(static_cast<node_t>(rng.below(2 * e + 1, 12)));
+        }
+        g = build_csr(16, src, dst);
+        g.offsets.resize(13);  // keep the 12 owned rows
+        g.sources.resize(static_cast<std::size_t>(g.offsets.back()));
+        degree.resize(16);
+        for (node_t v = 0; v < 16; ++v) degree[v] = v < 12 ? g.degree(v) : 1 + v % 3;
+        lg = {&g, 12, 16, degree};
+    }
+};
+
+void check_layer(layer_kind kind, const layer_options& o, bool subset)
+{
+    toy_graph t;
+    const int in = 5, out = kind == layer_kind::gat && o.concat ? 2 * o.heads : 3;
+    gnn_layer<double> layer(kind, in, out, o, 3, 1);
+    std::vector<node_t> rows;
+    for (node_t v = 0; v < 12; ++v)
+        if (!subset || v % 3 != 1) rows.push_back(v);
+    const auto plan = layer.make_plan(t.lg, rows);
+    auto x = random_matrix(16, in, 1);
+    const auto r = random_matrix(static_cast<Eigen::Index>(rows.size()), out, 2);
+    layer_cache<double> c;
+    auto f = [&] {
+        layer_cache<double> cc;
+        matrix<double> y;
+        layer.forward(plan, x, cc, y);
+        return (y.array() * r.array()).sum();
+    };
+    matrix<double> y, dx;
+    layer.forward(plan, x, c, y);
+    const reduce_mode mode;
+    layer.backward_messages(plan, x, c, r, true, mode);
+    layer.backward_finish(plan, x, c, 16, &dx, mode);
+    for (auto* p : layer.parameters()) {
+        const matrix<double> grad = p->grad;
+        test::check_gradient(f, p->value, grad, p->name);
+    }
+    // Input gradient: owned rows from d_x; for GCN and SAGE-mean the halo rows' input
+    // gradient is their message gradient.
+    matrix<double> want_dx(16, in);
+    want_dx.setZero();
+    want_dx.topRows(12) = dx;
+    const bool msg_is_input = kind == layer_kind::gcn || kind == layer_kind::sage_mean;
+    if (msg_is_input) want_dx.bottomRows(4) = c.d_msg.bottomRows(4);
+    // Finite differences over all rows, compared where we have the analytic value.
+    matrix<double> fd(16, in);
+    for (Eigen::Index i = 0; i < x.size(); ++i) {
+        const double keep = x.data()[i];
+        x.data()[i] = keep + 1e-6;
+        const double fp = f();
+        x.data()[i] = keep - 1e-6;
+        const double fm = f();
+        x.data()[i] = keep;
+        fd.data()[i] = (fp - fm) / 2e-6;
+    }
+    const Eigen::Index check_rows = msg_is_input ? 16 : 12;
+    INFO("input gradient of " << to_string(kind));
+    CHECK((fd.topRows(check_rows) - want_dx.topRows(check_rows)).cwiseAbs().maxCoeff() < 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("graph layers: every gradient matches finite differences", "[nn][gradcheck]")
+{
+    for (bool subset : {false, true}) {
+        DYNAMIC_SECTION("gcn subset=" << subset) { check_layer(layer_kind::gcn, {}, subset); }
+        DYNAMIC_SECTION("sage-mean subset=" << subset) { check_layer(layer_kind::sage_mean, {}, subset); }
+        DYNAMIC_SECTION("sage-pool subset=" << subset) { check_layer(layer_kind::sage_pool, {.pool_width = 4}, subset); }
+        DYNAMIC_SECTION("gat concat subset=" << subset) { check_layer(layer_kind::gat, {.heads = 2, .concat = true}, subset); }
+        DYNAMIC_SECTION("gat mean subset=" << subset) { check_layer(layer_kind::gat, {.heads = 3, .concat = false}, subset); }
+    }
+}
+
+TEST_CASE("dense layer and layer norm gradients match finite differences", "[nn][gradcheck]")
+{
+    dense_layer<double> d(4, 3, 1, 1, "d");
+    layer_norm<double> ln(3, "ln");
+    ln.gamma.value = random_matrix(1, 3, 9);
+    ln.beta.value = random_matrix(1, 3, 10);
+    auto x = random_matrix(6, 4, 1);
+    const auto r = random_matrix(6, 3, 2);
+    auto f = [&] {
+        matrix<double> h, y;
+        d.forward(x, h);
+        layer_norm<double> l2 = ln;
+        l2.forward(h, y);
+        return (y.array() * r.array()).sum();
+    };
+    matrix<double> h, y, dh, dx;
+    d.forward(x, h);
+    ln.forward(h, y);
+    ln.backward(h, r, dh, {});
+    d.backward(x, dh, &dx, {});
+    test::check_gradient(f, d.w.value, matrix<double>(d.w.grad), "dense weight");
+    test::check_gradient(f, d.b.value, matrix<double>(d.b.grad), "dense bias");
+    test::check_gradient(f, ln.gamma.value, matrix<double>(ln.gamma.grad), "ln gamma");
+    test::check_gradient(f, ln.beta.value, matrix<double>(ln.beta.grad), "ln beta");
+    test::check_gradient(f, x, dx, "dense input");
+}
+
+TEST_CASE("exact-mode layer gradients agree with fast mode", "[nn][exact]")
+{
+    toy_graph t;
+    for (auto kind : {layer_kind::gcn, layer_kind::sage_mean, layer_kind::sage_pool, layer_kind::gat}) {
+        gnn_layer<float> fast(kind, 5, 4, {.heads = 2}, 3, 1), ex(kind, 5, 4, {.heads = 2}, 3, 1);
+        std::vector<node_t> rows(12);
+        for (node_t v = 0; v < 12; ++v) rows[v] = v;
+        const auto plan = fast.make_plan(t.lg, rows);
+        const matrix_f x = random_matrix(16, 5, 1).cast<float>();
+        const matrix_f r = random_matrix(12, 4, 2).cast<float>();
+        layer_cache<float> cf, ce;
+        matrix_f yf, ye, dxf, dxe;
+        fast.forward(plan, x, cf, yf);
+        ex.forward(plan, x, ce, ye);
+        CHECK(yf == ye);
+        reduce_mode exact_mode;
+        exact_mode.exact = true;
+        exact_mode.global_terms = 1000;
+        fast.backward_messages(plan, x, cf, r, true, {});
+        ex.backward_messages(plan, x, ce, r, true, exact_mode);
+        fast.backward_finish(plan, x, cf, 16, &dxf, {});
+        ex.backward_finish(plan, x, ce, 16, &dxe, exact_mode);
+        CHECK((dxf - dxe).cwiseAbs().maxCoeff() < 1e-5F);
+        const auto pf = fast.parameters();
+        const auto pe = ex.parameters();
+        for (std::size_t i = 0; i < pf.size(); ++i) {
+            finish_exact_gradient(*pe[i]);
+            INFO(to_string(kind) << " " << pf[i]->name);
+            CHECK((pf[i]->grad - pe[i]->grad).cwiseAbs().maxCoeff() < 1e-4F);
+        }
+    }
+}
+
+TEST_CASE("layers reject bad shapes and names", "[nn][bad-input]")
+{
+    toy_graph t;
+    gnn_layer<double> l(layer_kind::gcn, 5, 3, {}, 1, 1);
+    const auto plan = l.make_plan(t.lg, std::vector<node_t>{0, 1});
+    layer_cache<double> c;
+    matrix<double> y;
+    CHECK_THROWS_WITH(l.forward(plan, matrix<double>(16, 4), c, y), Catch::Contains("input width is 4, expected 5"));
+    CHECK_THROWS_WITH(l.forward(plan, matrix<double>(15, 5), c, y), Catch::Contains("input rows is 15, expected 16"));
+    CHECK_THROWS_WITH(gnn_layer<double>(layer_kind::gat, 5, 7, {.heads = 2}, 1, 1), Catch::Contains("not divisible by 2 heads"));
+    CHECK_THROWS_WITH(parse_layer_kind("gin"), Catch::Contains("unknown model 'gin'"));
+}
