@@ -23,9 +23,12 @@ communicator::communicator(MPI_Comm comm) : comm_(comm)
     RETEXO_CHECK_MPI(MPI_Comm_size(comm_, &size_));
 }
 
-byte_ledger communicator::total_ledger() const
+byte_ledger communicator::sum(const byte_ledger& mine) const
 {
-    byte_ledger total = ledger_;
+    // This reduction is control traffic too: count it.
+    const auto bytes = static_cast<std::uint64_t>(2.0 * (size_ - 1) / size_ * 3 * num_purposes * sizeof(std::uint64_t));
+    ledger_.add(purpose::control, bytes, bytes);
+    byte_ledger total = mine;
     RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.sent.data(), num_purposes, MPI_UINT64_T,
                                    MPI_SUM, comm_));
     RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.received.data(), num_purposes,

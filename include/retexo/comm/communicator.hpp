@@ -75,8 +75,11 @@ public:
     int size() const noexcept { return size_; }
 
     byte_ledger& ledger() const noexcept { return ledger_; }
-    /// Sum the ledgers of all ranks (collective; its own traffic is not counted).
-    byte_ledger total_ledger() const;
+    /// Sum a per-rank ledger (e.g. the traffic of one phase) over all ranks (collective;
+    /// counted as control traffic).
+    byte_ledger sum(const byte_ledger& mine) const;
+    /// Sum of every rank's whole ledger (collective).
+    byte_ledger total_ledger() const { return sum(ledger_); }
 
     /// Collective.
     void barrier() const;

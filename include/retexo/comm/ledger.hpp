@@ -21,6 +21,7 @@ enum class purpose : int {
     setup = 0,      ///< halo-plan construction, partition checks
     halo_forward,   ///< node embeddings / features sent to the ranks that need them
     halo_backward,  ///< gradients of halo rows sent back to their owners
+    halo_eval,      ///< halo exchanges of evaluation-only forward passes
     gradients,      ///< gradient all-reduce
     parameters,     ///< parameter broadcast / best-model sync
     metrics,        ///< loss / accuracy reductions
@@ -33,7 +34,7 @@ inline constexpr int num_purposes = static_cast<int>(purpose::count_);
 inline const char* to_string(purpose p)
 {
     static constexpr std::array<const char*, num_purposes> names = {
-        "setup", "halo_forward", "halo_backward", "gradients", "parameters", "metrics", "control"};
+        "setup", "halo_forward", "halo_backward", "halo_eval", "gradients", "parameters", "metrics", "control"};
     return names[static_cast<int>(p)];
 }
 
@@ -68,6 +69,7 @@ struct byte_ledger {
         }
         return *this;
     }
+    friend byte_ledger operator+(byte_ledger a, const byte_ledger& b) noexcept { return a += b; }
     friend byte_ledger operator-(byte_ledger a, const byte_ledger& b) noexcept
     {
         for (int i = 0; i < num_purposes; ++i) {

@@ -1,0 +1,111 @@
+#pragma once
+/// @file common.hpp
+/// What every trainer shares: a rank's view of its partition (halo plan, local graph,
+/// split rows, global counts), gradient synchronisation, parameter broadcast, metric
+/// reduction, phase timers and the records a run produces.
+
+#include <retexo/comm/halo_plan.hpp>
+#include <retexo/kernels/loss.hpp>
+#include <retexo/nn/layers.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+
+namespace retexo::train {
+
+/// A rank's partition prepared for training (collective constructor: builds the halo plan
+/// and sums the split sizes over ranks).
+struct rank_context {
+    rank_context(const mpi::communicator& comm, const local_partition& part);
+
+    const mpi::communicator& comm;
+    const local_partition& part;
+    std::vector<offset_t> degree;  ///< global in-degree of every local row
+    nn::local_graph graph;
+    std::unique_ptr<halo_plan> halo;
+    std::vector<node_t> train_rows, valid_rows, test_rows, owned_rows;
+    std::int64_t global_train = 0, global_valid = 0, global_test = 0;
+    std::int64_t global_nodes = 0, global_edges = 0;
+    byte_ledger setup_bytes;  ///< this rank's traffic while building the context (halo plan)
+
+    /// Reduction mode whose global maximum is an all-reduce over comm (control traffic).
+    nn::reduce_mode reduce(bool exact) const;
+};
+
+/// Sum the gradients of params over ranks (one all-reduce; int64 fixed point in exact
+/// mode, then converted).  Collective.
+void allreduce_gradients(const mpi::communicator& comm, const std::vector<parameter<float>*>& params, bool exact);
+/// Broadcast parameter values from rank 0.  Collective.
+void broadcast_parameters(const mpi::communicator& comm, const std::vector<parameter<float>*>& params);
+/// Copy parameter values (best-model snapshots).
+std::vector<matrix_f> snapshot(const std::vector<parameter<float>*>& params);
+void restore(const std::vector<parameter<float>*>& params, const std::vector<matrix_f>& values);
+
+/// Accuracy on the three splits, from per-rank correct counts (collective, metrics traffic).
+struct accuracies {
+    double train = 0, valid = 0, test = 0;
+};
+accuracies reduce_accuracies(const rank_context& ctx, const matrix_f& logits_owned);
+
+/// Mean loss over all ranks' rows (collective, metrics traffic): exact when exact_k >= 0.
+double reduce_loss(const mpi::communicator& comm, const loss_result& local, std::int64_t global_count, int exact_k);
+
+/// Wall-clock time by phase.
+class phase_timer {
+public:
+    class scope {
+    public:
+        scope(phase_timer& t, const std::string& phase) : t_(t), phase_(phase), start_(std::chrono::steady_clock::now()) {}
+        ~scope() { t_.add(phase_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()); }
+        scope(const scope&) = delete;
+        scope& operator=(const scope&) = delete;
+
+    private:
+        phase_timer& t_;
+        std::string phase_;
+        std::chrono::steady_clock::time_point start_;
+    };
+    void add(const std::string& phase, double seconds) { seconds_[phase] += seconds; }
+    const std::map<std::string, double>& seconds() const noexcept { return seconds_; }
+
+private:
+    std::map<std::string, double> seconds_;
+};
+
+/// One line of training history.
+struct epoch_record {
+    int stage = 0;
+    int epoch = 0;            ///< epoch (standard) or round (retexo), 1-based
+    double loss = 0;
+    accuracies acc;
+    std::uint64_t bytes = 0;  ///< total bytes sent by all ranks so far
+    double seconds = 0;       ///< wall time since the start of training
+};
+
+/// Per-stage summary (RETEXO).
+struct stage_record {
+    int stage = 0;
+    int rounds = 0;
+    int best_round = 0;
+    accuracies best;             ///< at the best-validation round
+    byte_ledger bytes;           ///< all ranks, during this stage
+    double seconds = 0;
+};
+
+/// Everything a run reports.
+struct run_result {
+    std::string mode, model, variant;
+    int ranks = 1;
+    std::uint64_t seed = 0;
+    accuracies final_acc;
+    byte_ledger bytes;           ///< summed over ranks
+    std::map<std::string, double> seconds;  ///< by phase, plus "total"
+    std::vector<epoch_record> history;
+    std::vector<stage_record> stages;
+};
+
+/// Progress callback: called on every rank after every epoch / round.
+using progress_fn = std::function<void(const epoch_record&)>;
+
+}  // namespace retexo::train

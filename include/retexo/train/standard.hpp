@@ -1,0 +1,32 @@
+#pragma once
+/// @file standard.hpp
+/// The standard distributed full-graph trainer, the baseline RETEXO is measured against:
+/// every epoch, every layer exchanges the halo rows of its input in the forward pass and
+/// sends the halo rows' gradients back to their owners in the backward pass, followed by
+/// the gradient all-reduce and an optimiser step.  Model selection keeps the parameters of
+/// the best validation accuracy, identically on every rank.
+
+#include <retexo/train/common.hpp>
+
+namespace retexo::train {
+
+struct standard_options {
+    nn::layer_kind model = nn::layer_kind::gcn;
+    int layers = 2;
+    int hidden = 256;
+    int heads = 8;              ///< gat
+    int epochs = 200;
+    double dropout = 0.5;
+    optimizer_options optimizer{.kind = optimizer_kind::adam, .lr = 0.01, .weight_decay = 5e-4};
+    std::uint64_t seed = 42;
+    bool exact = false;         ///< results independent of the partitioning (exact.hpp)
+    int eval_every = 1;         ///< evaluate (and select the best model) every N epochs
+    void validate() const;
+};
+
+/// Train (collective).  Returns the final accuracies of the best-validation model, the
+/// bytes every purpose moved (summed over ranks), phase times and the history.
+run_result train_standard(const rank_context& ctx, const standard_options& options,
+                          const progress_fn& progress = {});
+
+}  // namespace retexo::train

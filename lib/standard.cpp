@@ -1,0 +1,186 @@
+#include <retexo/kernels/dense.hpp>
+#include <retexo/kernels/loss.hpp>
+#include <retexo/train/standard.hpp>
+
+#include <cmath>
+
+namespace retexo::train {
+
+void standard_options::validate() const
+{
+    RETEXO_ENSURE(layers >= 1, "--layers must be at least 1, got " << layers);
+    RETEXO_ENSURE(hidden >= 1, "--hidden must be positive, got " << hidden);
+    RETEXO_ENSURE(epochs >= 1, "--epochs must be positive, got " << epochs);
+    RETEXO_ENSURE(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got " << dropout);
+    RETEXO_ENSURE(eval_every >= 1, "--eval-every must be positive, got " << eval_every);
+    RETEXO_ENSURE(model != nn::layer_kind::gat || hidden % heads == 0,
+                  "--hidden " << hidden << " must be divisible by --heads " << heads << " for GAT");
+}
+
+namespace {
+
+/// Fixed-point exponent for summing per-node losses (each below 2^10).
+int loss_exponent(std::int64_t rows) { return exact::scale_exponent(static_cast<double>(rows) * 1024.0); }
+
+struct standard_model {
+    std::vector<nn::gnn_layer<float>> layers;
+    std::vector<nn::layer_plan> plans;
+    activation act;
+
+    standard_model(const rank_context& ctx, const standard_options& o)
+    {
+        const int F = ctx.part.global.num_features, C = ctx.part.global.num_classes;
+        act = o.model == nn::layer_kind::gat ? activation::elu : activation::relu;
+        for (int l = 0; l < o.layers; ++l) {
+            const int in = l == 0 ? F : o.hidden;
+            const bool last = l == o.layers - 1;
+            const int out = last ? C : o.hidden;
+            nn::layer_options lo;
+            lo.heads = o.heads;
+            lo.concat = !last;  // GAT: hidden layers concatenate heads, the output layer averages them
+            layers.emplace_back(o.model, in, out, lo, o.seed, static_cast<std::uint64_t>(l));
+            plans.push_back(layers.back().make_plan(ctx.graph, ctx.owned_rows));
+        }
+    }
+
+    std::vector<parameter<float>*> parameters()
+    {
+        std::vector<parameter<float>*> ps;
+        for (auto& l : layers)
+            for (auto* p : l.parameters()) ps.push_back(p);
+        return ps;
+    }
+};
+
+}  // namespace
+
+run_result train_standard(const rank_context& ctx, const standard_options& o, const progress_fn& progress)
+{
+    o.validate();
+    const auto& comm = ctx.comm;
+    const auto& part = ctx.part;
+    const byte_ledger start_ledger = comm.ledger();
+    const auto t_start = std::chrono::steady_clock::now();
+    phase_timer timer;
+    const node_t own = part.num_owned();
+    const node_t local = part.num_local();
+    const int L = o.layers;
+    const int C = part.global.num_classes;
+
+    standard_model model(ctx, o);
+    auto params = model.parameters();
+    broadcast_parameters(comm, params);
+    optimizer<float> opt(o.optimizer, params);
+    const auto mode = ctx.reduce(o.exact);
+
+    std::vector<matrix_f> x_all(static_cast<std::size_t>(L)), out(static_cast<std::size_t>(L));
+    std::vector<nn::layer_cache<float>> cache(static_cast<std::size_t>(L));
+    const std::span<const node_t> ids(part.owned_global);
+
+    // Forward over all owned rows; dropout only when training.
+    auto forward = [&](bool training, int epoch, purpose exchange_purpose) -> const matrix_f& {
+        matrix_f h = part.features;
+        for (int l = 0; l < L; ++l) {
+            auto& layer = model.layers[static_cast<std::size_t>(l)];
+            auto& x = x_all[static_cast<std::size_t>(l)];
+            x.resize(local, layer.in());
+            {
+                phase_timer::scope s(timer, training ? "compute" : "eval");
+                if (training)
+                    dropout_forward(h.data(), ids, layer.in(), o.dropout,
+                                    dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)}, x.data());
+                else
+                    x.topRows(own) = h;
+            }
+            {
+                phase_timer::scope s(timer, "exchange");
+                ctx.halo->forward(x.data(), x.data() + static_cast<std::ptrdiff_t>(own) * layer.in(), layer.in(), exchange_purpose);
+            }
+            phase_timer::scope s(timer, training ? "compute" : "eval");
+            layer.forward(model.plans[static_cast<std::size_t>(l)], x, cache[static_cast<std::size_t>(l)], out[static_cast<std::size_t>(l)]);
+            if (l + 1 < L) {
+                const auto& y = out[static_cast<std::size_t>(l)];
+                h.resize(y.rows(), y.cols());
+                activation_forward(model.act, y.data(), static_cast<std::size_t>(y.size()), h.data(), 1.0);
+            }
+        }
+        return out[static_cast<std::size_t>(L - 1)];
+    };
+
+    run_result result;
+    result.mode = "standard";
+    result.model = nn::to_string(o.model);
+    result.ranks = comm.size();
+    result.seed = o.seed;
+    double best_valid = -1;
+    std::vector<matrix_f> best_params = snapshot(params);
+    const int loss_k = o.exact ? loss_exponent(ctx.global_train) : -1;
+
+    for (int epoch = 1; epoch <= o.epochs; ++epoch) {
+        const matrix_f& logits = forward(true, epoch, purpose::halo_forward);
+        matrix_f d = matrix_f::Zero(own, C);
+        loss_result local_loss;
+        comm.checked([&] {
+            local_loss = softmax_cross_entropy(logits.data(), C, part.labels, ctx.train_rows,
+                                               1.0F / static_cast<float>(ctx.global_train), d.data(), loss_k);
+        });
+        for (int l = L - 1; l >= 0; --l) {
+            auto& layer = model.layers[static_cast<std::size_t>(l)];
+            auto& c = cache[static_cast<std::size_t>(l)];
+            const auto& plan = model.plans[static_cast<std::size_t>(l)];
+            const bool need_in = l > 0;
+            {
+                phase_timer::scope s(timer, "compute");
+                layer.backward_messages(plan, x_all[static_cast<std::size_t>(l)], c, d, need_in, mode);
+            }
+            if (layer.has_messages(need_in)) {
+                phase_timer::scope s(timer, "exchange");
+                const int w = layer.msg_width();
+                const auto off = static_cast<std::ptrdiff_t>(own) * w;
+                if (o.exact) ctx.halo->reverse_add(c.d_msg_exact.data() + off, c.d_msg_exact.data(), w);
+                else ctx.halo->reverse_add(c.d_msg.data() + off, c.d_msg.data(), w);
+            }
+            phase_timer::scope s(timer, "compute");
+            matrix_f dx;
+            layer.backward_finish(plan, x_all[static_cast<std::size_t>(l)], c, own, need_in ? &dx : nullptr, mode);
+            if (need_in) {
+                dropout_backward(dx.data(), ids, layer.in(), o.dropout,
+                                 dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)}, dx.data());
+                const auto& pre = out[static_cast<std::size_t>(l - 1)];
+                d.resize(dx.rows(), dx.cols());
+                activation_backward(model.act, pre.data(), dx.data(), static_cast<std::size_t>(dx.size()), d.data(), 1.0);
+            }
+        }
+        {
+            phase_timer::scope s(timer, "sync");
+            allreduce_gradients(comm, params, o.exact);
+        }
+        {
+            phase_timer::scope s(timer, "compute");
+            opt.step();
+        }
+        epoch_record rec;
+        rec.epoch = epoch;
+        rec.loss = reduce_loss(comm, local_loss, ctx.global_train, loss_k);
+        if (epoch % o.eval_every == 0 || epoch == o.epochs) {
+            const matrix_f& eval_logits = forward(false, epoch, purpose::halo_eval);
+            rec.acc = reduce_accuracies(ctx, eval_logits);
+            if (rec.acc.valid > best_valid) {
+                best_valid = rec.acc.valid;
+                best_params = snapshot(params);
+            }
+        }
+        rec.bytes = comm.sum(comm.ledger() - start_ledger + ctx.setup_bytes).total_sent();
+        rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+        result.history.push_back(rec);
+        if (progress) progress(rec);
+    }
+    restore(params, best_params);
+    result.final_acc = reduce_accuracies(ctx, forward(false, o.epochs + 1, purpose::halo_eval));
+    result.bytes = comm.sum(comm.ledger() - start_ledger + ctx.setup_bytes);
+    result.seconds = timer.seconds();
+    result.seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    return result;
+}
+
+}  // namespace retexo::train

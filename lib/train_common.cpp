@@ -1,0 +1,115 @@
+#include <retexo/kernels/loss.hpp>
+#include <retexo/train/common.hpp>
+
+namespace retexo::train {
+
+rank_context::rank_context(const mpi::communicator& c, const local_partition& p) : comm(c), part(p)
+{
+    const byte_ledger before = c.ledger();
+    graph = nn::make_local_graph(p, degree);
+    halo = std::make_unique<halo_plan>(c, p);
+    train_rows = p.nodes_in(split::train);
+    valid_rows = p.nodes_in(split::valid);
+    test_rows = p.nodes_in(split::test);
+    owned_rows.resize(static_cast<std::size_t>(p.num_owned()));
+    for (node_t v = 0; v < p.num_owned(); ++v) owned_rows[v] = v;
+    std::int64_t counts[5] = {static_cast<std::int64_t>(train_rows.size()), static_cast<std::int64_t>(valid_rows.size()),
+                              static_cast<std::int64_t>(test_rows.size()), p.num_owned(), p.in_edges.num_edges()};
+    comm.allreduce(std::span<std::int64_t>(counts, 5), MPI_SUM, purpose::setup);
+    global_train = counts[0];
+    global_valid = counts[1];
+    global_test = counts[2];
+    global_nodes = counts[3];
+    global_edges = counts[4];
+    setup_bytes = c.ledger() - before;
+    RETEXO_ENSURE(global_train > 0, "the graph has no training nodes");
+}
+
+nn::reduce_mode rank_context::reduce(bool exact) const
+{
+    nn::reduce_mode m;
+    m.exact = exact;
+    const mpi::communicator* c = &comm;
+    m.global_max = [c](std::span<double> v) { c->allreduce(v, MPI_MAX, purpose::control); };
+    m.global_terms = static_cast<double>(global_nodes + global_edges + 1);
+    return m;
+}
+
+void allreduce_gradients(const mpi::communicator& comm, const std::vector<parameter<float>*>& params, bool exact)
+{
+    std::size_t total = 0;
+    for (auto* p : params) total += static_cast<std::size_t>(p->size());
+    if (exact) {
+        std::vector<std::int64_t> buf;
+        buf.reserve(total);
+        for (auto* p : params) {
+            RETEXO_ENSURE(p->exact.size() == static_cast<std::size_t>(p->size()),
+                          "internal: exact gradient of " << p->name << " was not computed");
+            buf.insert(buf.end(), p->exact.begin(), p->exact.end());
+        }
+        comm.allreduce(std::span<std::int64_t>(buf), MPI_SUM, purpose::gradients);
+        std::size_t off = 0;
+        for (auto* p : params) {
+            std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(off), p->size(), p->exact.begin());
+            nn::finish_exact_gradient(*p);
+            off += static_cast<std::size_t>(p->size());
+        }
+        return;
+    }
+    std::vector<float> buf;
+    buf.reserve(total);
+    for (auto* p : params) buf.insert(buf.end(), p->grad.data(), p->grad.data() + p->size());
+    comm.allreduce(std::span<float>(buf), MPI_SUM, purpose::gradients);
+    std::size_t off = 0;
+    for (auto* p : params) {
+        std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(off), p->size(), p->grad.data());
+        off += static_cast<std::size_t>(p->size());
+    }
+}
+
+void broadcast_parameters(const mpi::communicator& comm, const std::vector<parameter<float>*>& params)
+{
+    std::vector<float> buf;
+    for (auto* p : params) buf.insert(buf.end(), p->value.data(), p->value.data() + p->size());
+    comm.broadcast(std::span<float>(buf), 0, purpose::parameters);
+    std::size_t off = 0;
+    for (auto* p : params) {
+        std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(off), p->size(), p->value.data());
+        off += static_cast<std::size_t>(p->size());
+    }
+}
+
+std::vector<matrix_f> snapshot(const std::vector<parameter<float>*>& params)
+{
+    std::vector<matrix_f> v;
+    for (auto* p : params) v.push_back(p->value);
+    return v;
+}
+
+void restore(const std::vector<parameter<float>*>& params, const std::vector<matrix_f>& values)
+{
+    for (std::size_t i = 0; i < params.size(); ++i) params[i]->value = values[i];
+}
+
+accuracies reduce_accuracies(const rank_context& ctx, const matrix_f& logits)
+{
+    const int c = static_cast<int>(logits.cols());
+    const auto& labels = ctx.part.labels;
+    std::int64_t counts[3] = {count_correct(logits.data(), c, labels, ctx.train_rows),
+                              count_correct(logits.data(), c, labels, ctx.valid_rows),
+                              count_correct(logits.data(), c, labels, ctx.test_rows)};
+    ctx.comm.allreduce(std::span<std::int64_t>(counts, 3), MPI_SUM, purpose::metrics);
+    auto ratio = [](std::int64_t a, std::int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+    return {ratio(counts[0], ctx.global_train), ratio(counts[1], ctx.global_valid), ratio(counts[2], ctx.global_test)};
+}
+
+double reduce_loss(const mpi::communicator& comm, const loss_result& local, std::int64_t global_count, int exact_k)
+{
+    if (exact_k >= 0) {
+        const auto s = comm.allreduce(local.exact_sum, MPI_SUM, purpose::metrics);
+        return std::ldexp(static_cast<double>(s), -exact_k) / static_cast<double>(global_count);
+    }
+    return comm.allreduce(local.sum, MPI_SUM, purpose::metrics) / static_cast<double>(global_count);
+}
+
+}  // namespace retexo::train
