@@ -42,21 +42,17 @@ T max_abs_of(const matrix<T>& m)
     return m.size() == 0 ? T(0) : m.cwiseAbs().maxCoeff();
 }
 
-/// Rows [0, n) of an exact message buffer (width w) as reals.
-template <typename T>
-void exact_rows_to_real(const std::vector<std::int64_t>& acc, node_t n, int w, int k, matrix<T>& out)
-{
-    out.resize(n, w);
-    exact::to_real(acc.data(), static_cast<std::size_t>(n) * w, k, out.data());
-}
-
 /// Message gradients of rows [0, n) as reals, whatever the mode.
 template <typename T>
 matrix<T> message_rows(const layer_cache<T>& c, node_t n, int w, bool exact_mode)
 {
     matrix<T> m;
-    if (exact_mode) exact_rows_to_real(c.d_msg_exact, n, w, c.msg_k, m);
-    else m = c.d_msg.topRows(n);
+    if (exact_mode) {
+        m.resize(n, w);
+        exact::to_real(c.d_msg_exact.data(), static_cast<std::size_t>(n) * w, c.msg_k, m.data());
+    } else {
+        m = c.d_msg.topRows(n);
+    }
     return m;
 }
 
@@ -78,14 +74,19 @@ gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o
     const std::uint64_t base = index * 16;
     switch (kind) {
     case layer_kind::gcn:
+        transform_first_ = in > out;
         w_ = parameter<T>(tag + "weight", in, out);
         init_glorot(w_, in, out, seed, base);
         lin_.emplace(in, out);
         break;
     case layer_kind::sage_mean:
-        w_ = parameter<T>(tag + "weight", 2 * in, out);  // [self; neighbours]
+        transform_first_ = in > out;
+        w_ = parameter<T>(tag + "neigh_weight", in, out);
+        w_self_ = parameter<T>(tag + "self_weight", in, out);
         init_glorot(w_, in, out, seed, base);
-        lin_.emplace(2 * in, out);
+        init_glorot(w_self_, in, out, seed, base + 4);
+        lin_.emplace(in, out);
+        lin_self_.emplace(in, out);
         break;
     case layer_kind::sage_pool:
         pool_ = o.pool_width > 0 ? o.pool_width : in;
@@ -93,9 +94,12 @@ gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o
         b_pool_ = parameter<T>(tag + "pool_bias", 1, pool_);
         init_glorot(w_pool_, in, pool_, seed, base + 1);
         lin_pool_.emplace(in, pool_);
-        w_ = parameter<T>(tag + "weight", in + pool_, out);
-        init_glorot(w_, in, out, seed, base);
-        lin_.emplace(in + pool_, out);
+        w_ = parameter<T>(tag + "neigh_weight", pool_, out);
+        w_self_ = parameter<T>(tag + "self_weight", in, out);
+        init_glorot(w_, pool_, out, seed, base);
+        init_glorot(w_self_, in, out, seed, base + 4);
+        lin_.emplace(pool_, out);
+        lin_self_.emplace(in, out);
         break;
     case layer_kind::gat:
         RETEXO_ENSURE(o.heads >= 1, "--heads must be positive, got " << o.heads);
@@ -123,7 +127,7 @@ int gnn_layer<T>::msg_width() const noexcept
 {
     switch (kind_) {
     case layer_kind::gcn:
-    case layer_kind::sage_mean: return in_;
+    case layer_kind::sage_mean: return transform_first_ ? out_ : in_;
     case layer_kind::sage_pool: return pool_;
     case layer_kind::gat: return heads_ * head_dim_ + heads_;
     }
@@ -131,12 +135,24 @@ int gnn_layer<T>::msg_width() const noexcept
 }
 
 template <typename T>
+bool gnn_layer<T>::message_is_input() const noexcept
+{
+    return (kind_ == layer_kind::gcn || kind_ == layer_kind::sage_mean) && !transform_first_;
+}
+
+template <typename T>
+bool gnn_layer<T>::has_message_params() const noexcept
+{
+    return !message_is_input();
+}
+
+template <typename T>
 std::vector<parameter<T>*> gnn_layer<T>::parameters()
 {
     switch (kind_) {
-    case layer_kind::gcn:
-    case layer_kind::sage_mean: return {&w_, &b_};
-    case layer_kind::sage_pool: return {&w_pool_, &b_pool_, &w_, &b_};
+    case layer_kind::gcn: return {&w_, &b_};
+    case layer_kind::sage_mean: return {&w_self_, &w_, &b_};
+    case layer_kind::sage_pool: return {&w_pool_, &b_pool_, &w_self_, &w_, &b_};
     case layer_kind::gat: return {&w_, &a_l_, &a_r_, &b_};
     }
     return {};
@@ -168,69 +184,98 @@ layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t>
 }
 
 template <typename T>
-void gnn_layer<T>::forward(const layer_plan& plan, const matrix<T>& x_all, layer_cache<T>& c, matrix<T>& out) const
+void gnn_layer<T>::message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg) const
 {
-    RETEXO_ENSURE_DIMS("gnn_layer::forward", "input rows", x_all.rows(), Eigen::Index{plan.num_local});
-    RETEXO_ENSURE_DIMS("gnn_layer::forward", "input width", x_all.cols(), Eigen::Index{in_});
-    const auto n = static_cast<Eigen::Index>(plan.rows.size());
+    RETEXO_ENSURE_DIMS("gnn_layer::message", "input width", x.cols(), Eigen::Index{in_});
+    const matrix<T> none;
     switch (kind_) {
     case layer_kind::gcn:
-        plan.agg->forward(x_all, c.agg);
-        lin_->forward(c.agg, w_.value, b_.value, out);
-        break;
     case layer_kind::sage_mean:
-        plan.agg->forward(x_all, c.agg);
-        c.cat.resize(n, 2 * in_);
-        for (Eigen::Index i = 0; i < n; ++i) {
-            c.cat.row(i).head(in_) = x_all.row(plan.rows[i]);
-            c.cat.row(i).tail(in_) = c.agg.row(i);
-        }
-        lin_->forward(c.cat, w_.value, b_.value, out);
+        if (transform_first_) lin_->forward(x, w_.value, none, msg);
+        else msg = x;
         break;
     case layer_kind::sage_pool:
-        lin_pool_->forward(x_all, w_pool_.value, b_pool_.value, c.pre);
-        c.p.resize(c.pre.rows(), c.pre.cols());
-        activation_forward(activation::relu, c.pre.data(), static_cast<std::size_t>(c.pre.size()), c.p.data());
-        plan.agg->forward(c.p, c.agg, &c.argmax);
-        c.cat.resize(n, in_ + pool_);
-        for (Eigen::Index i = 0; i < n; ++i) {
-            c.cat.row(i).head(in_) = x_all.row(plan.rows[i]);
-            c.cat.row(i).tail(pool_) = c.agg.row(i);
-        }
-        lin_->forward(c.cat, w_.value, b_.value, out);
+        lin_pool_->forward(x, w_pool_.value, b_pool_.value, c.pre);
+        msg.resize(c.pre.rows(), c.pre.cols());
+        activation_forward(activation::relu, c.pre.data(), static_cast<std::size_t>(c.pre.size()), msg.data());
         break;
     case layer_kind::gat: {
-        const int H = heads_, D = head_dim_;
-        lin_->forward(x_all, w_.value, matrix<T>(), c.pre);  // z
-        const Eigen::Index L = x_all.rows();
-        c.el.resize(L, H);
-        c.er.resize(L, H);
+        const int H = heads_, D = head_dim_, HD = H * D;
+        matrix<T> z;
+        lin_->forward(x, w_.value, none, z);
+        msg.resize(x.rows(), HD + H);
+        msg.leftCols(HD) = z;
 #pragma omp parallel for schedule(static)
-        for (Eigen::Index u = 0; u < L; ++u)
+        for (Eigen::Index u = 0; u < x.rows(); ++u)
             for (int h = 0; h < H; ++h) {
-                T sl = 0, sr = 0;
-                for (int d = 0; d < D; ++d) {
-                    sl += c.pre(u, h * D + d) * a_l_.value(h, d);
-                    sr += c.pre(u, h * D + d) * a_r_.value(h, d);
-                }
-                c.el(u, h) = sl;
-                c.er(u, h) = sr;
+                T s = 0;
+                for (int d = 0; d < D; ++d) s += z(u, h * D + d) * a_l_.value(h, d);
+                msg(u, HD + h) = s;
+            }
+        break;
+    }
+    }
+}
+
+template <typename T>
+void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows,
+                           layer_cache<T>& c, matrix<T>& out) const
+{
+    const auto n = static_cast<Eigen::Index>(plan.rows.size());
+    RETEXO_ENSURE_DIMS("gnn_layer::combine", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
+    RETEXO_ENSURE_DIMS("gnn_layer::combine", "message width", msg_all.cols(), Eigen::Index{msg_width()});
+    const matrix<T> none;
+    switch (kind_) {
+    case layer_kind::gcn:
+        plan.agg->forward(msg_all, c.agg);
+        if (transform_first_) {
+            out = c.agg;
+            out.rowwise() += b_.value.row(0);
+        } else {
+            lin_->forward(c.agg, w_.value, b_.value, out);
+        }
+        break;
+    case layer_kind::sage_mean:
+    case layer_kind::sage_pool: {
+        RETEXO_ENSURE_DIMS("gnn_layer::combine", "self rows", x_rows.rows(), n);
+        if (kind_ == layer_kind::sage_mean) plan.agg->forward(msg_all, c.agg);
+        else plan.agg->forward(msg_all, c.agg, &c.argmax);
+        lin_self_->forward(x_rows, w_self_.value, b_.value, out);
+        if (transform_first_) {
+            out += c.agg;
+        } else {
+            matrix<T> neigh;
+            lin_->forward(c.agg, w_.value, none, neigh);
+            out += neigh;
+        }
+        break;
+    }
+    case layer_kind::gat: {
+        const int H = heads_, D = head_dim_, HD = H * D;
+        const Eigen::Index L = plan.num_local;
+        c.z = msg_all.leftCols(HD);
+        c.el = msg_all.rightCols(H);
+        c.er = matrix<T>::Zero(L, H);
+        for (node_t v : plan.rows)
+            for (int h = 0; h < H; ++h) {
+                T s = 0;
+                for (int d = 0; d < D; ++d) s += c.z(v, h * D + d) * a_r_.value(h, d);
+                c.er(v, h) = s;
             }
         c.alpha.resize(plan.att->num_edges(), H);
-        c.att.resize(n, H * D);
-        plan.att->forward(c.pre.data(), c.el.data(), c.er.data(), D, c.att.data(), c.alpha.data());
+        c.att.resize(n, HD);
+        plan.att->forward(c.z.data(), c.el.data(), c.er.data(), D, c.att.data(), c.alpha.data());
         if (opt_.concat) {
             out = c.att;
             out.rowwise() += b_.value.row(0);
         } else {
             out.resize(n, D);
-            for (Eigen::Index i = 0; i < n; ++i) {
+            for (Eigen::Index i = 0; i < n; ++i)
                 for (int d = 0; d < D; ++d) {
                     T s = 0;
                     for (int h = 0; h < H; ++h) s += c.att(i, h * D + d);
                     out(i, d) = s / static_cast<T>(H) + b_.value(0, d);
                 }
-            }
         }
         break;
     }
@@ -238,21 +283,25 @@ void gnn_layer<T>::forward(const layer_plan& plan, const matrix<T>& x_all, layer
 }
 
 template <typename T>
-void gnn_layer<T>::backward_messages(const layer_plan& plan, const matrix<T>& x_all, layer_cache<T>& c,
-                                     const matrix<T>& d_out, bool need_input_grad, const reduce_mode& mode)
+void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows,
+                                    layer_cache<T>& c, const matrix<T>& d_out, bool need_messages,
+                                    const reduce_mode& mode)
 {
-    (void)x_all;
+    (void)msg_all;
     const auto n = static_cast<Eigen::Index>(plan.rows.size());
     RETEXO_ENSURE_DIMS("gnn_layer::backward", "gradient rows", d_out.rows(), n);
     RETEXO_ENSURE_DIMS("gnn_layer::backward", "gradient width", d_out.cols(), Eigen::Index{out_});
+    RETEXO_ENSURE(need_messages || !has_message_params(),
+                  "retexo::gnn_layer::backward: message gradients are needed for the message parameters");
     const bool exact_mode = mode.exact && std::is_same_v<T, float>;
-    auto scatter_messages = [&](const matrix<T>& d_agg) {
-        const int w = static_cast<int>(d_agg.cols());
+    const int mw = msg_width();
+    bias_gradient(b_, d_out.data(), n, mode);
+    auto scatter = [&](const matrix<T>& d_agg) {
         if (exact_mode) {
             c.msg_k = mode.scale_for({static_cast<double>(plan.agg->max_weight()), static_cast<double>(max_abs_of(d_agg))});
-            c.d_msg_exact.assign(static_cast<std::size_t>(plan.num_local) * w, 0);
+            c.d_msg_exact.assign(static_cast<std::size_t>(plan.num_local) * mw, 0);
             if constexpr (std::is_same_v<T, float>)
-                plan.agg->backward_exact(d_agg.data(), w, c.msg_k, c.d_msg_exact.data(),
+                plan.agg->backward_exact(d_agg.data(), mw, c.msg_k, c.d_msg_exact.data(),
                                          kind_ == layer_kind::sage_pool ? c.argmax.data() : nullptr);
         } else {
             plan.agg->backward(d_agg, c.d_msg, kind_ == layer_kind::sage_pool ? &c.argmax : nullptr);
@@ -260,30 +309,29 @@ void gnn_layer<T>::backward_messages(const layer_plan& plan, const matrix<T>& x_
     };
     switch (kind_) {
     case layer_kind::gcn:
-        weight_gradient(w_, *lin_, c.agg.data(), d_out.data(), n, mode);
-        bias_gradient(b_, d_out.data(), n, mode);
-        if (need_input_grad) {
-            matrix<T> d_agg(n, in_);
-            lin_->backward_data(d_out.data(), n, w_.value.data(), d_agg.data());
-            scatter_messages(d_agg);
-        }
-        break;
     case layer_kind::sage_mean:
     case layer_kind::sage_pool: {
-        weight_gradient(w_, *lin_, c.cat.data(), d_out.data(), n, mode);
-        bias_gradient(b_, d_out.data(), n, mode);
-        const int agg_w = kind_ == layer_kind::sage_mean ? in_ : pool_;
-        if (!need_input_grad && kind_ == layer_kind::sage_mean) break;
-        matrix<T> d_cat(n, in_ + agg_w);
-        lin_->backward_data(d_out.data(), n, w_.value.data(), d_cat.data());
-        c.d_self = d_cat.leftCols(in_);
-        const matrix<T> d_agg = d_cat.rightCols(agg_w);
-        scatter_messages(d_agg);
+        if (kind_ != layer_kind::gcn) {
+            weight_gradient(w_self_, *lin_self_, x_rows.data(), d_out.data(), n, mode);
+            if (need_messages) {
+                c.d_self.resize(n, in_);
+                lin_self_->backward_data(d_out.data(), n, w_self_.value.data(), c.d_self.data());
+            }
+        }
+        if (transform_first_) {
+            if (need_messages) scatter(d_out);
+            break;
+        }
+        weight_gradient(w_, *lin_, c.agg.data(), d_out.data(), n, mode);
+        if (need_messages) {
+            matrix<T> d_agg(n, mw);
+            lin_->backward_data(d_out.data(), n, w_.value.data(), d_agg.data());
+            scatter(d_agg);
+        }
         break;
     }
     case layer_kind::gat: {
         const int H = heads_, D = head_dim_, HD = H * D;
-        bias_gradient(b_, d_out.data(), n, mode);
         matrix<T> d_att(n, HD);
         if (opt_.concat) {
             d_att = d_out;
@@ -293,15 +341,41 @@ void gnn_layer<T>::backward_messages(const layer_plan& plan, const matrix<T>& x_
                     for (int d = 0; d < D; ++d) d_att(i, h * D + d) = d_out(i, d) / static_cast<T>(H);
         }
         const Eigen::Index L = plan.num_local;
-        c.d_er.resize(L, H);
         c.d_score.resize(plan.att->num_edges(), H);
+        matrix<T> d_er(L, H);
+        // a_r only sees the destination rows: sum over plan rows of d_er[v] z[v].
+        auto attn_r_gradient = [&] {
+            a_r_.grad.setZero();
+            if (exact_mode) {
+                a_r_.exact_k = mode.scale_for({static_cast<double>(max_abs_of(d_er)), static_cast<double>(max_abs_of(c.z))});
+                a_r_.exact.assign(static_cast<std::size_t>(HD), 0);
+                const double scale = std::ldexp(1.0, a_r_.exact_k);
+                for (node_t v : plan.rows)
+                    for (int h = 0; h < H; ++h)
+                        for (int d = 0; d < D; ++d)
+                            a_r_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(c.z(v, h * D + d)) * scale *
+                                                                               static_cast<double>(d_er(v, h)));
+            } else {
+                for (node_t v : plan.rows)
+                    for (int h = 0; h < H; ++h)
+                        for (int d = 0; d < D; ++d) a_r_.grad(h, d) += d_er(v, h) * c.z(v, h * D + d);
+            }
+        };
         if (exact_mode) {
             if constexpr (std::is_same_v<T, float>) {
-                const double zmax = max_abs_of(c.pre);
-                c.msg_k = mode.scale_for({static_cast<double>(max_abs_of(d_att)), std::max(1.0, 2.0 * D * zmax)});
+                const double zmax = max_abs_of(c.z);
+                const double amax = std::max(1.0, static_cast<double>(max_abs_of(a_r_.value)));
+                c.msg_k = mode.scale_for({static_cast<double>(max_abs_of(d_att)), std::max(1.0, 2.0 * D * zmax) * amax});
                 std::vector<std::int64_t> acc_z(static_cast<std::size_t>(L) * HD, 0), acc_el(static_cast<std::size_t>(L) * H, 0);
-                plan.att->backward_exact(c.pre.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D,
-                                         c.msg_k, acc_z.data(), acc_el.data(), c.d_er.data(), c.d_score.data());
+                plan.att->backward_exact(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, c.msg_k,
+                                         acc_z.data(), acc_el.data(), d_er.data(), c.d_score.data());
+                // z also feeds er of the destination rows: add d_er a_r, term by term.
+                const double scale = std::ldexp(1.0, c.msg_k);
+                for (node_t v : plan.rows)
+                    for (int h = 0; h < H; ++h)
+                        for (int d = 0; d < D; ++d)
+                            acc_z[static_cast<std::size_t>(v) * HD + h * D + d] += static_cast<std::int64_t>(
+                                static_cast<double>(d_er(v, h)) * scale * static_cast<double>(a_r_.value(h, d)));
                 c.d_msg_exact.resize(static_cast<std::size_t>(L) * (HD + H));
                 for (Eigen::Index u = 0; u < L; ++u) {
                     std::copy_n(acc_z.data() + u * HD, HD, c.d_msg_exact.data() + u * (HD + H));
@@ -310,11 +384,78 @@ void gnn_layer<T>::backward_messages(const layer_plan& plan, const matrix<T>& x_
             }
         } else {
             matrix<T> d_z(L, HD), d_el(L, H);
-            plan.att->backward(c.pre.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, d_z.data(),
-                               d_el.data(), c.d_er.data(), c.d_score.data());
+            plan.att->backward(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, d_z.data(),
+                               d_el.data(), d_er.data(), c.d_score.data());
+            for (node_t v : plan.rows)
+                for (int h = 0; h < H; ++h)
+                    for (int d = 0; d < D; ++d) d_z(v, h * D + d) += d_er(v, h) * a_r_.value(h, d);
             c.d_msg.resize(L, HD + H);
             c.d_msg.leftCols(HD) = d_z;
             c.d_msg.rightCols(H) = d_el;
+        }
+        attn_r_gradient();
+        break;
+    }
+    }
+}
+
+template <typename T>
+void gnn_layer<T>::message_backward(const matrix<T>& x, const matrix<T>& msg, layer_cache<T>& c, matrix<T>* d_x,
+                                    const reduce_mode& mode)
+{
+    const bool exact_mode = mode.exact && std::is_same_v<T, float>;
+    const auto n = static_cast<node_t>(x.rows());
+    const int mw = msg_width();
+    matrix<T> dm = message_rows(c, n, mw, exact_mode);
+    switch (kind_) {
+    case layer_kind::gcn:
+    case layer_kind::sage_mean:
+        if (transform_first_) {
+            weight_gradient(w_, *lin_, x.data(), dm.data(), n, mode);
+            if (d_x != nullptr) {
+                d_x->resize(n, in_);
+                lin_->backward_data(dm.data(), n, w_.value.data(), d_x->data());
+            }
+        } else if (d_x != nullptr) {
+            *d_x = std::move(dm);
+        }
+        break;
+    case layer_kind::sage_pool:
+        activation_backward(activation::relu, c.pre.data(), dm.data(), static_cast<std::size_t>(dm.size()), dm.data());
+        weight_gradient(w_pool_, *lin_pool_, x.data(), dm.data(), n, mode);
+        bias_gradient(b_pool_, dm.data(), n, mode);
+        if (d_x != nullptr) {
+            d_x->resize(n, in_);
+            lin_pool_->backward_data(dm.data(), n, w_pool_.value.data(), d_x->data());
+        }
+        break;
+    case layer_kind::gat: {
+        const int H = heads_, D = head_dim_, HD = H * D;
+        matrix<T> d_z = dm.leftCols(HD);
+        const matrix<T> d_el = dm.rightCols(H);
+        a_l_.grad.setZero();
+        if (exact_mode) {
+            a_l_.exact_k = mode.scale_for({static_cast<double>(max_abs_of(d_el)), static_cast<double>(max_abs_of(msg))});
+            a_l_.exact.assign(static_cast<std::size_t>(HD), 0);
+            const double scale = std::ldexp(1.0, a_l_.exact_k);
+            for (node_t u = 0; u < n; ++u)
+                for (int h = 0; h < H; ++h)
+                    for (int d = 0; d < D; ++d)
+                        a_l_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(msg(u, h * D + d)) * scale *
+                                                                           static_cast<double>(d_el(u, h)));
+        } else {
+            for (node_t u = 0; u < n; ++u)
+                for (int h = 0; h < H; ++h)
+                    for (int d = 0; d < D; ++d) a_l_.grad(h, d) += d_el(u, h) * msg(u, h * D + d);
+        }
+#pragma omp parallel for schedule(static)
+        for (node_t u = 0; u < n; ++u)
+            for (int h = 0; h < H; ++h)
+                for (int d = 0; d < D; ++d) d_z(u, h * D + d) += d_el(u, h) * a_l_.value(h, d);
+        weight_gradient(w_, *lin_, x.data(), d_z.data(), n, mode);
+        if (d_x != nullptr) {
+            d_x->resize(n, in_);
+            lin_->backward_data(d_z.data(), n, w_.value.data(), d_x->data());
         }
         break;
     }
@@ -322,81 +463,10 @@ void gnn_layer<T>::backward_messages(const layer_plan& plan, const matrix<T>& x_
 }
 
 template <typename T>
-void gnn_layer<T>::backward_finish(const layer_plan& plan, const matrix<T>& x_all, layer_cache<T>& c,
-                                   node_t param_rows, matrix<T>* d_x, const reduce_mode& mode)
+void gnn_layer<T>::add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const
 {
-    const bool exact_mode = mode.exact && std::is_same_v<T, float>;
-    const node_t own = plan.num_owned;
-    auto add_self = [&](matrix<T>& dx) {
-        for (std::size_t i = 0; i < plan.rows.size(); ++i) dx.row(plan.rows[i]) += c.d_self.row(static_cast<Eigen::Index>(i));
-    };
-    switch (kind_) {
-    case layer_kind::gcn:
-        if (d_x != nullptr) *d_x = message_rows(c, own, in_, exact_mode);
-        break;
-    case layer_kind::sage_mean:
-        if (d_x != nullptr) {
-            *d_x = message_rows(c, own, in_, exact_mode);
-            add_self(*d_x);
-        }
-        break;
-    case layer_kind::sage_pool: {
-        matrix<T> d_pre = message_rows(c, param_rows, pool_, exact_mode);
-        activation_backward(activation::relu, c.pre.data(), d_pre.data(), static_cast<std::size_t>(d_pre.size()), d_pre.data());
-        weight_gradient(w_pool_, *lin_pool_, x_all.data(), d_pre.data(), param_rows, mode);
-        bias_gradient(b_pool_, d_pre.data(), param_rows, mode);
-        if (d_x != nullptr) {
-            d_x->resize(own, in_);
-            lin_pool_->backward_data(d_pre.data(), own, w_pool_.value.data(), d_x->data());
-            add_self(*d_x);
-        }
-        break;
-    }
-    case layer_kind::gat: {
-        const int H = heads_, D = head_dim_, HD = H * D;
-        const matrix<T> msg = message_rows(c, param_rows, HD + H, exact_mode);
-        matrix<T> d_z = msg.leftCols(HD);
-        const matrix<T> d_el = msg.rightCols(H);
-        // Attention-vector gradients: sum over rows of d_el[u,h] z[u,h,:] (and d_er).
-        a_l_.grad.setZero();
-        a_r_.grad.setZero();
-        if (exact_mode) {
-            const int k = mode.scale_for({static_cast<double>(std::max(max_abs_of(d_el), max_abs_of(c.d_er))),
-                                          static_cast<double>(max_abs_of(c.pre))});
-            const double scale = std::ldexp(1.0, k);
-            for (auto* p : {&a_l_, &a_r_}) {
-                p->exact_k = k;
-                p->exact.assign(static_cast<std::size_t>(HD), 0);
-            }
-            for (node_t u = 0; u < param_rows; ++u)
-                for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d) {
-                        const double z = static_cast<double>(c.pre(u, h * D + d)) * scale;
-                        a_l_.exact[h * D + d] += static_cast<std::int64_t>(z * static_cast<double>(d_el(u, h)));
-                        a_r_.exact[h * D + d] += static_cast<std::int64_t>(z * static_cast<double>(c.d_er(u, h)));
-                    }
-        } else {
-            for (node_t u = 0; u < param_rows; ++u)
-                for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d) {
-                        a_l_.grad(h, d) += d_el(u, h) * c.pre(u, h * D + d);
-                        a_r_.grad(h, d) += c.d_er(u, h) * c.pre(u, h * D + d);
-                    }
-        }
-        // Full gradient of z: attention part + through el and er.
-#pragma omp parallel for schedule(static)
-        for (node_t u = 0; u < param_rows; ++u)
-            for (int h = 0; h < H; ++h)
-                for (int d = 0; d < D; ++d)
-                    d_z(u, h * D + d) += d_el(u, h) * a_l_.value(h, d) + c.d_er(u, h) * a_r_.value(h, d);
-        weight_gradient(w_, *lin_, x_all.data(), d_z.data(), param_rows, mode);
-        if (d_x != nullptr) {
-            d_x->resize(own, in_);
-            lin_->backward_data(d_z.data(), own, w_.value.data(), d_x->data());
-        }
-        break;
-    }
-    }
+    if (kind_ != layer_kind::sage_mean && kind_ != layer_kind::sage_pool) return;
+    for (std::size_t i = 0; i < plan.rows.size(); ++i) d_x.row(plan.rows[i]) += c.d_self.row(static_cast<Eigen::Index>(i));
 }
 
 template <typename T>

@@ -73,33 +73,42 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
     optimizer<float> opt(o.optimizer, params);
     const auto mode = ctx.reduce(o.exact);
 
-    std::vector<matrix_f> x_all(static_cast<std::size_t>(L)), out(static_cast<std::size_t>(L));
+    // Per layer: the owned rows' (dropped-out) inputs, every local row's messages, outputs.
+    std::vector<matrix_f> xs(static_cast<std::size_t>(L)), msgs(static_cast<std::size_t>(L)), out(static_cast<std::size_t>(L));
     std::vector<nn::layer_cache<float>> cache(static_cast<std::size_t>(L));
     const std::span<const node_t> ids(part.owned_global);
 
-    // Forward over all owned rows; dropout only when training.
+    // Forward over all owned rows: messages of owned rows, halo exchange, combine.
     auto forward = [&](bool training, int epoch, purpose exchange_purpose) -> const matrix_f& {
         matrix_f h = part.features;
         for (int l = 0; l < L; ++l) {
-            auto& layer = model.layers[static_cast<std::size_t>(l)];
-            auto& x = x_all[static_cast<std::size_t>(l)];
-            x.resize(local, layer.in());
+            const auto li = static_cast<std::size_t>(l);
+            auto& layer = model.layers[li];
+            auto& x = xs[li];
+            auto& msg = msgs[li];
+            const int mw = layer.msg_width();
             {
                 phase_timer::scope s(timer, training ? "compute" : "eval");
-                if (training)
+                if (training) {
+                    x.resize(own, layer.in());
                     dropout_forward(h.data(), ids, layer.in(), o.dropout,
                                     dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)}, x.data());
-                else
-                    x.topRows(own) = h;
+                } else {
+                    x = std::move(h);
+                }
+                matrix_f own_msg;
+                layer.message(x, cache[li], own_msg);
+                msg.resize(local, mw);
+                msg.topRows(own) = own_msg;
             }
             {
                 phase_timer::scope s(timer, "exchange");
-                ctx.halo->forward(x.data(), x.data() + static_cast<std::ptrdiff_t>(own) * layer.in(), layer.in(), exchange_purpose);
+                ctx.halo->forward(msg.data(), msg.data() + static_cast<std::ptrdiff_t>(own) * mw, mw, exchange_purpose);
             }
             phase_timer::scope s(timer, training ? "compute" : "eval");
-            layer.forward(model.plans[static_cast<std::size_t>(l)], x, cache[static_cast<std::size_t>(l)], out[static_cast<std::size_t>(l)]);
+            layer.combine(model.plans[li], msg, x, cache[li], out[li]);
             if (l + 1 < L) {
-                const auto& y = out[static_cast<std::size_t>(l)];
+                const auto& y = out[li];
                 h.resize(y.rows(), y.cols());
                 activation_forward(model.act, y.data(), static_cast<std::size_t>(y.size()), h.data(), 1.0);
             }
@@ -125,15 +134,18 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
                                                1.0F / static_cast<float>(ctx.global_train), d.data(), loss_k);
         });
         for (int l = L - 1; l >= 0; --l) {
-            auto& layer = model.layers[static_cast<std::size_t>(l)];
-            auto& c = cache[static_cast<std::size_t>(l)];
-            const auto& plan = model.plans[static_cast<std::size_t>(l)];
+            const auto li = static_cast<std::size_t>(l);
+            auto& layer = model.layers[li];
+            auto& c = cache[li];
+            const auto& plan = model.plans[li];
             const bool need_in = l > 0;
+            const bool need_msg = need_in || layer.has_message_params();
             {
                 phase_timer::scope s(timer, "compute");
-                layer.backward_messages(plan, x_all[static_cast<std::size_t>(l)], c, d, need_in, mode);
+                layer.combine_backward(plan, msgs[li], xs[li], c, d, need_msg, mode);
             }
-            if (layer.has_messages(need_in)) {
+            if (!need_msg) continue;
+            {
                 phase_timer::scope s(timer, "exchange");
                 const int w = layer.msg_width();
                 const auto off = static_cast<std::ptrdiff_t>(own) * w;
@@ -142,8 +154,9 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
             }
             phase_timer::scope s(timer, "compute");
             matrix_f dx;
-            layer.backward_finish(plan, x_all[static_cast<std::size_t>(l)], c, own, need_in ? &dx : nullptr, mode);
+            layer.message_backward(xs[li], msgs[li], c, need_in ? &dx : nullptr, mode);
             if (need_in) {
+                layer.add_self_gradient(plan, c, dx);
                 dropout_backward(dx.data(), ids, layer.in(), o.dropout,
                                  dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)}, dx.data());
                 const auto& pre = out[static_cast<std::size_t>(l - 1)];

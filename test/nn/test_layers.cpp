@@ -31,10 +31,21 @@ struct toy_graph {
     }
 };
 
-void check_layer(layer_kind kind, const layer_options& o, bool subset)
+/// Forward through message + combine with every local row's messages computed locally.
+template <typename T>
+void run_forward(const gnn_layer<T>& layer, const layer_plan& plan, const matrix<T>& x, layer_cache<T>& c,
+                 matrix<T>& msg, matrix<T>& x_rows, matrix<T>& y)
+{
+    layer.message(x, c, msg);
+    x_rows.resize(static_cast<Eigen::Index>(plan.rows.size()), x.cols());
+    for (std::size_t i = 0; i < plan.rows.size(); ++i) x_rows.row(static_cast<Eigen::Index>(i)) = x.row(plan.rows[i]);
+    layer.combine(plan, msg, x_rows, c, y);
+}
+
+void check_layer(layer_kind kind, const layer_options& o, bool subset, int in = 5, int out = 3)
 {
     toy_graph t;
-    const int in = 5, out = kind == layer_kind::gat && o.concat ? 2 * o.heads : 3;
+    if (kind == layer_kind::gat && o.concat) out = 2 * o.heads;
     gnn_layer<double> layer(kind, in, out, o, 3, 1);
     std::vector<node_t> rows;
     for (node_t v = 0; v < 12; ++v)
@@ -42,43 +53,24 @@ void check_layer(layer_kind kind, const layer_options& o, bool subset)
     const auto plan = layer.make_plan(t.lg, rows);
     auto x = random_matrix(16, in, 1);
     const auto r = random_matrix(static_cast<Eigen::Index>(rows.size()), out, 2);
-    layer_cache<double> c;
     auto f = [&] {
         layer_cache<double> cc;
-        matrix<double> y;
-        layer.forward(plan, x, cc, y);
+        matrix<double> m, xr, y;
+        run_forward(layer, plan, x, cc, m, xr, y);
         return (y.array() * r.array()).sum();
     };
-    matrix<double> y, dx;
-    layer.forward(plan, x, c, y);
+    layer_cache<double> c;
+    matrix<double> msg, x_rows, y, dx;
+    run_forward(layer, plan, x, c, msg, x_rows, y);
     const reduce_mode mode;
-    layer.backward_messages(plan, x, c, r, true, mode);
-    layer.backward_finish(plan, x, c, 16, &dx, mode);
+    layer.combine_backward(plan, msg, x_rows, c, r, true, mode);
+    layer.message_backward(x, msg, c, &dx, mode);
+    layer.add_self_gradient(plan, c, dx);
     for (auto* p : layer.parameters()) {
         const matrix<double> grad = p->grad;
         test::check_gradient(f, p->value, grad, p->name);
     }
-    // Input gradient: owned rows from d_x; for GCN and SAGE-mean the halo rows' input
-    // gradient is their message gradient.
-    matrix<double> want_dx(16, in);
-    want_dx.setZero();
-    want_dx.topRows(12) = dx;
-    const bool msg_is_input = kind == layer_kind::gcn || kind == layer_kind::sage_mean;
-    if (msg_is_input) want_dx.bottomRows(4) = c.d_msg.bottomRows(4);
-    // Finite differences over all rows, compared where we have the analytic value.
-    matrix<double> fd(16, in);
-    for (Eigen::Index i = 0; i < x.size(); ++i) {
-        const double keep = x.data()[i];
-        x.data()[i] = keep + 1e-6;
-        const double fp = f();
-        x.data()[i] = keep - 1e-6;
-        const double fm = f();
-        x.data()[i] = keep;
-        fd.data()[i] = (fp - fm) / 2e-6;
-    }
-    const Eigen::Index check_rows = msg_is_input ? 16 : 12;
-    INFO("input gradient of " << to_string(kind));
-    CHECK((fd.topRows(check_rows) - want_dx.topRows(check_rows)).cwiseAbs().maxCoeff() < 1e-6);
+    test::check_gradient(f, x, dx, "input of " + to_string(kind));
 }
 
 }  // namespace
@@ -87,7 +79,9 @@ TEST_CASE("graph layers: every gradient matches finite differences", "[nn][gradc
 {
     for (bool subset : {false, true}) {
         DYNAMIC_SECTION("gcn subset=" << subset) { check_layer(layer_kind::gcn, {}, subset); }
+        DYNAMIC_SECTION("gcn transform-first subset=" << subset) { check_layer(layer_kind::gcn, {}, subset, 3, 5); }
         DYNAMIC_SECTION("sage-mean subset=" << subset) { check_layer(layer_kind::sage_mean, {}, subset); }
+        DYNAMIC_SECTION("sage-mean transform-first subset=" << subset) { check_layer(layer_kind::sage_mean, {}, subset, 3, 5); }
         DYNAMIC_SECTION("sage-pool subset=" << subset) { check_layer(layer_kind::sage_pool, {.pool_width = 4}, subset); }
         DYNAMIC_SECTION("gat concat subset=" << subset) { check_layer(layer_kind::gat, {.heads = 2, .concat = true}, subset); }
         DYNAMIC_SECTION("gat mean subset=" << subset) { check_layer(layer_kind::gat, {.heads = 3, .concat = false}, subset); }
@@ -132,17 +126,17 @@ TEST_CASE("exact-mode layer gradients agree with fast mode", "[nn][exact]")
         const matrix_f x = random_matrix(16, 5, 1).cast<float>();
         const matrix_f r = random_matrix(12, 4, 2).cast<float>();
         layer_cache<float> cf, ce;
-        matrix_f yf, ye, dxf, dxe;
-        fast.forward(plan, x, cf, yf);
-        ex.forward(plan, x, ce, ye);
+        matrix_f mf, me, xf, xe, yf, ye, dxf, dxe;
+        run_forward(fast, plan, x, cf, mf, xf, yf);
+        run_forward(ex, plan, x, ce, me, xe, ye);
         CHECK(yf == ye);
         reduce_mode exact_mode;
         exact_mode.exact = true;
         exact_mode.global_terms = 1000;
-        fast.backward_messages(plan, x, cf, r, true, {});
-        ex.backward_messages(plan, x, ce, r, true, exact_mode);
-        fast.backward_finish(plan, x, cf, 16, &dxf, {});
-        ex.backward_finish(plan, x, ce, 16, &dxe, exact_mode);
+        fast.combine_backward(plan, mf, xf, cf, r, true, {});
+        ex.combine_backward(plan, me, xe, ce, r, true, exact_mode);
+        fast.message_backward(x, mf, cf, &dxf, {});
+        ex.message_backward(x, me, ce, &dxe, exact_mode);
         CHECK((dxf - dxe).cwiseAbs().maxCoeff() < 1e-5F);
         const auto pf = fast.parameters();
         const auto pe = ex.parameters();
@@ -161,8 +155,8 @@ TEST_CASE("layers reject bad shapes and names", "[nn][bad-input]")
     const auto plan = l.make_plan(t.lg, std::vector<node_t>{0, 1});
     layer_cache<double> c;
     matrix<double> y;
-    CHECK_THROWS_WITH(l.forward(plan, matrix<double>(16, 4), c, y), Catch::Contains("input width is 4, expected 5"));
-    CHECK_THROWS_WITH(l.forward(plan, matrix<double>(15, 5), c, y), Catch::Contains("input rows is 15, expected 16"));
+    CHECK_THROWS_WITH(l.message(matrix<double>(16, 4), c, y), Catch::Contains("input width is 4, expected 5"));
+    CHECK_THROWS_WITH(l.combine(plan, matrix<double>(15, 5), matrix<double>(2, 5), c, y), Catch::Contains("message rows is 15, expected 16"));
     CHECK_THROWS_WITH(gnn_layer<double>(layer_kind::gat, 5, 7, {.heads = 2}, 1, 1), Catch::Contains("not divisible by 2 heads"));
     CHECK_THROWS_WITH(parse_layer_kind("gin"), Catch::Contains("unknown model 'gin'"));
 }

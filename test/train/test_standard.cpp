@@ -95,19 +95,27 @@ TEST_CASE("standard trainer: halo bytes are exactly the exchanged rows", "[mpi][
     o.epochs = 3;
     o.layers = 2;
     const auto res = train::train_standard(ctx, o);
-    // Forward: every epoch each layer sends its input rows (24 then 16 floats) to peers.
+    // GCN exchanges the narrower of input and transformed input: 24 -> 16 sends 16 floats
+    // per halo row, 16 -> 4 classes sends 4.  Forward: every epoch, each layer.
     const std::int64_t rows = world.sum([&] {
         byte_ledger l;
         l.sent[0] = static_cast<std::uint64_t>(ctx.halo->num_send_rows());
         return l;
     }()).sent[0];
-    CHECK(res.bytes.sent_for(purpose::halo_forward) == static_cast<std::uint64_t>(rows) * (24 + 16) * 4 * 3);
-    // Backward: only the second layer sends input gradients back (16 floats per halo row).
+    CHECK(res.bytes.sent_for(purpose::halo_forward) == static_cast<std::uint64_t>(rows) * (16 + 4) * 4 * 3);
+    // Backward: both layers' weights sit before the aggregation, so both send message
+    // gradients back to the owners.
     std::int64_t halo_rows = world.allreduce(static_cast<std::int64_t>(lp.num_halo()), MPI_SUM, purpose::control);
-    CHECK(res.bytes.sent_for(purpose::halo_backward) == static_cast<std::uint64_t>(halo_rows) * 16 * 4 * 3);
+    CHECK(res.bytes.sent_for(purpose::halo_backward) == static_cast<std::uint64_t>(halo_rows) * (16 + 4) * 4 * 3);
     CHECK(halo_rows == rows);
     // Evaluation passes (every epoch and the final one) are counted separately.
-    CHECK(res.bytes.sent_for(purpose::halo_eval) == static_cast<std::uint64_t>(rows) * (24 + 16) * 4 * 4);
+    CHECK(res.bytes.sent_for(purpose::halo_eval) == static_cast<std::uint64_t>(rows) * (16 + 4) * 4 * 4);
+    // With features narrower than the hidden width, the first layer exchanges the
+    // features themselves and needs no backward exchange.
+    o.hidden = 32;
+    const auto wide = train::train_standard(ctx, o);
+    CHECK(wide.bytes.sent_for(purpose::halo_forward) == static_cast<std::uint64_t>(rows) * (24 + 4) * 4 * 3);
+    CHECK(wide.bytes.sent_for(purpose::halo_backward) == static_cast<std::uint64_t>(halo_rows) * 4 * 4 * 3);
 }
 
 TEST_CASE("standard trainer rejects bad options", "[mpi][standard][bad-input]")

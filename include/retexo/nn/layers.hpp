@@ -1,20 +1,8 @@
 #pragma once
 /// @file layers.hpp
-/// Graph layers shared by every trainer: GCN, GraphSAGE (mean and max-pool) and GAT.
-///
-/// A layer reads x_all, the input rows of every local node (owned rows first, then the halo
-/// rows a trainer filled), and writes one output row per row of a plan (a set of owned
-/// destination rows: all of them, or e.g. only the training nodes).  Its backward pass has
-/// two phases so that trainers decide about communication:
-///   backward_messages  gradients w.r.t. the per-source messages (x itself for GCN and
-///                      SAGE-mean, the pooled projection for SAGE-pool, z and el for GAT)
-///                      of every local row, halo rows included, plus the gradients of the
-///                      parameters that only see plan rows;
-///   (trainer)          optionally adds the halo rows' message gradients into their owners
-///                      (halo_plan::reverse_add);
-///   backward_finish    the remaining parameter gradients and the gradient w.r.t. the owned
-///                      rows' inputs.
-/// The layers never call MPI.
+/// Graph layers shared by every trainer: GCN, GraphSAGE (mean and max-pool) and GAT, plus
+/// the dense and LayerNorm blocks of RETEXO's stage models.  Layers never call MPI: local
+/// rows are owned rows first, then halo rows, and trainers decide what crosses the network.
 
 #include <retexo/graph/local_partition.hpp>
 #include <retexo/kernels/aggregate.hpp>
@@ -63,13 +51,30 @@ struct layer_plan {
 /// Activations kept between forward and backward.
 template <typename T>
 struct layer_cache {
-    matrix<T> agg, cat, pre, p, el, er, alpha, d_score, att, d_er, d_self;
+    // message phase (rows the message was computed for)
+    matrix<T> pre;                          ///< sage-pool: x W_pool + b_pool
+    // combine phase (plan rows)
+    matrix<T> agg, z, el, er, alpha, d_score, att, d_self;
     std::vector<node_t> argmax;
-    matrix<T> d_msg;                        ///< num_local x msg_width (fast mode)
-    std::vector<std::int64_t> d_msg_exact;  ///< num_local x msg_width (exact mode)
+    // message gradients, num_local x msg_width
+    matrix<T> d_msg;                        ///< fast mode
+    std::vector<std::int64_t> d_msg_exact;  ///< exact mode (fixed point, scale 2^msg_k)
     int msg_k = 0;
 };
 
+/// A graph layer split at the neighbour exchange:
+///   message           per-row messages from input rows (what neighbours aggregate): x or
+///                     x W (GCN / SAGE-mean, whichever is narrower), ReLU(x W_pool + b)
+///                     (SAGE-pool), [z = x W | el = <z, a_l>] (GAT);
+///   combine           output rows of a plan from the messages of every local row (halo
+///                     rows included) and the plan rows' own inputs;
+///   combine_backward  combine-side parameter gradients and the message gradients of every
+///                     local row;
+///   (trainer)         optionally adds halo rows' message gradients into their owners;
+///   message_backward  message-side parameter gradients from the message gradients of a
+///                     set of rows, and the input gradient of those rows.
+/// The standard trainer computes messages of owned rows and exchanges them; RETEXO
+/// computes messages of all local rows from cached inputs, with no traffic.
 template <typename T>
 class gnn_layer {
 public:
@@ -78,42 +83,40 @@ public:
     layer_kind kind() const noexcept { return kind_; }
     int in() const noexcept { return in_; }
     int out() const noexcept { return out_; }
-    /// Width of one row of message gradients.
     int msg_width() const noexcept;
-    /// True if parameters sit before the aggregation (SAGE-pool, GAT): their gradients need
-    /// the message gradients of halo rows.
-    bool params_before_aggregation() const noexcept
-    {
-        return kind_ == layer_kind::sage_pool || kind_ == layer_kind::gat;
-    }
+    /// Whether message() is the identity (the input itself is exchanged).
+    bool message_is_input() const noexcept;
     std::vector<parameter<T>*> parameters();
 
     layer_plan make_plan(const local_graph& g, std::span<const node_t> rows) const;
 
-    /// out (plan rows x out) from x_all (num_local x in).
-    void forward(const layer_plan& plan, const matrix<T>& x_all, layer_cache<T>& c, matrix<T>& out) const;
-
-    /// Phase 1.  need_input_grad: whether backward_finish will be asked for d_x.
-    void backward_messages(const layer_plan& plan, const matrix<T>& x_all, layer_cache<T>& c,
-                           const matrix<T>& d_out, bool need_input_grad, const reduce_mode& mode);
-
-    /// Phase 2, using the message gradients of rows [0, param_rows) (num_owned after a
-    /// reverse exchange, num_local when halo rows' gradients stay local).  d_x (owned rows x
-    /// in), if given, receives the gradient w.r.t. the owned rows' inputs.
-    void backward_finish(const layer_plan& plan, const matrix<T>& x_all, layer_cache<T>& c, node_t param_rows,
-                         matrix<T>* d_x, const reduce_mode& mode);
-
-    /// Whether phase 1 produced message gradients (false when neither d_x nor parameters
-    /// before the aggregation need them).
-    bool has_messages(bool need_input_grad) const noexcept { return need_input_grad || params_before_aggregation(); }
+    /// msg (rows of x) from x (any rows).
+    void message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg) const;
+    /// out (plan rows x out) from msg_all (num_local x msg_width) and x_rows (the plan rows'
+    /// inputs, in plan order; used by SAGE's self term).
+    void combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
+                 matrix<T>& out) const;
+    /// Parameter gradients of the combine phase and message gradients of every local row
+    /// (c.d_msg, or c.d_msg_exact in exact mode), when need_messages.
+    void combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows,
+                          layer_cache<T>& c, const matrix<T>& d_out, bool need_messages, const reduce_mode& mode);
+    /// From the message gradients of rows [0, n) (n = x.rows()) and their inputs x: message
+    /// parameter gradients, and d_x (n x in) if given.  msg holds the messages of those rows.
+    void message_backward(const matrix<T>& x, const matrix<T>& msg, layer_cache<T>& c, matrix<T>* d_x,
+                          const reduce_mode& mode);
+    /// d_x (owned rows x in) += the gradient of the self term (SAGE) for the plan rows.
+    void add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const;
+    /// Whether message_backward has parameters to update (else it only forms d_x).
+    bool has_message_params() const noexcept;
 
 private:
     layer_kind kind_;
     int in_, out_;
     layer_options opt_;
+    bool transform_first_ = false;  // gcn / sage-mean: messages are x W (narrower than x)
     int heads_ = 1, head_dim_ = 0, pool_ = 0;
-    parameter<T> w_, b_, w_pool_, b_pool_, a_l_, a_r_;
-    std::optional<linear_kernel> lin_, lin_pool_;
+    parameter<T> w_, w_self_, b_, w_pool_, b_pool_, a_l_, a_r_;
+    std::optional<linear_kernel> lin_, lin_self_, lin_pool_;
 };
 
 /// A plain linear map with bias (MLP blocks of RETEXO's stage models).
