@@ -63,6 +63,7 @@ struct linear_kernel::impl {
     std::mutex mutex;
     std::vector<dnnl::stream> streams;
     std::vector<std::vector<std::uint8_t>> scratch;  // one scratchpad per thread
+    std::vector<float> partial, bias_partial;        // weight-gradient chunk partials, reused
 
     const matmul_prim& get(std::int64_t m, std::int64_t k, std::int64_t n, bool at, bool bt, bool bias)
     {
@@ -166,8 +167,10 @@ void linear_kernel::backward_weights<float>(const float* x, const float* dy, std
     }
     impl_->ensure_threads();
     const int chunks = reduction_blocks(n);
-    std::vector<float> partial(static_cast<std::size_t>(chunks) * wsize);
-    std::vector<float> bias_partial(static_cast<std::size_t>(chunks) * out_, 0.0F);
+    auto& partial = impl_->partial;
+    auto& bias_partial = impl_->bias_partial;
+    if (partial.size() < static_cast<std::size_t>(chunks) * wsize) partial.resize(static_cast<std::size_t>(chunks) * wsize);
+    bias_partial.assign(static_cast<std::size_t>(chunks) * out_, 0.0F);
     // Chunk row counts differ by at most one: create both shapes before the parallel loop.
     for (int c = 0; c < chunks; ++c) {
         const auto [r0, r1] = block_range(n, chunks, c);

@@ -73,44 +73,47 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
     optimizer<float> opt(o.optimizer, params);
     const auto mode = ctx.reduce(o.exact);
 
-    // Per layer: the owned rows' (dropped-out) inputs, every local row's messages, outputs.
-    std::vector<matrix_f> xs(static_cast<std::size_t>(L)), msgs(static_cast<std::size_t>(L)), out(static_cast<std::size_t>(L));
+    // Per layer, kept across epochs (no reallocation): the owned rows' dropped-out inputs,
+    // the owned rows' messages, every local row's messages, outputs and activations.
+    std::vector<matrix_f> xs(static_cast<std::size_t>(L)), own_msgs(static_cast<std::size_t>(L)),
+        msgs(static_cast<std::size_t>(L)), out(static_cast<std::size_t>(L)), acts(static_cast<std::size_t>(L));
+    std::vector<const matrix_f*> inputs(static_cast<std::size_t>(L));
     std::vector<nn::layer_cache<float>> cache(static_cast<std::size_t>(L));
     const std::span<const node_t> ids(part.owned_global);
 
     // Forward over all owned rows: messages of owned rows, halo exchange, combine.
     auto forward = [&](bool training, int epoch, purpose exchange_purpose) -> const matrix_f& {
-        matrix_f h = part.features;
+        const matrix_f* h = &part.features;
         for (int l = 0; l < L; ++l) {
             const auto li = static_cast<std::size_t>(l);
             auto& layer = model.layers[li];
-            auto& x = xs[li];
             auto& msg = msgs[li];
             const int mw = layer.msg_width();
             {
                 phase_timer::scope s(timer, training ? "compute" : "eval");
-                if (training) {
-                    x.resize(own, layer.in());
-                    dropout_forward(h.data(), ids, layer.in(), o.dropout,
-                                    dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)}, x.data());
+                if (training && o.dropout > 0) {
+                    xs[li].resize(own, layer.in());
+                    dropout_forward(h->data(), ids, layer.in(), o.dropout,
+                                    dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)}, xs[li].data());
+                    inputs[li] = &xs[li];
                 } else {
-                    x = std::move(h);
+                    inputs[li] = h;
                 }
-                matrix_f own_msg;
-                layer.message(x, cache[li], own_msg);
+                layer.message(*inputs[li], cache[li], own_msgs[li]);
                 msg.resize(local, mw);
-                msg.topRows(own) = own_msg;
+                msg.topRows(own) = own_msgs[li];
             }
             {
                 phase_timer::scope s(timer, "exchange");
                 ctx.halo->forward(msg.data(), msg.data() + static_cast<std::ptrdiff_t>(own) * mw, mw, exchange_purpose);
             }
             phase_timer::scope s(timer, training ? "compute" : "eval");
-            layer.combine(model.plans[li], msg, x, cache[li], out[li]);
+            layer.combine(model.plans[li], msg, *inputs[li], cache[li], out[li]);
             if (l + 1 < L) {
                 const auto& y = out[li];
-                h.resize(y.rows(), y.cols());
-                activation_forward(model.act, y.data(), static_cast<std::size_t>(y.size()), h.data(), 1.0);
+                acts[li].resize(y.rows(), y.cols());
+                activation_forward(model.act, y.data(), static_cast<std::size_t>(y.size()), acts[li].data(), 1.0);
+                h = &acts[li];
             }
         }
         return out[static_cast<std::size_t>(L - 1)];
@@ -142,7 +145,7 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
             const bool need_msg = need_in || layer.has_message_params();
             {
                 phase_timer::scope s(timer, "compute");
-                layer.combine_backward(plan, msgs[li], xs[li], c, d, need_msg, mode);
+                layer.combine_backward(plan, msgs[li], *inputs[li], c, d, need_msg, mode);
             }
             if (!need_msg) continue;
             {
@@ -154,7 +157,7 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
             }
             phase_timer::scope s(timer, "compute");
             matrix_f dx;
-            layer.message_backward(xs[li], msgs[li], c, need_in ? &dx : nullptr, mode);
+            layer.message_backward(*inputs[li], msgs[li], c, need_in ? &dx : nullptr, mode);
             if (need_in) {
                 layer.add_self_gradient(plan, c, dx);
                 dropout_backward(dx.data(), ids, layer.in(), o.dropout,

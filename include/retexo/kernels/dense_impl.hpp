@@ -150,8 +150,10 @@ void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double 
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < n; ++r) {
         const auto base = static_cast<std::uint64_t>(row_ids[r]) * static_cast<std::uint64_t>(w);
-        for (int j = 0; j < w; ++j)
-            y[r * w + j] = rng.uniform(base + j) >= keep ? x[r * w + j] * scale : T(0);
+        for (int j = 0; j < w; ++j) {
+            const T v = x[r * w + j];  // zeros stay zero: skip their draw (sparse inputs)
+            y[r * w + j] = v != T(0) && rng.uniform(base + j) >= keep ? v * scale : T(0);
+        }
     }
 }
 

@@ -1,0 +1,54 @@
+#pragma once
+/// @file retexo.hpp
+/// RETEXO's lazy message passing (Kolluri et al., arXiv 2302.13053).  A K-stage model is
+/// trained stage by stage.  Stage k has fixed inputs h_k (h_0 = the raw features):
+///   1. one halo exchange of h_k, the stage's only neighbour traffic; GCN and SAGE-mean
+///      aggregate once (cached), SAGE-pool and GAT aggregate every round over the fixed
+///      inputs and cached halo rows, with no traffic;
+///   2. the stage model: the layer's transform, then LayerNorm, ReLU and a linear head to the
+///      classes (the last stage's transform outputs the logits directly);
+///   3. R_k rounds of full-batch (or mini-batch) training on each rank's own training nodes,
+///      gradients all-reduced so the update equals full-graph training; validation accuracy
+///      every round, the best-validation parameters kept (identically on every rank);
+///   4. h_{k+1} = the post-ReLU hidden embedding of every owned node.
+/// The "logits" variant (fully distributed setting) makes stage 0 an MLP on raw features and
+/// has later stages aggregate the previous stage's logits concatenated with the node's own:
+/// raw features never leave their rank, only C values per boundary node per stage do.
+
+#include <retexo/train/common.hpp>
+
+namespace retexo::train {
+
+/// Settings of one stage.
+struct stage_options {
+    int rounds = 200;
+    double lr = 0.003;
+    int hidden = 256;
+    double dropout = 0.3;
+    double weight_decay = 5e-4;
+    optimizer_kind optimizer = optimizer_kind::adam;
+};
+
+enum class retexo_variant { hidden, logits };
+retexo_variant parse_variant(const std::string& name);
+std::string to_string(retexo_variant v);
+
+struct retexo_options {
+    nn::layer_kind model = nn::layer_kind::gcn;
+    retexo_variant variant = retexo_variant::hidden;
+    std::vector<stage_options> stages{stage_options{}, stage_options{}};
+    int heads = 8;                ///< gat
+    std::uint64_t seed = 42;
+    bool exact = false;           ///< results independent of the partitioning
+    int batch_size = 0;           ///< training rows per step over all ranks (0: full batch)
+    int patience = 0;             ///< stop a stage after this many rounds without a better
+                                  ///< validation accuracy (0: never)
+    bool bf16_exchange = false;   ///< send stage inputs as bf16 (half the bytes)
+    void validate() const;
+};
+
+/// Train (collective).  Also returns, in `embeddings` (owned rows), the last stage's logits.
+run_result train_retexo(const rank_context& ctx, const retexo_options& options, const progress_fn& progress = {},
+                        matrix_f* final_logits = nullptr);
+
+}  // namespace retexo::train
