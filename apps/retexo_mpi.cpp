@@ -1,82 +1,271 @@
-// retexo_mpi: the MPI application.  Each rank owns one partition.
+// retexo_mpi: train GNNs over a partitioned graph, one partition per MPI rank, with RETEXO's
+// lazy message passing and/or the standard distributed trainer, side by side.
 #include "mpi_main.hpp"
+#include "report.hpp"
 
+#include <retexo/core/atomic_file.hpp>
 #include <retexo/io/load.hpp>
+#include <retexo/io/outputs.hpp>
+#include <retexo/train/retexo.hpp>
 #include <retexo/train/standard.hpp>
 
+#include <H5public.h>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
 #include <cstdio>
-#include <iomanip>
+#include <fstream>
+
+namespace {
+
+using namespace retexo;
+namespace po = boost::program_options;
+
+std::string versions()
+{
+    char mpi[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(mpi, &len);
+    std::string mpi_v(mpi, static_cast<std::size_t>(len));
+    mpi_v = mpi_v.substr(0, mpi_v.find_first_of(",\n"));
+    unsigned maj = 0, min = 0, rel = 0;
+    H5get_libversion(&maj, &min, &rel);
+    const auto* d = dnnl::version();
+    std::ostringstream o;
+    o << "retexo_mpi (retexo) " << version_string << "\n"
+      << "  MPI:    " << mpi_v << "\n"
+      << "  oneDNN: " << d->major << "." << d->minor << "." << d->patch << "\n"
+      << "  HDF5:   " << maj << "." << min << "." << rel << "\n"
+      << "  Eigen:  " << EIGEN_WORLD_VERSION << "." << EIGEN_MAJOR_VERSION << "." << EIGEN_MINOR_VERSION << "\n";
+    return o.str();
+}
+
+/// "a,b,c" -> one value per stage (a single value applies to every stage).
+template <typename T>
+std::vector<T> per_stage(const std::string& option, const std::string& text, int stages)
+{
+    std::vector<T> v;
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        T x{};
+        std::istringstream is(item);
+        if constexpr (std::is_same_v<T, std::string>) x = item;
+        else RETEXO_ENSURE(static_cast<bool>(is >> x) && is.eof(), "--" << option << ": '" << item << "' is not a valid value");
+        v.push_back(x);
+    }
+    RETEXO_ENSURE(!v.empty(), "--" << option << ": empty list");
+    if (v.size() == 1) v.assign(static_cast<std::size_t>(stages), v[0]);
+    RETEXO_ENSURE(static_cast<int>(v.size()) == stages,
+                  "--" << option << ": " << v.size() << " values for " << stages << " stages");
+    return v;
+}
+
+}  // namespace
 
 int main(int argc, char** argv)
 {
-    using namespace retexo;
     mpi::environment env(argc, argv);
     const mpi::communicator comm(MPI_COMM_WORLD);
     const bool root = comm.rank() == 0;
     return cli::run_mpi("retexo_mpi", comm, [&] {
         data_options data;
-        std::string objective = "vol", mode = "standard", model = "gcn", optimizer = "adam";
+        std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32";
+        std::string rounds = "200", lr = "0.003", hidden = "256", dropout = "0.3", wd = "5e-4", opt = "adam";
+        std::string std_opt = "adam", metrics_out, save_model_path, predict_out, config;
+        int stages = 2, log_every = 10;
+        train::retexo_options ro;
         train::standard_options so;
-        int log_every = 10;
-        cli::po::options_description desc("Options");
-        desc.add_options()
-            ("data", cli::po::value(&data.data),
-             "partitioned directory (retexo_partition) or graph file (.h5); default: the built-in synthetic graph")
-            ("partition", cli::po::value(&data.partition)->default_value(data.partition),
+        so.hidden = 256;
+        bool check = false;
+
+        po::options_description d_data("Data");
+        d_data.add_options()
+            ("data", po::value(&data.data), "partitioned directory (retexo_partition; rank r opens part r only) or graph "
+                                            "file (.h5); default: the built-in synthetic graph")
+            ("partition", po::value(&data.partition)->default_value(data.partition),
              "with a graph file: random | metis | blocks | assignment file (line i = partition of node i)")
-            ("objective", cli::po::value(&objective)->default_value(objective), "METIS objective: vol | cut")
-            ("mode", cli::po::value(&mode)->default_value(mode), "standard | stats")
-            ("model", cli::po::value(&model)->default_value(model), "gcn | sage | sage-pool | gat")
-            ("layers", cli::po::value(&so.layers)->default_value(so.layers), "number of GNN layers")
-            ("hidden", cli::po::value(&so.hidden)->default_value(so.hidden), "hidden width")
-            ("heads", cli::po::value(&so.heads)->default_value(so.heads), "GAT attention heads")
-            ("epochs", cli::po::value(&so.epochs)->default_value(so.epochs), "training epochs")
-            ("lr", cli::po::value(&so.optimizer.lr)->default_value(so.optimizer.lr), "learning rate")
-            ("weight-decay", cli::po::value(&so.optimizer.weight_decay)->default_value(so.optimizer.weight_decay), "weight decay")
-            ("optimizer", cli::po::value(&optimizer)->default_value(optimizer), "adam | adamw | sgd")
-            ("dropout", cli::po::value(&so.dropout)->default_value(so.dropout), "dropout rate")
-            ("deterministic", cli::po::bool_switch(&so.exact),
-             "exact reductions: results identical for any number of ranks and threads")
-            ("eval-every", cli::po::value(&so.eval_every)->default_value(so.eval_every), "evaluate every N epochs")
-            ("log-every", cli::po::value(&log_every)->default_value(log_every), "progress line every N epochs")
-            ("seed", cli::po::value(&data.seed)->default_value(data.seed), "random seed");
-        cli::po::variables_map vm;
-        int code = 0;
-        if (!cli::parse(argc, argv, "retexo_mpi", "mpirun -np P retexo_mpi [options]", desc, vm, code, root))
-            return code;
-        data.objective = parse_metis_objective(objective);
-        so.model = nn::parse_layer_kind(model);
-        so.optimizer.kind = parse_optimizer(optimizer);
-        so.seed = data.seed;
-        if (root)
-            std::cout << "retexo " << version_string << ": " << comm.size() << " ranks x "
-                      << omp_get_max_threads() << " threads, seed " << data.seed << ", data "
-                      << (data.data.empty() ? "built-in synthetic graph" : data.data) << "\n";
-        const auto lp = load_rank_partition(comm, data);
-        const auto table = gather_partition_table(comm, lp);
-        if (root)
-            std::cout << "graph " << lp.global.name << ": " << lp.global.num_nodes << " nodes, "
-                      << lp.global.num_edges << " in-edges, " << lp.global.num_features
-                      << " features, " << lp.global.num_classes << " classes; assignment hash "
-                      << hash_to_hex(lp.assignment_hash) << "\n"
-                      << table;
-        if (mode == "stats") return cli::exit_ok;
-        RETEXO_ENSURE(mode == "standard", "--mode: unknown mode '" << mode << "'");
-        const train::rank_context ctx(comm, lp);
-        auto progress = [&](const train::epoch_record& r) {
-            if (root && (r.epoch % log_every == 0 || r.epoch == 1))
-                std::printf("epoch %4d  loss %.4f  train %.4f  valid %.4f  test %.4f  bytes %.3e  %.1fs\n", r.epoch, r.loss,
-                            r.acc.train, r.acc.valid, r.acc.test, static_cast<double>(r.bytes), r.seconds);
-        };
-        const auto res = train::train_standard(ctx, so, progress);
-        if (root) {
-            std::printf("final (best valid): train %.4f valid %.4f test %.4f; bytes sent %.4e\n", res.final_acc.train,
-                        res.final_acc.valid, res.final_acc.test, static_cast<double>(res.bytes.total_sent()));
-            for (int p = 0; p < num_purposes; ++p)
-                std::printf("  %-14s %.4e\n", to_string(static_cast<purpose>(p)), static_cast<double>(res.bytes.sent[p]));
+            ("objective", po::value(&objective)->default_value(objective), "METIS objective: vol | cut")
+            ("seed", po::value(&data.seed)->default_value(data.seed), "random seed (partitioning, initialisation, dropout)");
+        po::options_description d_model("Model and mode");
+        d_model.add_options()
+            ("mode", po::value(&mode), "retexo | standard | both (default: both on the built-in graph, else retexo)")
+            ("model", po::value(&model)->default_value(model), "gcn | sage | sage-pool | gat")
+            ("variant", po::value(&variant)->default_value(variant), "RETEXO: hidden (exchange hidden embeddings) | "
+                                                                     "logits (stage 0 is an MLP; exchange C logits)")
+            ("stages,layers", po::value(&stages)->default_value(stages), "RETEXO stages = standard layers")
+            ("heads", po::value(&ro.heads)->default_value(ro.heads), "GAT attention heads");
+        po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,100)");
+        d_retexo.add_options()
+            ("rounds", po::value(&rounds)->default_value(rounds), "rounds per stage")
+            ("lr", po::value(&lr)->default_value(lr), "learning rate")
+            ("hidden", po::value(&hidden)->default_value(hidden), "hidden width")
+            ("dropout", po::value(&dropout)->default_value(dropout), "dropout rate")
+            ("weight-decay", po::value(&wd)->default_value(wd), "weight decay")
+            ("optimizer", po::value(&opt)->default_value(opt), "adam | adamw | sgd")
+            ("batch-size", po::value(&ro.batch_size)->default_value(0), "training rows per step over all ranks (0: full batch)")
+            ("patience", po::value(&ro.patience)->default_value(0), "stop a stage after N rounds without a better "
+                                                                   "validation accuracy (0: never)")
+            ("exchange-precision", po::value(&precision)->default_value(precision), "fp32 | bf16 for the stage inputs sent");
+        po::options_description d_std("Standard trainer");
+        d_std.add_options()
+            ("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")
+            ("std-lr", po::value(&so.optimizer.lr)->default_value(so.optimizer.lr), "learning rate")
+            ("std-hidden", po::value(&so.hidden)->default_value(so.hidden), "hidden width")
+            ("std-dropout", po::value(&so.dropout)->default_value(so.dropout), "dropout rate")
+            ("std-weight-decay", po::value(&so.optimizer.weight_decay)->default_value(so.optimizer.weight_decay), "weight decay")
+            ("std-optimizer", po::value(&std_opt)->default_value(std_opt), "adam | adamw | sgd")
+            ("eval-every", po::value(&so.eval_every)->default_value(so.eval_every), "evaluate every N epochs");
+        po::options_description d_run("Run");
+        d_run.add_options()
+            ("deterministic", po::bool_switch(&ro.exact), "exact reductions: identical results for any number of ranks and threads")
+            ("check-numerics", po::bool_switch(&check), "stop with an error at the first NaN/Inf in a kernel input")
+            ("log-every", po::value(&log_every)->default_value(log_every), "progress line every N rounds / epochs")
+            ("metrics-out", po::value(&metrics_out), "write metrics as JSON (rank 0, atomically)")
+            ("save-model", po::value(&save_model_path), "write the trained parameters to an HDF5 file (rank 0)")
+            ("predict-out", po::value(&predict_out), "write every node's predicted class, logits and final embedding (HDF5)")
+            ("config", po::value(&config), "read options from a file (key = value lines); the command line wins");
+        po::options_description desc;
+        desc.add(d_data).add(d_model).add(d_retexo).add(d_std).add(d_run);
+
+        po::variables_map vm;
+        po::options_description all = desc;
+        all.add_options()("help,h", "show this help and exit")("version", "print versions and exit");
+        po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+        if (vm.count("help") != 0U) {
+            if (root) std::cout << "Usage: mpirun -np P retexo_mpi [options]\n\n" << all << "\n";
+            return cli::exit_ok;
         }
+        if (vm.count("version") != 0U) {
+            if (root) std::cout << versions();
+            return cli::exit_ok;
+        }
+        if (vm.count("config") != 0U) {
+            const auto path = vm["config"].as<std::string>();
+            std::ifstream f(path);
+            RETEXO_ENSURE(f.good(), "--config: cannot open " << path);
+            po::store(po::parse_config_file(f, desc), vm);
+        }
+        po::notify(vm);
+
+        if (mode.empty()) mode = data.data.empty() ? "both" : "retexo";
+        RETEXO_ENSURE(mode == "retexo" || mode == "standard" || mode == "both",
+                      "--mode: unknown mode '" << mode << "' (expected retexo, standard or both)");
+        RETEXO_ENSURE(stages >= 1, "--stages must be at least 1, got " << stages);
+        RETEXO_ENSURE(log_every >= 1, "--log-every must be positive, got " << log_every);
+        RETEXO_ENSURE(precision == "fp32" || precision == "bf16",
+                      "--exchange-precision: expected fp32 or bf16, got '" << precision << "'");
+        data.objective = parse_metis_objective(objective);
+        ro.model = so.model = nn::parse_layer_kind(model);
+        ro.variant = train::parse_variant(variant);
+        ro.seed = so.seed = data.seed;
+        ro.bf16_exchange = precision == "bf16";
+        so.exact = ro.exact;
+        so.heads = ro.heads;
+        so.layers = stages;
+        so.optimizer.kind = parse_optimizer(std_opt);
+        const auto r_rounds = per_stage<int>("rounds", rounds, stages);
+        const auto r_lr = per_stage<double>("lr", lr, stages);
+        const auto r_hidden = per_stage<int>("hidden", hidden, stages);
+        const auto r_dropout = per_stage<double>("dropout", dropout, stages);
+        const auto r_wd = per_stage<double>("weight-decay", wd, stages);
+        const auto r_opt = per_stage<std::string>("optimizer", opt, stages);
+        ro.stages.clear();
+        for (int k = 0; k < stages; ++k)
+            ro.stages.push_back({r_rounds[k], r_lr[k], r_hidden[k], r_dropout[k], r_wd[k], parse_optimizer(r_opt[k])});
+        if (vm["std-hidden"].defaulted()) so.hidden = r_hidden[0];
+        if (mode != "standard") ro.validate();
+        if (mode != "retexo") so.validate();
+        set_check_numerics(check);
+
+        // Everything the run was asked to do, for the metrics file.
+        nlohmann::json cfg;
+        for (const auto& [k, v] : vm) {
+            const auto& a = v.value();
+            if (a.type() == typeid(std::string)) cfg[k] = v.as<std::string>();
+            else if (a.type() == typeid(int)) cfg[k] = v.as<int>();
+            else if (a.type() == typeid(double)) cfg[k] = v.as<double>();
+            else if (a.type() == typeid(bool)) cfg[k] = v.as<bool>();
+            else if (a.type() == typeid(std::uint64_t)) cfg[k] = v.as<std::uint64_t>();
+        }
+        cfg["mode"] = mode;
+
+        const auto lp = load_rank_partition(comm, data);
+        if (root)
+            std::printf("retexo %s | %d ranks x %d threads | seed %llu | %s: %d nodes, %lld in-edges, %d features, "
+                        "%d classes | partition %s (hash %s) | mode %s, model %s%s\n",
+                        version_string, comm.size(), omp_get_max_threads(), static_cast<unsigned long long>(data.seed),
+                        lp.global.name.c_str(), lp.global.num_nodes, static_cast<long long>(lp.global.num_edges),
+                        lp.global.num_features, lp.global.num_classes,
+                        data.data.empty() || !std::filesystem::is_directory(data.data) ? data.partition.c_str() : "from directory",
+                        hash_to_hex(lp.assignment_hash).c_str(), mode.c_str(), model.c_str(),
+                        mode == "standard" ? "" : (", variant " + variant).c_str());
+        const auto table = gather_partition_table(comm, lp);
+        if (root) std::cout << table;
+        const train::rank_context ctx(comm, lp);
+
+        std::vector<train::run_result> runs;
+        const int total_rounds = [&] {
+            int s = 0;
+            for (const auto& st : ro.stages) s += st.rounds;
+            return s;
+        }();
+        if (mode != "standard") {
+            int done = 0;
+            auto progress = [&](const train::epoch_record& r) {
+                ++done;
+                if (!root || (r.epoch % log_every != 0 && r.epoch != 1)) return;
+                const double eta = r.seconds / done * (total_rounds - done);
+                std::printf("retexo   stage %d round %4d  loss %.4f  valid %.4f  bytes %10s  %6.1fs  ETA %.0fs\n", r.stage,
+                            r.epoch, r.loss, r.acc.valid, report::human_bytes(static_cast<double>(r.bytes)).c_str(),
+                            r.seconds, eta);
+                std::fflush(stdout);
+            };
+            runs.push_back(train::train_retexo(ctx, ro, progress));
+        }
+        if (mode != "retexo") {
+            auto progress = [&](const train::epoch_record& r) {
+                if (!root || (r.epoch % log_every != 0 && r.epoch != 1)) return;
+                const double eta = r.seconds / r.epoch * (so.epochs - r.epoch);
+                std::printf("standard epoch %4d  loss %.4f  train %.4f  valid %.4f  test %.4f  bytes %10s  %6.1fs  ETA %.0fs\n",
+                            r.epoch, r.loss, r.acc.train, r.acc.valid, r.acc.test,
+                            report::human_bytes(static_cast<double>(r.bytes)).c_str(), r.seconds, eta);
+                std::fflush(stdout);
+            };
+            runs.push_back(train::train_standard(ctx, so, progress));
+        }
+        if (root) std::cout << report::table(runs);
+
+        if (!metrics_out.empty() && root) {
+            nlohmann::json j;
+            if (runs.size() == 1) {
+                j = report::run_json(runs[0], cfg);
+            } else {
+                j["mode"] = "both";
+                j["model"] = model;
+                j["variant"] = variant;
+                j["ranks"] = comm.size();
+                j["seed"] = data.seed;
+                j["runs"] = nlohmann::json::array();
+                for (const auto& r : runs) j["runs"].push_back(report::run_json(r, cfg));
+            }
+            write_text_atomic(metrics_out, j.dump(2) + "\n");
+        }
+        const auto& primary = runs.front();
+        if (!save_model_path.empty()) {
+            std::string err;
+            if (root) {
+                try {
+                    save_model(save_model_path, primary.parameters,
+                               {{"mode", primary.mode}, {"model", model}, {"variant", variant},
+                                {"retexo_version", version_string}, {"config", cfg.dump()}});
+                } catch (const std::exception& e) {
+                    err = e.what();
+                }
+            }
+            comm.agree(err);
+        }
+        if (!predict_out.empty()) write_predictions(comm, predict_out, lp, primary.logits, primary.embedding);
         return cli::exit_ok;
     });
 }

@@ -66,11 +66,11 @@ void init_glorot(parameter<T>& p, int fan_in, int fan_out, std::uint64_t seed, s
 
 template <typename T>
 gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o, std::uint64_t seed,
-                        std::uint64_t index)
+                        std::uint64_t index, const std::string& name)
     : kind_(kind), in_(in), out_(out), opt_(o)
 {
     RETEXO_ENSURE(in > 0 && out > 0, "retexo::gnn_layer: widths must be positive, got " << in << " -> " << out);
-    const std::string tag = "layer" + std::to_string(index) + ".";
+    const std::string tag = (name.empty() ? "layer" + std::to_string(index) : name) + ".";
     const std::uint64_t base = index * 16;
     switch (kind) {
     case layer_kind::gcn:

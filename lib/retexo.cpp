@@ -74,8 +74,7 @@ struct stage_pass {
 
 }  // namespace
 
-run_result train_retexo(const rank_context& ctx, const retexo_options& o, const progress_fn& progress,
-                        matrix_f* final_logits)
+run_result train_retexo(const rank_context& ctx, const retexo_options& o, const progress_fn& progress)
 {
     o.validate();
     const auto& comm = ctx.comm;
@@ -163,7 +162,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             nn::layer_options lo;
             lo.heads = o.heads;
             lo.concat = m.has_head;
-            m.layer.emplace(o.model, F, t_out, lo, o.seed, init_index);
+            m.layer.emplace(o.model, F, t_out, lo, o.seed, init_index, "stage" + std::to_string(k) + ".transform");
         }
         if (m.has_head) {
             m.ln.emplace(so.hidden, "stage" + std::to_string(k) + ".norm");
@@ -369,9 +368,11 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         sr.bytes = comm.sum(comm.ledger() - stage_start);
         sr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_t0).count();
         result.stages.push_back(sr);
+        for (auto& t : named_values(params)) result.parameters.push_back(std::move(t));
         if (last) {
             result.final_acc = sr.best;
-            if (final_logits != nullptr) *final_logits = p.logits;
+            result.logits = p.logits;
+            result.embedding = m.has_head ? p.h : h_own;
         } else {
             h_own = logits_variant ? p.logits : p.h;
         }

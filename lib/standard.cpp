@@ -193,6 +193,9 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
     }
     restore(params, best_params);
     result.final_acc = reduce_accuracies(ctx, forward(false, o.epochs + 1, purpose::halo_eval));
+    result.parameters = named_values(params);
+    result.logits = out[static_cast<std::size_t>(L - 1)];
+    result.embedding = L >= 2 ? acts[static_cast<std::size_t>(L - 2)] : result.logits;
     result.bytes = comm.sum(comm.ledger() - start_ledger + ctx.setup_bytes);
     result.seconds = timer.seconds();
     result.seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();

@@ -91,6 +91,13 @@ void restore(const std::vector<parameter<float>*>& params, const std::vector<mat
     for (std::size_t i = 0; i < params.size(); ++i) params[i]->value = values[i];
 }
 
+std::vector<named_tensor> named_values(const std::vector<parameter<float>*>& params, const std::string& prefix)
+{
+    std::vector<named_tensor> v;
+    for (auto* p : params) v.push_back({prefix + p->name, p->value});
+    return v;
+}
+
 accuracies reduce_accuracies(const rank_context& ctx, const matrix_f& logits)
 {
     const int c = static_cast<int>(logits.cols());

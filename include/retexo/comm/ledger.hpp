@@ -26,6 +26,7 @@ enum class purpose : int {
     parameters,     ///< parameter broadcast / best-model sync
     metrics,        ///< loss / accuracy reductions
     control,        ///< error agreement, early-stop decisions, small control values
+    output,         ///< redistribution of results for writing (after training)
     count_
 };
 
@@ -34,7 +35,7 @@ inline constexpr int num_purposes = static_cast<int>(purpose::count_);
 inline const char* to_string(purpose p)
 {
     static constexpr std::array<const char*, num_purposes> names = {
-        "setup", "halo_forward", "halo_backward", "halo_eval", "gradients", "parameters", "metrics", "control"};
+        "setup", "halo_forward", "halo_backward", "halo_eval", "gradients", "parameters", "metrics", "control", "output"};
     return names[static_cast<int>(p)];
 }
 

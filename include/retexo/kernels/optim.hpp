@@ -32,6 +32,12 @@ struct parameter {
     }
 };
 
+/// A named tensor (saved models, checkpoints).
+struct named_tensor {
+    std::string name;
+    matrix_f value;
+};
+
 /// Glorot/Xavier uniform: U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)).
 template <typename T>
 void xavier_uniform(matrix<T>& w, int fan_in, int fan_out, const counter_rng& rng, double gain = 1.0)

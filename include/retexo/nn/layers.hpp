@@ -78,7 +78,10 @@ struct layer_cache {
 template <typename T>
 class gnn_layer {
 public:
-    gnn_layer(layer_kind kind, int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index);
+    /// Parameters are named "<name>.<tensor>" (default name: "layer<index>"); index also
+    /// selects the initialisation stream.
+    gnn_layer(layer_kind kind, int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index,
+              const std::string& name = {});
 
     layer_kind kind() const noexcept { return kind_; }
     int in() const noexcept { return in_; }

@@ -103,7 +103,13 @@ struct run_result {
     std::map<std::string, double> seconds;  ///< by phase, plus "total"
     std::vector<epoch_record> history;
     std::vector<stage_record> stages;
+    std::vector<named_tensor> parameters;  ///< the selected (best-validation) model
+    matrix_f logits;                       ///< final logits of the owned rows
+    matrix_f embedding;                    ///< last hidden embedding of the owned rows
 };
+
+/// Named copies of parameter values.
+std::vector<named_tensor> named_values(const std::vector<parameter<float>*>& params, const std::string& prefix = {});
 
 /// Progress callback: called on every rank after every epoch / round.
 using progress_fn = std::function<void(const epoch_record&)>;

@@ -47,8 +47,7 @@ struct retexo_options {
     void validate() const;
 };
 
-/// Train (collective).  Also returns, in `embeddings` (owned rows), the last stage's logits.
-run_result train_retexo(const rank_context& ctx, const retexo_options& options, const progress_fn& progress = {},
-                        matrix_f* final_logits = nullptr);
+/// Train (collective).
+run_result train_retexo(const rank_context& ctx, const retexo_options& options, const progress_fn& progress = {});
 
 }  // namespace retexo::train

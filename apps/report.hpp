@@ -1,0 +1,129 @@
+#pragma once
+// Reporting of retexo_mpi: the banner, progress lines, the final side-by-side table and the
+// metrics JSON.
+
+#include <retexo/train/common.hpp>
+#include <retexo/version.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace retexo::report {
+
+inline std::string human_bytes(double b)
+{
+    const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+    int u = 0;
+    while (b >= 1000 && u < 4) {
+        b /= 1000;
+        ++u;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.3g %s", b, units[u]);
+    return buf;
+}
+
+inline nlohmann::json ledger_json(const byte_ledger& l)
+{
+    nlohmann::json j;
+    j["total"] = l.total_sent();
+    for (int p = 0; p < num_purposes; ++p) j[to_string(static_cast<purpose>(p))] = l.sent[p];
+    std::uint64_t both = 0;
+    for (int p = 0; p < num_purposes; ++p) both += l.sent[p] + l.received[p];
+    j["reference_sent_plus_received"] = both;
+    return j;
+}
+
+inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json& config)
+{
+    nlohmann::json j;
+    j["mode"] = r.mode;
+    j["model"] = r.model;
+    j["variant"] = r.variant.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.variant);
+    j["ranks"] = r.ranks;
+    j["seed"] = r.seed;
+    j["accuracy"] = {{"train", r.final_acc.train}, {"valid", r.final_acc.valid}, {"test", r.final_acc.test}};
+    j["bytes"] = ledger_json(r.bytes);
+    j["time_s"] = r.seconds;
+    nlohmann::json stages = nlohmann::json::array();
+    for (const auto& s : r.stages)
+        stages.push_back({{"stage", s.stage},
+                          {"rounds", s.rounds},
+                          {"best_round", s.best_round},
+                          {"accuracy", {{"train", s.best.train}, {"valid", s.best.valid}, {"test", s.best.test}}},
+                          {"bytes", ledger_json(s.bytes)},
+                          {"time_s", s.seconds}});
+    j["stages"] = stages;
+    nlohmann::json hist = nlohmann::json::array();
+    for (const auto& e : r.history)
+        hist.push_back({{"stage", e.stage}, {"epoch", e.epoch}, {"loss", e.loss}, {"train", e.acc.train},
+                        {"valid", e.acc.valid}, {"test", e.acc.test}, {"bytes", e.bytes}, {"time_s", e.seconds}});
+    j["history"] = hist;
+    j["config"] = config;
+    return j;
+}
+
+/// The final side-by-side table of one or more runs.
+inline std::string table(const std::vector<train::run_result>& runs)
+{
+    std::ostringstream o;
+    char buf[256];
+    o << "\n";
+    std::snprintf(buf, sizeof buf, "%-22s", "");
+    o << buf;
+    for (const auto& r : runs) {
+        std::snprintf(buf, sizeof buf, "%16s", (r.mode + (r.variant.empty() ? "" : "/" + r.variant)).c_str());
+        o << buf;
+    }
+    o << "\n";
+    auto row = [&](const char* name, auto&& value) {
+        std::snprintf(buf, sizeof buf, "%-22s", name);
+        o << buf;
+        for (const auto& r : runs) o << value(r);
+        o << "\n";
+    };
+    auto num = [](double v, const char* fmt) {
+        char b[32];
+        std::snprintf(b, sizeof b, fmt, v);
+        return std::string(b);
+    };
+    row("accuracy train", [&](const train::run_result& r) { return num(r.final_acc.train, "%16.4f"); });
+    row("accuracy valid", [&](const train::run_result& r) { return num(r.final_acc.valid, "%16.4f"); });
+    row("accuracy test", [&](const train::run_result& r) { return num(r.final_acc.test, "%16.4f"); });
+    for (int p = 0; p < num_purposes; ++p)
+        row((std::string("bytes ") + to_string(static_cast<purpose>(p))).c_str(), [&](const train::run_result& r) {
+            char b[32];
+            std::snprintf(b, sizeof b, "%16s", human_bytes(static_cast<double>(r.bytes.sent[p])).c_str());
+            return std::string(b);
+        });
+    row("bytes total", [&](const train::run_result& r) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%16s", human_bytes(static_cast<double>(r.bytes.total_sent())).c_str());
+        return std::string(b);
+    });
+    std::vector<std::string> phases;
+    for (const auto& r : runs)
+        for (const auto& [k, v] : r.seconds)
+            if (std::find(phases.begin(), phases.end(), k) == phases.end()) phases.push_back(k);
+    for (const auto& ph : phases)
+        row(("time " + ph + " s").c_str(), [&](const train::run_result& r) {
+            const auto it = r.seconds.find(ph);
+            return num(it == r.seconds.end() ? 0.0 : it->second, "%16.2f");
+        });
+    if (runs.size() == 2 && runs[1].bytes.total_sent() > 0 && runs[0].bytes.total_sent() > 0) {
+        const auto& a = runs[0];
+        const auto& b = runs[1];
+        o << "bytes " << a.mode << " / " << b.mode << ": "
+          << num(static_cast<double>(a.bytes.total_sent()) / static_cast<double>(b.bytes.total_sent()), "%.4g")
+          << " (" << num(static_cast<double>(b.bytes.total_sent()) / static_cast<double>(a.bytes.total_sent()), "%.1f")
+          << "x fewer for " << a.mode << ")\n";
+    }
+    return o.str();
+}
+
+}  // namespace retexo::report

@@ -1,0 +1,148 @@
+#include <retexo/core/atomic_file.hpp>
+#include <retexo/io/hdf5.hpp>
+#include <retexo/io/outputs.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <optional>
+#include <unistd.h>
+
+namespace retexo {
+
+void save_model(const std::string& path, const std::vector<named_tensor>& tensors,
+                const std::vector<std::pair<std::string, std::string>>& attributes)
+{
+    atomic_file out(path);
+    {
+        auto f = h5::file::create(out.temp_path(), path);
+        f.set_attr("retexo_format", std::string("retexo-model"));
+        f.set_attr("format_version", std::int64_t{1});
+        for (const auto& [k, v] : attributes) f.set_attr(k, v);
+        for (const auto& t : tensors)
+            f.write<float>("parameters/" + t.name, std::span<const float>(t.value.data(), static_cast<std::size_t>(t.value.size())),
+                           {static_cast<hsize_t>(t.value.rows()), static_cast<hsize_t>(t.value.cols())});
+    }
+    out.commit();
+}
+
+std::vector<named_tensor> load_model(const std::string& path)
+{
+    const auto f = h5::file::open(path);
+    RETEXO_ENSURE(f.has_attr("retexo_format") && f.attr_string("retexo_format") == "retexo-model",
+                  path << ": not a retexo model file");
+    std::vector<named_tensor> out;
+    h5::handle g(H5Gopen2(f.id(), "parameters", H5P_DEFAULT), H5Gclose);
+    RETEXO_ENSURE(g.valid(), path << ": group parameters is missing");
+    hsize_t n = 0;
+    H5Gget_num_objs(g.get(), &n);
+    for (hsize_t i = 0; i < n; ++i) {
+        char name[1024];
+        H5Gget_objname_by_idx(g.get(), i, name, sizeof name);
+        const std::string ds = std::string("parameters/") + name;
+        const auto d = f.dims(ds);
+        RETEXO_ENSURE(d.size() == 2, path << ": " << ds << " is not a matrix");
+        named_tensor t{name, matrix_f(static_cast<Eigen::Index>(d[0]), static_cast<Eigen::Index>(d[1]))};
+        if (t.value.size() > 0) f.read_rows<float>(f.open_dataset(ds), ds, 0, d[0], d[1], t.value.data());
+        out.push_back(std::move(t));
+    }
+    return out;
+}
+
+void write_predictions(const mpi::communicator& comm, const std::string& path, const local_partition& part,
+                       const matrix_f& logits, const matrix_f& embedding)
+{
+    const node_t own = part.num_owned();
+    RETEXO_ENSURE(logits.rows() == own && embedding.rows() == own,
+                  "retexo::write_predictions: need one logits and embedding row per owned node");
+    const int P = comm.size();
+    const std::int64_t N = part.global.num_nodes;
+    const int C = static_cast<int>(logits.cols()), E = static_cast<int>(embedding.cols()), W = C + E;
+    auto block_start = [&](int r) { return static_cast<node_t>(N * r / P); };
+    auto block_of = [&](node_t g) {
+        int r = static_cast<int>(static_cast<std::int64_t>(g) * P / N);
+        while (r + 1 < P && g >= block_start(r + 1)) ++r;
+        while (r > 0 && g < block_start(r)) --r;
+        return r;
+    };
+    // Redistribute rows to the rank whose contiguous block holds them.
+    std::vector<int> scount(static_cast<std::size_t>(P), 0), sdispl(static_cast<std::size_t>(P), 0);
+    for (node_t g : part.owned_global) ++scount[block_of(g)];
+    for (int q = 1; q < P; ++q) sdispl[q] = sdispl[q - 1] + scount[q - 1];
+    std::vector<node_t> send_ids(static_cast<std::size_t>(own));
+    std::vector<float> send_rows(static_cast<std::size_t>(own) * W);
+    {
+        auto fill = sdispl;
+        for (node_t i = 0; i < own; ++i) {
+            const int slot = fill[block_of(part.owned_global[i])]++;
+            send_ids[slot] = part.owned_global[i];
+            std::copy_n(logits.row(i).data(), C, send_rows.data() + static_cast<std::ptrdiff_t>(slot) * W);
+            std::copy_n(embedding.row(i).data(), E, send_rows.data() + static_cast<std::ptrdiff_t>(slot) * W + C);
+        }
+    }
+    const auto rcount = comm.alltoall(scount, purpose::output);
+    std::vector<int> rdispl(static_cast<std::size_t>(P), 0);
+    for (int q = 1; q < P; ++q) rdispl[q] = rdispl[q - 1] + rcount[q - 1];
+    const int nrecv = rdispl[P - 1] + rcount[P - 1];
+    std::vector<node_t> recv_ids(static_cast<std::size_t>(nrecv));
+    comm.alltoallv(send_ids.data(), scount.data(), sdispl.data(), recv_ids.data(), rcount.data(), rdispl.data(), purpose::output);
+    std::vector<int> sc(scount), sd(sdispl), rc(rcount), rd(rdispl);
+    for (int q = 0; q < P; ++q) {
+        sc[q] *= W;
+        sd[q] *= W;
+        rc[q] *= W;
+        rd[q] *= W;
+    }
+    std::vector<float> recv_rows(static_cast<std::size_t>(nrecv) * W);
+    comm.alltoallv(send_rows.data(), sc.data(), sd.data(), recv_rows.data(), rc.data(), rd.data(), purpose::output);
+    const node_t b0 = block_start(comm.rank());
+    const node_t bn = block_start(comm.rank() + 1) - b0;
+    matrix_f block_logits(bn, C), block_emb(bn, E);
+    std::vector<std::int32_t> block_pred(static_cast<std::size_t>(bn));
+    for (int i = 0; i < nrecv; ++i) {
+        const node_t r = recv_ids[i] - b0;
+        const float* row = recv_rows.data() + static_cast<std::ptrdiff_t>(i) * W;
+        std::copy_n(row, C, block_logits.row(r).data());
+        std::copy_n(row + C, E, block_emb.row(r).data());
+        block_pred[r] = static_cast<std::int32_t>(std::max_element(row, row + C) - row);
+    }
+
+    // One parallel HDF5 file, written under a temporary name and renamed by rank 0.
+    std::string temp = path + ".tmp." + std::to_string(::getpid());
+    comm.broadcast(temp, 0, purpose::output);
+    std::string err;
+    std::optional<h5::file> f;
+    try {
+        f.emplace(h5::file::create_parallel(temp, comm.get(), path));
+    } catch (const std::exception& e) {
+        err = e.what();
+    }
+    comm.agree(err);
+    try {
+        f->set_attr("retexo_format", std::string("retexo-predictions"));
+        f->set_attr("num_nodes", static_cast<std::int64_t>(N));
+        const hsize_t d1[1] = {static_cast<hsize_t>(N)};
+        const hsize_t dc[2] = {static_cast<hsize_t>(N), static_cast<hsize_t>(C)};
+        const hsize_t de[2] = {static_cast<hsize_t>(N), static_cast<hsize_t>(E)};
+        auto pred = f->create_dataset<std::int32_t>("prediction", d1);
+        auto lg = f->create_dataset<float>("logits", dc);
+        auto em = f->create_dataset<float>("embedding", de);
+        h5::handle xfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+        H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE);
+        f->write_rows<std::int32_t>(pred, "prediction", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn), 1, block_pred.data(), xfer.get());
+        f->write_rows<float>(lg, "logits", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn), static_cast<hsize_t>(C),
+                             block_logits.data(), xfer.get());
+        f->write_rows<float>(em, "embedding", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn), static_cast<hsize_t>(E),
+                             block_emb.data(), xfer.get());
+        pred.reset();
+        lg.reset();
+        em.reset();
+        f->close();
+    } catch (const std::exception& e) {
+        err = e.what();
+    }
+    comm.agree(err);
+    if (comm.rank() == 0 && std::rename(temp.c_str(), path.c_str()) != 0) err = path + ": cannot move the predictions into place";
+    comm.agree(err);
+}
+
+}  // namespace retexo
