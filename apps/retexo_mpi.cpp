@@ -77,7 +77,7 @@ int main(int argc, char** argv)
         train::retexo_options ro;
         train::standard_options so;
         so.hidden = 256;
-        bool check = false;
+        bool check = false, normalize = false;
 
         po::options_description d_data("Data");
         d_data.add_options()
@@ -89,7 +89,8 @@ int main(int argc, char** argv)
             ("seed", po::value(&data.seed)->default_value(data.seed), "random seed (partitioning, initialisation, dropout)");
         po::options_description d_model("Model and mode");
         d_model.add_options()
-            ("mode", po::value(&mode), "retexo | standard | both (default: both on the built-in graph, else retexo)")
+            ("mode", po::value(&mode), "retexo | standard | both (default: both on the built-in graph, else retexo) | "
+                                       "stats (load the partitions, print their statistics, stop)")
             ("model", po::value(&model)->default_value(model), "gcn | sage | sage-pool | gat")
             ("variant", po::value(&variant)->default_value(variant), "RETEXO: hidden (exchange hidden embeddings) | "
                                                                      "logits (stage 0 is an MLP; exchange C logits)")
@@ -120,6 +121,7 @@ int main(int argc, char** argv)
         d_run.add_options()
             ("deterministic", po::bool_switch(&ro.exact), "exact reductions: identical results for any number of ranks and threads")
             ("check-numerics", po::bool_switch(&check), "stop with an error at the first NaN/Inf in a kernel input")
+            ("normalize-features", po::bool_switch(&normalize), "scale each node's features to sum 1 (rows with a zero sum stay zero)")
             ("log-every", po::value(&log_every)->default_value(log_every), "progress line every N rounds / epochs")
             ("metrics-out", po::value(&metrics_out), "write metrics as JSON (rank 0, atomically)")
             ("save-model", po::value(&save_model_path), "write the trained parameters to an HDF5 file (rank 0)")
@@ -149,8 +151,8 @@ int main(int argc, char** argv)
         po::notify(vm);
 
         if (mode.empty()) mode = data.data.empty() ? "both" : "retexo";
-        RETEXO_ENSURE(mode == "retexo" || mode == "standard" || mode == "both",
-                      "--mode: unknown mode '" << mode << "' (expected retexo, standard or both)");
+        RETEXO_ENSURE(mode == "retexo" || mode == "standard" || mode == "both" || mode == "stats",
+                      "--mode: unknown mode '" << mode << "' (expected retexo, standard, both or stats)");
         RETEXO_ENSURE(stages >= 1, "--stages must be at least 1, got " << stages);
         RETEXO_ENSURE(log_every >= 1, "--log-every must be positive, got " << log_every);
         RETEXO_ENSURE(precision == "fp32" || precision == "bf16",
@@ -174,8 +176,8 @@ int main(int argc, char** argv)
         for (int k = 0; k < stages; ++k)
             ro.stages.push_back({r_rounds[k], r_lr[k], r_hidden[k], r_dropout[k], r_wd[k], parse_optimizer(r_opt[k])});
         if (vm["std-hidden"].defaulted()) so.hidden = r_hidden[0];
-        if (mode != "standard") ro.validate();
-        if (mode != "retexo") so.validate();
+        if (mode == "retexo" || mode == "both") ro.validate();
+        if (mode == "standard" || mode == "both") so.validate();
         set_check_numerics(check);
 
         // Everything the run was asked to do, for the metrics file.
@@ -190,7 +192,13 @@ int main(int argc, char** argv)
         }
         cfg["mode"] = mode;
 
-        const auto lp = load_rank_partition(comm, data);
+        auto lp = load_rank_partition(comm, data);
+        if (normalize) {
+            for (Eigen::Index i = 0; i < lp.features.rows(); ++i) {
+                const float sum = lp.features.row(i).cwiseAbs().sum();
+                if (sum > 0) lp.features.row(i) /= sum;
+            }
+        }
         if (root)
             std::printf("retexo %s | %d ranks x %d threads | seed %llu | %s: %d nodes, %lld in-edges, %d features, "
                         "%d classes | partition %s (hash %s) | mode %s, model %s%s\n",
@@ -202,6 +210,7 @@ int main(int argc, char** argv)
                         mode == "standard" ? "" : (", variant " + variant).c_str());
         const auto table = gather_partition_table(comm, lp);
         if (root) std::cout << table;
+        if (mode == "stats") return cli::exit_ok;
         const train::rank_context ctx(comm, lp);
 
         std::vector<train::run_result> runs;
@@ -210,7 +219,7 @@ int main(int argc, char** argv)
             for (const auto& st : ro.stages) s += st.rounds;
             return s;
         }();
-        if (mode != "standard") {
+        if (mode == "retexo" || mode == "both") {
             int done = 0;
             auto progress = [&](const train::epoch_record& r) {
                 ++done;
@@ -223,7 +232,7 @@ int main(int argc, char** argv)
             };
             runs.push_back(train::train_retexo(ctx, ro, progress));
         }
-        if (mode != "retexo") {
+        if (mode == "standard" || mode == "both") {
             auto progress = [&](const train::epoch_record& r) {
                 if (!root || (r.epoch % log_every != 0 && r.epoch != 1)) return;
                 const double eta = r.seconds / r.epoch * (so.epochs - r.epoch);

@@ -85,8 +85,38 @@ expect_mpi() {
 }
 expect_mpi 1 "holds 3 partitions but the job has 2 ranks" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/p3"
 expect_mpi 1 "nothere.h5: cannot open" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/nothere.h5"
-expect 0 "assignment hash" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/p2"
-expect 0 "assignment hash" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/g.h5" --partition metis
+expect 0 "hash [0-9a-f]{16}" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/p2" --mode stats
+expect 0 "hash [0-9a-f]{16}" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/g.h5" --partition metis --mode stats
+
+# retexo_mpi training runs on a small graph.
+expect 0 "wrote" "$apps/retexo_generate" --out "$tmp/small.h5" --nodes 600 --features 12 --classes 3 --avg-degree 6 --seed 2
+small=(--data "$tmp/small.h5" --rounds 4,3 --epochs 3 --hidden 16 --std-hidden 16 --log-every 1)
+expect_mpi 1 "--mode: unknown mode 'fast'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode fast
+expect_mpi 1 "--rounds: 3 values for 2 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 1,2,3
+expect_mpi 1 "--exchange-precision: expected fp32 or bf16" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --exchange-precision fp8
+expect_mpi 1 "--model: unknown model 'gin'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gin
+expect_mpi 1 "--config: cannot open" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp/none.cfg"
+expect 0 "oneDNN: 2\.[0-9]+\.[0-9]+" "$apps/retexo_mpi" --version
+expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode both --metrics-out "$tmp/m.json" \
+  --save-model "$tmp/model.h5" --predict-out "$tmp/pred.h5"
+for key in '"mode": "both"' '"runs"' '"accuracy"' '"bytes"' '"halo_forward"' '"time_s"' '"stages"' '"ranks": 2'; do
+  grep -q "$key" "$tmp/m.json" || { echo "FAIL: metrics JSON lacks $key"; failures=$((failures + 1)); }
+done
+for f in model.h5 pred.h5; do [[ -s $tmp/$f ]] || { echo "FAIL: $f not written"; failures=$((failures + 1)); }; done
+if ls "$tmp" | grep -q "\.tmp\."; then echo "FAIL: temporary files left behind"; failures=$((failures + 1)); fi
+# A config file gives defaults; the command line wins.
+printf 'mode = standard\nepochs = 2\nstd-hidden = 8\n' >"$tmp/run.cfg"
+expect 0 "standard epoch    2" "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/small.h5" --config "$tmp/run.cfg" --log-every 1
+expect 0 "retexo   stage 0" "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/small.h5" --config "$tmp/run.cfg" --mode retexo --rounds 2 --log-every 1
+# Identical accuracies at 1 and 4 ranks with --deterministic.
+acc() { "$mpiexec" -n "$1" "$apps/retexo_mpi" "${small[@]}" --mode both --deterministic 2>&1 | grep "^accuracy"; }
+a1=$(acc 1)
+a4=$(acc 4)
+if [[ -z $a1 || "$a1" != "$a4" ]]; then
+  echo "FAIL: accuracies differ between 1 and 4 ranks:"; echo "$a1"; echo "$a4"; failures=$((failures + 1))
+else
+  echo "ok: identical accuracies at 1 and 4 ranks"
+fi
 
 if [[ -n $datasets && -d $datasets/cora ]]; then
   expect 0 "2708 nodes" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --out "$tmp/cora.h5"

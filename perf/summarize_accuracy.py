@@ -1,0 +1,27 @@
+#!/usr/bin/env python3
+"""Summarise perf/accuracy.sh results: test accuracy mean +- std per dataset, model, mode."""
+import glob, json, os, statistics, sys
+
+out = sys.argv[1]
+rows = {}
+for path in sorted(glob.glob(os.path.join(out, "*.json"))):
+    j = json.load(open(path))
+    if "runs" not in j:
+        continue
+    ds = os.path.basename(path).rsplit("-", 2)[0]
+    for r in j["runs"]:
+        key = (ds, r["model"], r["mode"])
+        rows.setdefault(key, []).append((r["accuracy"]["test"], r["bytes"]["total"], r["time_s"]["total"]))
+
+paper = {("cora", "gcn", "standard"): .820, ("cora", "gcn", "retexo"): .828, ("cora", "sage", "standard"): .826,
+         ("cora", "sage", "retexo"): .825, ("cora", "gat", "standard"): .807, ("cora", "gat", "retexo"): .818,
+         ("citeseer", "gcn", "standard"): .725, ("citeseer", "gcn", "retexo"): .739, ("citeseer", "sage", "standard"): .743,
+         ("citeseer", "sage", "retexo"): .766, ("citeseer", "gat", "standard"): .714, ("citeseer", "gat", "retexo"): .738}
+print("| dataset | model | mode | test accuracy (mean ± std) | seeds | paper | bytes (mean) | time s (mean) |")
+print("|---|---|---|---|---|---|---|---|")
+for (ds, model, mode), v in sorted(rows.items()):
+    acc = [a for a, _, _ in v]
+    std = statistics.pstdev(acc) if len(acc) > 1 else 0.0
+    p = paper.get((ds, model, mode))
+    print(f"| {ds} | {model} | {mode} | {statistics.mean(acc):.3f} ± {std:.3f} | {len(acc)} | "
+          f"{'' if p is None else f'{p:.3f}'} | {statistics.mean(b for _, b, _ in v):.3e} | {statistics.mean(t for _, _, t in v):.1f} |")

@@ -1,0 +1,144 @@
+// The RETEXO trainer: partition-independent results (exact mode), one halo exchange per
+// stage, the logits variant never sends raw features.
+#include "support/test_support.hpp"
+
+#include <retexo/partition/generate.hpp>
+#include <retexo/partition/partitioner.hpp>
+#include <retexo/train/retexo.hpp>
+
+using namespace retexo;
+
+namespace {
+
+graph small_graph()
+{
+    csbm_options o;
+    o.nodes = 1200;
+    o.classes = 4;
+    o.features = 20;
+    o.avg_degree = 8;
+    o.homophily = 0.75;
+    o.seed = 11;
+    return generate_csbm(o);
+}
+
+train::retexo_options small_options(nn::layer_kind model)
+{
+    train::retexo_options o;
+    o.model = model;
+    o.heads = 2;
+    o.seed = 6;
+    o.stages = {train::stage_options{.rounds = 6, .lr = 0.01, .hidden = 16, .dropout = 0.3},
+                train::stage_options{.rounds = 5, .lr = 0.01, .hidden = 16, .dropout = 0.3}};
+    return o;
+}
+
+struct run_with {
+    local_partition lp;
+    std::unique_ptr<train::rank_context> ctx;
+    train::run_result res;
+    run_with(const mpi::communicator& comm, const graph& g, const std::vector<part_t>& a, const train::retexo_options& o)
+        : lp(extract_partition(g, a, comm.size(), comm.rank()))
+    {
+        ctx = std::make_unique<train::rank_context>(comm, lp);
+        res = train::train_retexo(*ctx, o);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("retexo: every rank count reproduces the single-process run exactly", "[mpi][retexo]")
+{
+    const mpi::communicator world;
+    const mpi::communicator self(MPI_COMM_SELF);
+    const graph g = small_graph();
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
+        for (auto variant : {train::retexo_variant::hidden, train::retexo_variant::logits}) {
+            for (int batch : {0, 150}) {
+                DYNAMIC_SECTION(nn::to_string(model) << " " << train::to_string(variant) << " batch " << batch)
+                {
+                    auto o = small_options(model);
+                    o.variant = variant;
+                    o.exact = true;
+                    o.batch_size = batch;
+                    const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
+                    const run_with dist(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
+                    REQUIRE(single.res.history.size() == dist.res.history.size());
+                    for (std::size_t e = 0; e < single.res.history.size(); ++e) {
+                        INFO("record " << e);
+                        CHECK(dist.res.history[e].loss == single.res.history[e].loss);
+                        CHECK(dist.res.history[e].acc.valid == single.res.history[e].acc.valid);
+                    }
+                    CHECK(dist.res.final_acc.train == single.res.final_acc.train);
+                    CHECK(dist.res.final_acc.valid == single.res.final_acc.valid);
+                    CHECK(dist.res.final_acc.test == single.res.final_acc.test);
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("retexo: each stage exchanges its inputs once; logits variant sends no raw features", "[mpi][retexo][bytes]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    const auto a = partition_random(g.num_nodes(), world.size(), 2);
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
+        auto o = small_options(model);
+        const run_with hidden(world, g, a, o);
+        const auto rows = static_cast<std::uint64_t>(world.allreduce(hidden.ctx->halo->num_send_rows(), MPI_SUM, purpose::control));
+        // Stage 0 sends the 20 raw features, stage 1 the 16-wide hidden embedding.
+        CHECK(hidden.res.bytes.sent_for(purpose::halo_forward) == rows * (20 + 16) * 4);
+        CHECK(hidden.res.stages[0].bytes.sent_for(purpose::halo_forward) == rows * 20 * 4);
+        CHECK(hidden.res.bytes.sent_for(purpose::halo_eval) == 0);
+        CHECK(hidden.res.bytes.sent_for(purpose::halo_backward) == 0);  // fast mode: no gradient crosses
+
+        o.variant = train::retexo_variant::logits;
+        o.stages.push_back(o.stages.back());
+        const run_with logits(world, g, a, o);
+        // Stage 0 (an MLP) sends nothing; stages 1 and 2 send the 4 class logits per row.
+        CHECK(logits.res.stages[0].bytes.sent_for(purpose::halo_forward) == 0);
+        CHECK(logits.res.bytes.sent_for(purpose::halo_forward) == rows * 4 * 4 * 2);
+
+        o = small_options(model);
+        o.bf16_exchange = true;
+        const run_with half(world, g, a, o);
+        CHECK(half.res.bytes.sent_for(purpose::halo_forward) == rows * (20 + 16) * 2);
+    }
+}
+
+TEST_CASE("retexo learns a homophilous graph", "[mpi][retexo]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    auto o = small_options(nn::layer_kind::gcn);
+    o.stages[0].rounds = o.stages[1].rounds = 40;
+    const run_with r(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
+    CHECK(r.res.final_acc.test > 0.6);  // 4 classes: chance is 0.25
+}
+
+TEST_CASE("retexo: patience stops a stage early", "[mpi][retexo]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    auto o = small_options(nn::layer_kind::gcn);
+    o.stages[0].rounds = 60;
+    o.patience = 3;
+    const run_with r(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
+    CHECK(r.res.stages[0].rounds < 60);
+    CHECK(r.res.stages[0].rounds - r.res.stages[0].best_round == 3);
+}
+
+TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")
+{
+    auto o = small_options(nn::layer_kind::gcn);
+    o.stages[1].rounds = 0;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--rounds: stage 1 needs at least 1 round"));
+    o = small_options(nn::layer_kind::gat);
+    o.stages[0].hidden = 15;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("divisible by --heads"));
+    o = small_options(nn::layer_kind::gcn);
+    o.stages.clear();
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--stages must be at least 1"));
+    CHECK_THROWS_WITH(train::parse_variant("probs"), Catch::Contains("unknown variant 'probs'"));
+}
