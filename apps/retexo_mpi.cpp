@@ -77,7 +77,7 @@ int main(int argc, char** argv)
         train::retexo_options ro;
         train::standard_options so;
         so.hidden = 256;
-        bool check = false, normalize = false;
+        bool check = false, normalize = false, inductive = false;
 
         po::options_description d_data("Data");
         d_data.add_options()
@@ -119,6 +119,8 @@ int main(int argc, char** argv)
             ("eval-every", po::value(&so.eval_every)->default_value(so.eval_every), "evaluate every N epochs");
         po::options_description d_run("Run");
         d_run.add_options()
+            ("inductive", po::bool_switch(&inductive), "train without the validation and test nodes and their edges; "
+                                                        "evaluate on the whole graph (default: transductive)")
             ("deterministic", po::bool_switch(&ro.exact), "exact reductions: identical results for any number of ranks and threads")
             ("check-numerics", po::bool_switch(&check), "stop with an error at the first NaN/Inf in a kernel input")
             ("normalize-features", po::bool_switch(&normalize), "scale each node's features to sum 1 (rows with a zero sum stay zero)")
@@ -211,7 +213,7 @@ int main(int argc, char** argv)
         const auto table = gather_partition_table(comm, lp);
         if (root) std::cout << table;
         if (mode == "stats") return cli::exit_ok;
-        const train::rank_context ctx(comm, lp);
+        const train::rank_context ctx(comm, lp, inductive);
 
         std::vector<train::run_result> runs;
         const int total_rounds = [&] {

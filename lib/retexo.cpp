@@ -106,7 +106,12 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
     result.ranks = comm.size();
     result.seed = o.seed;
 
-    matrix_f h_own = part.features;  // this stage's inputs, owned rows
+    matrix_f h_own = part.features;  // this stage's inputs, owned rows (whole graph)
+    matrix_f h_train_own;            // inductive: the same computed on the training graph
+    if (ctx.inductive) {
+        h_train_own = part.features;
+        ctx.hide_evaluation_rows(h_train_own);
+    }
     std::int64_t step = 0;
     for (int k = 0; k < K; ++k) {
         const auto& so = o.stages[static_cast<std::size_t>(k)];
@@ -116,20 +121,30 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         const bool mlp_only = logits_variant && k == 0;  // raw features never cross a partition
         const int F = static_cast<int>(h_own.cols());
 
-        // 1. The stage's one exchange: halo rows of h_k.
-        matrix_f x_all(local, F);
-        x_all.topRows(own) = h_own;
-        if (!mlp_only) {
+        // 1. The stage's one exchange: halo rows of h_k (inductive: also of the training
+        //    graph's h_k, as training must not see evaluation nodes).
+        auto exchange = [&](const matrix_f& h) {
+            matrix_f x(local, F);
+            x.topRows(own) = h;
+            if (mlp_only) return x;
             phase_timer::scope s(timer, "exchange");
-            float* halo_rows = x_all.data() + static_cast<std::ptrdiff_t>(own) * F;
+            float* halo_rows = x.data() + static_cast<std::ptrdiff_t>(own) * F;
             if (o.bf16_exchange) {
                 std::vector<bf16> buf(static_cast<std::size_t>(part.num_halo()) * F);
-                ctx.halo->forward(h_own.data(), buf.data(), F);
+                ctx.halo->forward(h.data(), buf.data(), F);
                 for (std::size_t i = 0; i < buf.size(); ++i) halo_rows[i] = load(buf[i]);
             } else {
-                ctx.halo->forward(h_own.data(), halo_rows, F);
+                ctx.halo->forward(h.data(), halo_rows, F);
             }
-        }
+            return x;
+        };
+        const matrix_f x_all = exchange(h_own);
+        const matrix_f x_all_train = [&] {
+            if (!ctx.inductive) return matrix_f();
+            matrix_f x = exchange(h_train_own);
+            ctx.hide_evaluation_rows(x);
+            return x;
+        }();
 
         // 2. The stage model.
         stage_model m;
@@ -137,26 +152,24 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         m.has_head = !(last && !logits_variant);
         const int t_out = m.has_head ? so.hidden : C;
         const auto init_index = static_cast<std::uint64_t>(1000 + 10 * k);
-        matrix_f input;  // dense path: precomputed inputs of every owned row
-        std::optional<aggregation> agg;
+        matrix_f input, input_train;  // dense path: precomputed inputs of every owned row
         if (!m.graph) {
             phase_timer::scope s(timer, "aggregate");
-            if (mlp_only) {
-                input = h_own;
-            } else {
+            auto precompute = [&](const nn::local_graph& g, const matrix_f& x, const matrix_f& h) {
+                if (mlp_only) return h;
                 const bool gcn = o.model == nn::layer_kind::gcn;
-                agg.emplace(*ctx.graph.in_edges, local,
-                            aggregation_options{.kind = gcn ? aggregator::gcn : aggregator::mean, .in_degree = ctx.graph.in_degree});
+                const aggregation agg(*g.in_edges, local,
+                                      aggregation_options{.kind = gcn ? aggregator::gcn : aggregator::mean, .in_degree = g.in_degree});
                 matrix_f a;
-                agg->forward(x_all, a);
-                if (gcn && !logits_variant) {
-                    input = std::move(a);
-                } else {  // the node's own input next to its neighbours' aggregate
-                    input.resize(own, 2 * F);
-                    input.leftCols(F) = h_own;
-                    input.rightCols(F) = a;
-                }
-            }
+                agg.forward(x, a);
+                if (gcn && !logits_variant) return a;
+                matrix_f cat(own, 2 * F);  // the node's own input next to its neighbours' aggregate
+                cat.leftCols(F) = h;
+                cat.rightCols(F) = a;
+                return cat;
+            };
+            input = precompute(ctx.graph, x_all, h_own);
+            if (ctx.inductive) input_train = precompute(ctx.train_graph, x_all_train, h_train_own);
             m.dense.emplace(static_cast<int>(input.cols()), t_out, o.seed, init_index, "stage" + std::to_string(k) + ".transform");
         } else {
             nn::layer_options lo;
@@ -172,13 +185,21 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         broadcast_parameters(comm, params);
         optimizer<float> opt({.kind = so.optimizer, .lr = so.lr, .weight_decay = so.weight_decay}, params);
 
-        // Plans of the graph path, per row set.
-        std::optional<nn::layer_plan> plan_train, plan_valid, plan_own;
+        // Plans of the graph path, per row set (training rows over the graph training sees).
+        std::optional<nn::layer_plan> plan_train, plan_valid, plan_own, plan_own_train;
         if (m.graph) {
-            plan_train = m.layer->make_plan(ctx.graph, ctx.train_rows);
+            plan_train = m.layer->make_plan(ctx.train_graph, ctx.train_rows);
             plan_valid = m.layer->make_plan(ctx.graph, ctx.valid_rows);
             plan_own = m.layer->make_plan(ctx.graph, ctx.owned_rows);
+            if (ctx.inductive) plan_own_train = m.layer->make_plan(ctx.train_graph, ctx.owned_rows);
         }
+        // What a pass reads: the whole graph's inputs, or (inductive training) the training graph's.
+        struct view {
+            const matrix_f* input;
+            const matrix_f* x_all;
+        };
+        const view full{&input, &x_all};
+        const view train_view = ctx.inductive ? view{&input_train, &x_all_train} : full;
 
         const auto in_key = [&](std::int64_t st) {
             return dropout_key{o.seed, static_cast<std::uint64_t>(2 * k), static_cast<std::uint64_t>(st)};
@@ -187,18 +208,19 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             return dropout_key{o.seed, static_cast<std::uint64_t>(2 * k + 1), static_cast<std::uint64_t>(st)};
         };
 
-        // Forward over p.rows (set by the caller); dropout when training.
-        auto forward = [&](stage_pass& p, bool training, std::int64_t st) {
+        // Forward over p.rows (set by the caller) reading v; dropout when training.
+        auto forward = [&](stage_pass& p, const view& v, bool training, std::int64_t st) {
             p.ids = ids_of(p.rows);
             const double pin = training ? so.dropout : 0.0;
             if (!m.graph) {
-                p.x_rows.resize(static_cast<Eigen::Index>(p.rows.size()), input.cols());
-                gather_rows(input.data(), p.rows, static_cast<int>(input.cols()), p.x_rows.data());
-                dropout_forward(p.x_rows.data(), p.ids, static_cast<int>(input.cols()), pin, in_key(st), p.x_rows.data());
+                const auto w = static_cast<int>(v.input->cols());
+                p.x_rows.resize(static_cast<Eigen::Index>(p.rows.size()), w);
+                gather_rows(v.input->data(), p.rows, w, p.x_rows.data());
+                dropout_forward(p.x_rows.data(), p.ids, w, pin, in_key(st), p.x_rows.data());
                 m.dense->forward(p.x_rows, p.t);
             } else {
                 p.x_all.resize(local, F);
-                dropout_forward(x_all.data(), local_ids, F, pin, in_key(st), p.x_all.data());
+                dropout_forward(v.x_all->data(), local_ids, F, pin, in_key(st), p.x_all.data());
                 m.layer->message(p.x_all, p.cache, p.msg);
                 p.x_rows.resize(static_cast<Eigen::Index>(p.rows.size()), F);
                 gather_rows(p.x_all.data(), p.rows, F, p.x_rows.data());
@@ -285,14 +307,14 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 if (m.graph) {
                     if (batches == 1) p.plan = &*plan_train;
                     else {
-                        batch_plan = m.layer->make_plan(ctx.graph, p.rows);
+                        batch_plan = m.layer->make_plan(ctx.train_graph, p.rows);
                         p.plan = &*batch_plan;
                     }
                 }
                 loss_result lr;
                 {
                     phase_timer::scope s(timer, "compute");
-                    forward(p, true, step);
+                    forward(p, train_view, true, step);
                     matrix_f d_logits = matrix_f::Zero(p.logits.rows(), C);
                     std::vector<node_t> seq(p.rows.size());
                     std::vector<std::int32_t> labels(p.rows.size());
@@ -329,7 +351,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 stage_pass p;
                 p.rows = ctx.valid_rows;
                 if (m.graph) p.plan = &*plan_valid;
-                forward(p, false, 0);
+                forward(p, full, false, 0);
                 std::vector<node_t> seq(p.rows.size());
                 std::vector<std::int32_t> labels(p.rows.size());
                 for (std::size_t i = 0; i < seq.size(); ++i) {
@@ -356,9 +378,15 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         stage_pass p;
         p.rows = ctx.owned_rows;
         if (m.graph) p.plan = &*plan_own;
+        stage_pass pt;  // inductive: the next stage's training inputs, from the training graph
         {
             phase_timer::scope s(timer, "eval");
-            forward(p, false, 0);
+            forward(p, full, false, 0);
+            if (ctx.inductive && !last) {
+                pt.rows = ctx.owned_rows;
+                if (m.graph) pt.plan = &*plan_own_train;
+                forward(pt, train_view, false, 0);
+            }
         }
         stage_record sr;
         sr.stage = k;
@@ -375,6 +403,10 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             result.embedding = m.has_head ? p.h : h_own;
         } else {
             h_own = logits_variant ? p.logits : p.h;
+            if (ctx.inductive) {
+                h_train_own = logits_variant ? pt.logits : pt.h;
+                ctx.hide_evaluation_rows(h_train_own);
+            }
         }
     }
     result.bytes = comm.sum(comm.ledger() - start_ledger + ctx.setup_bytes);

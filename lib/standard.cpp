@@ -24,7 +24,8 @@ int loss_exponent(std::int64_t rows) { return exact::scale_exponent(static_cast<
 
 struct standard_model {
     std::vector<nn::gnn_layer<float>> layers;
-    std::vector<nn::layer_plan> plans;
+    std::vector<nn::layer_plan> plans;       // over the graph training sees
+    std::vector<nn::layer_plan> eval_plans;  // over the whole graph (inductive only)
     activation act;
 
     standard_model(const rank_context& ctx, const standard_options& o)
@@ -39,7 +40,8 @@ struct standard_model {
             lo.heads = o.heads;
             lo.concat = !last;  // GAT: hidden layers concatenate heads, the output layer averages them
             layers.emplace_back(o.model, in, out, lo, o.seed, static_cast<std::uint64_t>(l));
-            plans.push_back(layers.back().make_plan(ctx.graph, ctx.owned_rows));
+            plans.push_back(layers.back().make_plan(ctx.train_graph, ctx.owned_rows));
+            if (ctx.inductive) eval_plans.push_back(layers.back().make_plan(ctx.graph, ctx.owned_rows));
         }
     }
 
@@ -82,8 +84,13 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
     const std::span<const node_t> ids(part.owned_global);
 
     // Forward over all owned rows: messages of owned rows, halo exchange, combine.
+    matrix_f train_features;  // inductive: features with the evaluation nodes' rows hidden
+    if (ctx.inductive) {
+        train_features = part.features;
+        ctx.hide_evaluation_rows(train_features);
+    }
     auto forward = [&](bool training, int epoch, purpose exchange_purpose) -> const matrix_f& {
-        const matrix_f* h = &part.features;
+        const matrix_f* h = training && ctx.inductive ? &train_features : &part.features;
         for (int l = 0; l < L; ++l) {
             const auto li = static_cast<std::size_t>(l);
             auto& layer = model.layers[li];
@@ -108,7 +115,8 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
                 ctx.halo->forward(msg.data(), msg.data() + static_cast<std::ptrdiff_t>(own) * mw, mw, exchange_purpose);
             }
             phase_timer::scope s(timer, training ? "compute" : "eval");
-            layer.combine(model.plans[li], msg, *inputs[li], cache[li], out[li]);
+            const auto& plan = training || !ctx.inductive ? model.plans[li] : model.eval_plans[li];
+            layer.combine(plan, msg, *inputs[li], cache[li], out[li]);
             if (l + 1 < L) {
                 const auto& y = out[li];
                 acts[li].resize(y.rows(), y.cols());

@@ -3,11 +3,37 @@
 
 namespace retexo::train {
 
-rank_context::rank_context(const mpi::communicator& c, const local_partition& p) : comm(c), part(p)
+rank_context::rank_context(const mpi::communicator& c, const local_partition& p, bool ind)
+    : comm(c), part(p), inductive(ind)
 {
     const byte_ledger before = c.ledger();
     graph = nn::make_local_graph(p, degree);
     halo = std::make_unique<halo_plan>(c, p);
+    train_graph = graph;
+    if (inductive) {
+        // Split membership of every local row (halo rows from their owners).
+        const node_t own = p.num_owned();
+        std::vector<std::int8_t> member(static_cast<std::size_t>(p.num_local()));
+        for (node_t v = 0; v < own; ++v) member[v] = static_cast<std::int8_t>(p.membership[v]);
+        halo->forward(member.data(), member.data() + own, 1, purpose::setup);
+        auto evaluation = [&](node_t u) {
+            const auto s = static_cast<split>(member[u]);
+            return s == split::valid || s == split::test;
+        };
+        train_edges.offsets.assign(static_cast<std::size_t>(own) + 1, 0);
+        for (node_t v = 0; v < own; ++v) {
+            if (!evaluation(v))
+                for (node_t u : p.in_edges.row(v))
+                    if (!evaluation(u)) train_edges.sources.push_back(u);
+            train_edges.offsets[v + 1] = static_cast<offset_t>(train_edges.sources.size());
+        }
+        train_degree.resize(static_cast<std::size_t>(p.num_local()));
+        for (node_t v = 0; v < own; ++v) train_degree[v] = train_edges.degree(v);
+        halo->forward(train_degree.data(), train_degree.data() + own, 1, purpose::setup);
+        train_graph = {&train_edges, own, p.num_local(), train_degree};
+        for (node_t u = 0; u < p.num_local(); ++u)
+            if (evaluation(u)) evaluation_rows.push_back(u);
+    }
     train_rows = p.nodes_in(split::train);
     valid_rows = p.nodes_in(split::valid);
     test_rows = p.nodes_in(split::test);
@@ -23,6 +49,12 @@ rank_context::rank_context(const mpi::communicator& c, const local_partition& p)
     global_edges = counts[4];
     setup_bytes = c.ledger() - before;
     RETEXO_ENSURE(global_train > 0, "the graph has no training nodes");
+}
+
+void rank_context::hide_evaluation_rows(matrix_f& x) const
+{
+    for (node_t u : evaluation_rows)
+        if (u < x.rows()) x.row(u).setZero();
 }
 
 nn::reduce_mode rank_context::reduce(bool exact) const

@@ -37,10 +37,11 @@ struct run_with {
     local_partition lp;
     std::unique_ptr<train::rank_context> ctx;
     train::run_result res;
-    run_with(const mpi::communicator& comm, const graph& g, const std::vector<part_t>& a, const train::retexo_options& o)
+    run_with(const mpi::communicator& comm, const graph& g, const std::vector<part_t>& a, const train::retexo_options& o,
+             bool inductive = false)
         : lp(extract_partition(g, a, comm.size(), comm.rank()))
     {
-        ctx = std::make_unique<train::rank_context>(comm, lp);
+        ctx = std::make_unique<train::rank_context>(comm, lp, inductive);
         res = train::train_retexo(*ctx, o);
     }
 };
@@ -104,6 +105,36 @@ TEST_CASE("retexo: each stage exchanges its inputs once; logits variant sends no
         o.bf16_exchange = true;
         const run_with half(world, g, a, o);
         CHECK(half.res.bytes.sent_for(purpose::halo_forward) == rows * (20 + 16) * 2);
+    }
+}
+
+TEST_CASE("retexo inductive: evaluation nodes never reach training; equal at every rank count", "[mpi][retexo][inductive]")
+{
+    const mpi::communicator world;
+    const mpi::communicator self(MPI_COMM_SELF);
+    graph g = small_graph();
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
+        auto o = small_options(model);
+        o.exact = true;
+        const auto a = partition_random(g.num_nodes(), world.size(), 2);
+        const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o, true);
+        const run_with dist(world, g, a, o, true);
+        for (std::size_t e = 0; e < single.res.history.size(); ++e) CHECK(dist.res.history[e].loss == single.res.history[e].loss);
+        CHECK(dist.res.final_acc.test == single.res.final_acc.test);
+        // Changing the features of validation and test nodes leaves every training loss of
+        // stage 0 as it was (later stages start from the parameters validation selected, so
+        // they legitimately depend on validation nodes through that choice).
+        graph h = g;
+        for (node_t v : h.valid) h.features.row(v).setConstant(7.0F);
+        for (node_t v : h.test) h.features.row(v).setConstant(-3.0F);
+        const run_with changed(world, h, a, o, true);
+        INFO("model " << nn::to_string(model));
+        for (std::size_t e = 0; e < dist.res.history.size(); ++e)
+            if (dist.res.history[e].stage == 0) CHECK(changed.res.history[e].loss == dist.res.history[e].loss);
+        // ... whereas transductive training does see them.
+        const run_with trans(world, g, a, o, false);
+        const run_with trans_changed(world, h, a, o, false);
+        CHECK(trans_changed.res.history.back().loss != trans.res.history.back().loss);
     }
 }
 

@@ -24,10 +24,10 @@ graph small_graph()
 }
 
 train::run_result run(const mpi::communicator& comm, const graph& g, const std::vector<part_t>& a,
-                      const train::standard_options& o)
+                      const train::standard_options& o, bool inductive = false)
 {
     const auto lp = extract_partition(g, a, comm.size(), comm.rank());
-    const train::rank_context ctx(comm, lp);
+    const train::rank_context ctx(comm, lp, inductive);
     return train::train_standard(ctx, o);
 }
 
@@ -66,6 +66,26 @@ TEST_CASE("standard trainer: every rank count reproduces the single-process run 
             }
         }
     }
+}
+
+TEST_CASE("standard trainer inductive: evaluation nodes never reach training", "[mpi][standard][inductive]")
+{
+    const mpi::communicator world;
+    const mpi::communicator self(MPI_COMM_SELF);
+    graph g = small_graph();
+    train::standard_options o;
+    o.hidden = 16;
+    o.epochs = 6;
+    o.exact = true;
+    const auto a = partition_random(g.num_nodes(), world.size(), 4);
+    const auto single = run(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o, true);
+    const auto dist = run(world, g, a, o, true);
+    for (std::size_t e = 0; e < single.history.size(); ++e) CHECK(dist.history[e].loss == single.history[e].loss);
+    graph h = g;
+    for (node_t v : h.valid) h.features.row(v).setConstant(5.0F);
+    for (node_t v : h.test) h.features.row(v).setConstant(-2.0F);
+    const auto changed = run(world, h, a, o, true);
+    for (std::size_t e = 0; e < dist.history.size(); ++e) CHECK(changed.history[e].loss == dist.history[e].loss);
 }
 
 TEST_CASE("standard trainer: fast mode stays within 1e-5 of the single-process run", "[mpi][standard]")

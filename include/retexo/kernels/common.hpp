@@ -19,9 +19,10 @@ namespace retexo {
 /// bfloat16 storage type (round-to-nearest-even from float; arithmetic is done in float).
 using bf16 = Eigen::bfloat16;
 
-/// Accumulation type for a stored element type: bf16 and float accumulate in float.
+/// Accumulation type for a stored element type: bf16 accumulates in float, every other type
+/// in itself.
 template <typename In>
-using accum_t = std::conditional_t<std::is_same_v<In, double>, double, float>;
+using accum_t = std::conditional_t<std::is_same_v<In, bf16>, float, In>;
 
 template <typename In>
 inline accum_t<In> load(const In& v) noexcept

@@ -16,13 +16,28 @@ namespace retexo::train {
 
 /// A rank's partition prepared for training (collective constructor: builds the halo plan
 /// and sums the split sizes over ranks).
+///
+/// Inductive setting: training sees the graph without the validation and test nodes and
+/// their edges (train_graph: those nodes keep their rows but have no edges in or out, and
+/// degrees are those of the reduced graph); evaluation uses the whole graph.  Building it
+/// exchanges each boundary node's split membership and reduced degree once (setup).
 struct rank_context {
-    rank_context(const mpi::communicator& comm, const local_partition& part);
+    rank_context(const mpi::communicator& comm, const local_partition& part, bool inductive = false);
 
     const mpi::communicator& comm;
     const local_partition& part;
     std::vector<offset_t> degree;  ///< global in-degree of every local row
-    nn::local_graph graph;
+    nn::local_graph graph;        ///< the whole graph (evaluation; transductive training)
+    bool inductive = false;
+    csr train_edges;              ///< inductive: in-edges among non-evaluation nodes
+    std::vector<offset_t> train_degree;
+    nn::local_graph train_graph;  ///< the graph training sees (== graph when transductive)
+    std::vector<node_t> evaluation_rows;  ///< inductive: local rows (owned and halo) of valid/test nodes
+
+    /// Inductive: zero the evaluation nodes' rows of a training input (owned rows first, then
+    /// halo rows if x has them), so nothing of them reaches training, not even a
+    /// fixed-point scale.
+    void hide_evaluation_rows(matrix_f& x) const;
     std::unique_ptr<halo_plan> halo;
     std::vector<node_t> train_rows, valid_rows, test_rows, owned_rows;
     std::int64_t global_train = 0, global_valid = 0, global_test = 0;
