@@ -50,6 +50,9 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
     j["accuracy"] = {{"train", r.final_acc.train}, {"valid", r.final_acc.valid}, {"test", r.final_acc.test}};
     j["bytes"] = ledger_json(r.bytes);
     j["time_s"] = r.seconds;
+    j["max_rank_bytes"] = r.max_rank_bytes;
+    j["calls_per_rank"] = r.bytes.total_calls() / static_cast<std::uint64_t>(std::max(1, r.ranks));
+    for (const auto& n : train::paper_networks()) j["emulated_time_s"][n.name] = train::emulated_seconds(r, n.model);
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& s : r.stages)
         stages.push_back({{"stage", s.stage},
@@ -62,7 +65,8 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
     nlohmann::json hist = nlohmann::json::array();
     for (const auto& e : r.history)
         hist.push_back({{"stage", e.stage}, {"epoch", e.epoch}, {"loss", e.loss}, {"train", e.acc.train},
-                        {"valid", e.acc.valid}, {"test", e.acc.test}, {"bytes", e.bytes}, {"time_s", e.seconds}});
+                        {"valid", e.acc.valid}, {"test", e.acc.test}, {"bytes", e.bytes}, {"calls", e.calls},
+                        {"time_s", e.seconds}});
     j["history"] = hist;
     j["config"] = config;
     return j;

@@ -66,7 +66,7 @@ std::vector<T> per_stage(const std::string& option, const std::string& text, int
 int main(int argc, char** argv)
 {
     mpi::environment env(argc, argv);
-    const mpi::communicator comm(MPI_COMM_WORLD);
+    mpi::communicator comm(MPI_COMM_WORLD);
     const bool root = comm.rank() == 0;
     return cli::run_mpi("retexo_mpi", comm, [&] {
         data_options data;
@@ -78,6 +78,7 @@ int main(int argc, char** argv)
         train::standard_options so;
         so.hidden = 256;
         bool check = false, normalize = false, inductive = false;
+        double bns_p = 0.1, emulate_bw = 0, emulate_lat = 0;
 
         po::options_description d_data("Data");
         d_data.add_options()
@@ -89,8 +90,9 @@ int main(int argc, char** argv)
             ("seed", po::value(&data.seed)->default_value(data.seed), "random seed (partitioning, initialisation, dropout)");
         po::options_description d_model("Model and mode");
         d_model.add_options()
-            ("mode", po::value(&mode), "retexo | standard | both (default: both on the built-in graph, else retexo) | "
-                                       "stats (load the partitions, print their statistics, stop)")
+            ("mode", po::value(&mode), "retexo | standard | bns | both (= retexo,standard) | a comma list such as "
+                                       "retexo,standard,bns | stats (load the partitions, print their statistics, stop); "
+                                       "default: both on the built-in graph, else retexo")
             ("model", po::value(&model)->default_value(model), "gcn | sage | sage-pool | gat")
             ("variant", po::value(&variant)->default_value(variant), "RETEXO: hidden (exchange hidden embeddings) | "
                                                                      "logits (stage 0 is an MLP; exchange C logits)")
@@ -116,7 +118,8 @@ int main(int argc, char** argv)
             ("std-dropout", po::value(&so.dropout)->default_value(so.dropout), "dropout rate")
             ("std-weight-decay", po::value(&so.optimizer.weight_decay)->default_value(so.optimizer.weight_decay), "weight decay")
             ("std-optimizer", po::value(&std_opt)->default_value(std_opt), "adam | adamw | sgd")
-            ("eval-every", po::value(&so.eval_every)->default_value(so.eval_every), "evaluate every N epochs");
+            ("eval-every", po::value(&so.eval_every)->default_value(so.eval_every), "evaluate every N epochs")
+            ("bns-p", po::value(&bns_p)->default_value(bns_p), "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer");
         po::options_description d_run("Run");
         d_run.add_options()
             ("inductive", po::bool_switch(&inductive), "train without the validation and test nodes and their edges; "
@@ -125,6 +128,10 @@ int main(int argc, char** argv)
             ("check-numerics", po::bool_switch(&check), "stop with an error at the first NaN/Inf in a kernel input")
             ("normalize-features", po::bool_switch(&normalize), "scale each node's features to sum 1 (rows with a zero sum stay zero)")
             ("log-every", po::value(&log_every)->default_value(log_every), "progress line every N rounds / epochs")
+            ("track-test", po::bool_switch(&ro.track_test), "RETEXO: test accuracy every round too (time to accuracy)")
+            ("emulate-bandwidth", po::value(&emulate_bw)->default_value(0), "emulate a network of this many bits/s: pause "
+                                                                            "after every communication call (0: off)")
+            ("emulate-latency", po::value(&emulate_lat)->default_value(0), "emulated latency per communication call, seconds")
             ("metrics-out", po::value(&metrics_out), "write metrics as JSON (rank 0, atomically)")
             ("save-model", po::value(&save_model_path), "write the trained parameters to an HDF5 file (rank 0)")
             ("predict-out", po::value(&predict_out), "write every node's predicted class, logits and final embedding (HDF5)")
@@ -144,43 +151,62 @@ int main(int argc, char** argv)
             if (root) std::cout << versions();
             return cli::exit_ok;
         }
-        if (vm.count("config") != 0U) {
-            const auto path = vm["config"].as<std::string>();
-            std::ifstream f(path);
-            RETEXO_ENSURE(f.good(), "--config: cannot open " << path);
-            po::store(po::parse_config_file(f, desc), vm);
-        }
-        po::notify(vm);
+        // Options are checked on every rank alike; an error ends the job cleanly everywhere.
+        std::vector<std::string> modes;
+        auto wants = [&](const char* m) { return std::find(modes.begin(), modes.end(), m) != modes.end(); };
+        comm.checked([&] {
+            if (vm.count("config") != 0U) {
+                const auto path = vm["config"].as<std::string>();
+                std::ifstream f(path);
+                RETEXO_ENSURE(f.good(), "--config: cannot open " << path);
+                po::store(po::parse_config_file(f, desc), vm);
+            }
+            po::notify(vm);
 
-        if (mode.empty()) mode = data.data.empty() ? "both" : "retexo";
-        RETEXO_ENSURE(mode == "retexo" || mode == "standard" || mode == "both" || mode == "stats",
-                      "--mode: unknown mode '" << mode << "' (expected retexo, standard, both or stats)");
-        RETEXO_ENSURE(stages >= 1, "--stages must be at least 1, got " << stages);
-        RETEXO_ENSURE(log_every >= 1, "--log-every must be positive, got " << log_every);
-        RETEXO_ENSURE(precision == "fp32" || precision == "bf16",
-                      "--exchange-precision: expected fp32 or bf16, got '" << precision << "'");
-        data.objective = parse_metis_objective(objective);
-        ro.model = so.model = nn::parse_layer_kind(model);
-        ro.variant = train::parse_variant(variant);
-        ro.seed = so.seed = data.seed;
-        ro.bf16_exchange = precision == "bf16";
-        so.exact = ro.exact;
-        so.heads = ro.heads;
-        so.layers = stages;
-        so.optimizer.kind = parse_optimizer(std_opt);
-        const auto r_rounds = per_stage<int>("rounds", rounds, stages);
-        const auto r_lr = per_stage<double>("lr", lr, stages);
-        const auto r_hidden = per_stage<int>("hidden", hidden, stages);
-        const auto r_dropout = per_stage<double>("dropout", dropout, stages);
-        const auto r_wd = per_stage<double>("weight-decay", wd, stages);
-        const auto r_opt = per_stage<std::string>("optimizer", opt, stages);
-        ro.stages.clear();
-        for (int k = 0; k < stages; ++k)
-            ro.stages.push_back({r_rounds[k], r_lr[k], r_hidden[k], r_dropout[k], r_wd[k], parse_optimizer(r_opt[k])});
-        if (vm["std-hidden"].defaulted()) so.hidden = r_hidden[0];
-        if (mode == "retexo" || mode == "both") ro.validate();
-        if (mode == "standard" || mode == "both") so.validate();
-        set_check_numerics(check);
+            if (mode.empty()) mode = data.data.empty() ? "both" : "retexo";
+            {
+                std::stringstream ss(mode == "both" ? "retexo,standard" : mode);
+                std::string m;
+                while (std::getline(ss, m, ',')) {
+                    RETEXO_ENSURE(m == "retexo" || m == "standard" || m == "bns" || (m == "stats" && mode == "stats"),
+                                  "--mode: unknown mode '" << m << "' (expected retexo, standard, bns, both or stats)");
+                    modes.push_back(m);
+                }
+            }
+            RETEXO_ENSURE(emulate_bw >= 0 && emulate_lat >= 0, "--emulate-bandwidth and --emulate-latency must be >= 0");
+            comm.emulate({emulate_bw, emulate_lat});
+            RETEXO_ENSURE(stages >= 1, "--stages must be at least 1, got " << stages);
+            RETEXO_ENSURE(log_every >= 1, "--log-every must be positive, got " << log_every);
+            RETEXO_ENSURE(precision == "fp32" || precision == "bf16",
+                          "--exchange-precision: expected fp32 or bf16, got '" << precision << "'");
+            data.objective = parse_metis_objective(objective);
+            ro.model = so.model = nn::parse_layer_kind(model);
+            ro.variant = train::parse_variant(variant);
+            ro.seed = so.seed = data.seed;
+            ro.bf16_exchange = precision == "bf16";
+            so.exact = ro.exact;
+            so.heads = ro.heads;
+            so.layers = stages;
+            so.optimizer.kind = parse_optimizer(std_opt);
+            const auto r_rounds = per_stage<int>("rounds", rounds, stages);
+            const auto r_lr = per_stage<double>("lr", lr, stages);
+            const auto r_hidden = per_stage<int>("hidden", hidden, stages);
+            const auto r_dropout = per_stage<double>("dropout", dropout, stages);
+            const auto r_wd = per_stage<double>("weight-decay", wd, stages);
+            const auto r_opt = per_stage<std::string>("optimizer", opt, stages);
+            ro.stages.clear();
+            for (int k = 0; k < stages; ++k)
+                ro.stages.push_back({r_rounds[k], r_lr[k], r_hidden[k], r_dropout[k], r_wd[k], parse_optimizer(r_opt[k])});
+            if (vm["std-hidden"].defaulted()) so.hidden = r_hidden[0];
+            if (wants("retexo")) ro.validate();
+            if (wants("standard")) so.validate();
+            if (wants("bns")) {
+                auto b = so;
+                b.bns_p = bns_p;
+                b.validate();
+            }
+            set_check_numerics(check);
+        });
 
         // Everything the run was asked to do, for the metrics file.
         nlohmann::json cfg;
@@ -212,7 +238,7 @@ int main(int argc, char** argv)
                         mode == "standard" ? "" : (", variant " + variant).c_str());
         const auto table = gather_partition_table(comm, lp);
         if (root) std::cout << table;
-        if (mode == "stats") return cli::exit_ok;
+        if (wants("stats")) return cli::exit_ok;
         const train::rank_context ctx(comm, lp, inductive);
 
         std::vector<train::run_result> runs;
@@ -221,7 +247,7 @@ int main(int argc, char** argv)
             for (const auto& st : ro.stages) s += st.rounds;
             return s;
         }();
-        if (mode == "retexo" || mode == "both") {
+        if (wants("retexo")) {
             int done = 0;
             auto progress = [&](const train::epoch_record& r) {
                 ++done;
@@ -234,16 +260,19 @@ int main(int argc, char** argv)
             };
             runs.push_back(train::train_retexo(ctx, ro, progress));
         }
-        if (mode == "standard" || mode == "both") {
+        for (const char* name : {"standard", "bns"}) {
+            if (!wants(name)) continue;
+            auto opts = so;
+            if (std::string(name) == "bns") opts.bns_p = bns_p;
             auto progress = [&](const train::epoch_record& r) {
                 if (!root || (r.epoch % log_every != 0 && r.epoch != 1)) return;
-                const double eta = r.seconds / r.epoch * (so.epochs - r.epoch);
-                std::printf("standard epoch %4d  loss %.4f  train %.4f  valid %.4f  test %.4f  bytes %10s  %6.1fs  ETA %.0fs\n",
+                const double eta = r.seconds / r.epoch * (opts.epochs - r.epoch);
+                std::printf("%-8s epoch %4d  loss %.4f  train %.4f  valid %.4f  test %.4f  bytes %10s  %6.1fs  ETA %.0fs\n", name,
                             r.epoch, r.loss, r.acc.train, r.acc.valid, r.acc.test,
                             report::human_bytes(static_cast<double>(r.bytes)).c_str(), r.seconds, eta);
                 std::fflush(stdout);
             };
-            runs.push_back(train::train_standard(ctx, so, progress));
+            runs.push_back(train::train_standard(ctx, opts, progress));
         }
         if (root) std::cout << report::table(runs);
 
@@ -252,7 +281,7 @@ int main(int argc, char** argv)
             if (runs.size() == 1) {
                 j = report::run_json(runs[0], cfg);
             } else {
-                j["mode"] = "both";
+                j["mode"] = mode;
                 j["model"] = model;
                 j["variant"] = variant;
                 j["ranks"] = comm.size();

@@ -1,6 +1,8 @@
 #include <retexo/comm/communicator.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 namespace retexo::mpi {
 
@@ -26,8 +28,8 @@ communicator::communicator(MPI_Comm comm) : comm_(comm)
 byte_ledger communicator::sum(const byte_ledger& mine) const
 {
     // This reduction is control traffic too: count it.
-    const auto bytes = static_cast<std::uint64_t>(2.0 * (size_ - 1) / size_ * 3 * num_purposes * sizeof(std::uint64_t));
-    ledger_.add(purpose::control, bytes, bytes);
+    const auto bytes = static_cast<std::uint64_t>(2.0 * (size_ - 1) / size_ * 4 * num_purposes * sizeof(std::uint64_t));
+    charge(purpose::control, bytes, bytes);
     byte_ledger total = mine;
     RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.sent.data(), num_purposes, MPI_UINT64_T,
                                    MPI_SUM, comm_));
@@ -36,6 +38,12 @@ byte_ledger communicator::sum(const byte_ledger& mine) const
     RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.messages.data(), num_purposes,
                                    MPI_UINT64_T, MPI_SUM, comm_));
     return total;
+}
+
+void communicator::charge(purpose p, std::uint64_t sent, std::uint64_t received, std::uint64_t msgs) const
+{
+    ledger_.add(p, sent, received, msgs);
+    if (network_.enabled()) std::this_thread::sleep_for(std::chrono::duration<double>(network_.seconds(sent)));
 }
 
 void communicator::barrier() const { RETEXO_CHECK_MPI(MPI_Barrier(comm_)); }
@@ -56,7 +64,7 @@ std::vector<int> communicator::alltoall(std::span<const int> send_counts, purpos
     std::vector<int> recv(static_cast<std::size_t>(size_));
     RETEXO_CHECK_MPI(MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, comm_));
     const auto bytes = static_cast<std::uint64_t>(size_ - 1) * sizeof(int);
-    ledger_.add(p, bytes, bytes, static_cast<std::uint64_t>(size_ - 1));
+    charge(p, bytes, bytes, static_cast<std::uint64_t>(size_ - 1));
     return recv;
 }
 

@@ -50,6 +50,8 @@ halo_plan::halo_plan(const mpi::communicator& comm, const partition_structure& p
         send_rows_[i] = static_cast<node_t>(it - p.owned_global.begin());
     }
     comm.agree(err);
+    send_global_ = std::move(wanted);
+    halo_global_ = p.halo_global;
 }
 
 halo_plan::~halo_plan()
@@ -91,7 +93,7 @@ void halo_plan::exchange(const void* send, void* recv, const std::vector<int>& s
         in += static_cast<std::uint64_t>(rcount[q]) * static_cast<std::uint64_t>(row_bytes);
         msgs += scount[q] > 0 ? 1 : 0;
     }
-    comm_.ledger().add(p, out, in, msgs);
+    comm_.charge(p, out, in, msgs);
 }
 
 }  // namespace retexo

@@ -186,10 +186,12 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         optimizer<float> opt({.kind = so.optimizer, .lr = so.lr, .weight_decay = so.weight_decay}, params);
 
         // Plans of the graph path, per row set (training rows over the graph training sees).
+        std::vector<node_t> eval_rows = ctx.valid_rows;  // every round: validation (and test) rows
+        if (o.track_test) eval_rows.insert(eval_rows.end(), ctx.test_rows.begin(), ctx.test_rows.end());
         std::optional<nn::layer_plan> plan_train, plan_valid, plan_own, plan_own_train;
         if (m.graph) {
             plan_train = m.layer->make_plan(ctx.train_graph, ctx.train_rows);
-            plan_valid = m.layer->make_plan(ctx.graph, ctx.valid_rows);
+            plan_valid = m.layer->make_plan(ctx.graph, eval_rows);
             plan_own = m.layer->make_plan(ctx.graph, ctx.owned_rows);
             if (ctx.inductive) plan_own_train = m.layer->make_plan(ctx.train_graph, ctx.owned_rows);
         }
@@ -349,17 +351,21 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             {
                 phase_timer::scope s(timer, "eval");
                 stage_pass p;
-                p.rows = ctx.valid_rows;
+                p.rows = eval_rows;
                 if (m.graph) p.plan = &*plan_valid;
                 forward(p, full, false, 0);
-                std::vector<node_t> seq(p.rows.size());
+                std::vector<node_t> seq_valid, seq_test;
                 std::vector<std::int32_t> labels(p.rows.size());
-                for (std::size_t i = 0; i < seq.size(); ++i) {
-                    seq[i] = static_cast<node_t>(i);
+                for (std::size_t i = 0; i < p.rows.size(); ++i) {
+                    (i < ctx.valid_rows.size() ? seq_valid : seq_test).push_back(static_cast<node_t>(i));
                     labels[i] = part.labels[p.rows[i]];
                 }
-                const auto correct = comm.allreduce(count_correct(p.logits.data(), C, labels, seq), MPI_SUM, purpose::metrics);
-                rec.acc.valid = ctx.global_valid > 0 ? static_cast<double>(correct) / static_cast<double>(ctx.global_valid) : 0.0;
+                std::int64_t correct[2] = {count_correct(p.logits.data(), C, labels, seq_valid),
+                                           count_correct(p.logits.data(), C, labels, seq_test)};
+                comm.allreduce(std::span<std::int64_t>(correct, o.track_test ? 2 : 1), MPI_SUM, purpose::metrics);
+                auto ratio = [](std::int64_t a, std::int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+                rec.acc.valid = ratio(correct[0], ctx.global_valid);
+                if (o.track_test) rec.acc.test = ratio(correct[1], ctx.global_test);
             }
             if (rec.acc.valid > best_valid) {
                 best_valid = rec.acc.valid;
@@ -367,6 +373,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 best_params = snapshot(params);
             }
             rec.bytes = comm.sum(comm.ledger() - start_ledger + ctx.setup_bytes).total_sent();
+            rec.calls = (comm.ledger() - start_ledger).total_calls();
             rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
             result.history.push_back(rec);
             if (progress) progress(rec);
@@ -409,9 +416,9 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             }
         }
     }
-    result.bytes = comm.sum(comm.ledger() - start_ledger + ctx.setup_bytes);
     result.seconds = timer.seconds();
     result.seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    finish_bytes(ctx, start_ledger, result);
     return result;
 }
 

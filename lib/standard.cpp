@@ -13,6 +13,8 @@ void standard_options::validate() const
     RETEXO_ENSURE(epochs >= 1, "--epochs must be positive, got " << epochs);
     RETEXO_ENSURE(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got " << dropout);
     RETEXO_ENSURE(eval_every >= 1, "--eval-every must be positive, got " << eval_every);
+    RETEXO_ENSURE(bns_p > 0 && bns_p <= 1, "--bns-p must be in (0, 1], got " << bns_p);
+    RETEXO_ENSURE(bns_p == 1 || !exact, "--deterministic is not available with boundary node sampling (--bns-p < 1)");
     RETEXO_ENSURE(model != nn::layer_kind::gat || hidden % heads == 0,
                   "--hidden " << hidden << " must be divisible by --heads " << heads << " for GAT");
 }
@@ -84,6 +86,13 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
     const std::span<const node_t> ids(part.owned_global);
 
     // Forward over all owned rows: messages of owned rows, halo exchange, combine.
+    // BNS: the boundary nodes kept at (epoch, layer), decided from global ids on every rank.
+    const bool bns = o.bns_p < 1.0;
+    auto keep = [&](int epoch, int layer) {
+        const counter_rng rng(o.seed, rng_stream::sampling + static_cast<std::uint64_t>(epoch) * 1000003ULL + static_cast<std::uint64_t>(layer));
+        const float p = static_cast<float>(o.bns_p);
+        return [rng, p](node_t g) { return rng.uniform(static_cast<std::uint64_t>(g)) < p; };
+    };
     matrix_f train_features;  // inductive: features with the evaluation nodes' rows hidden
     if (ctx.inductive) {
         train_features = part.features;
@@ -112,7 +121,12 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
             }
             {
                 phase_timer::scope s(timer, "exchange");
-                ctx.halo->forward(msg.data(), msg.data() + static_cast<std::ptrdiff_t>(own) * mw, mw, exchange_purpose);
+                float* halo_rows = msg.data() + static_cast<std::ptrdiff_t>(own) * mw;
+                if (training && bns)
+                    ctx.halo->forward_sampled(msg.data(), halo_rows, mw, keep(epoch, l), 1.0F / static_cast<float>(o.bns_p),
+                                              exchange_purpose);
+                else
+                    ctx.halo->forward(msg.data(), halo_rows, mw, exchange_purpose);
             }
             phase_timer::scope s(timer, training ? "compute" : "eval");
             const auto& plan = training || !ctx.inductive ? model.plans[li] : model.eval_plans[li];
@@ -128,7 +142,7 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
     };
 
     run_result result;
-    result.mode = "standard";
+    result.mode = bns ? "bns" : "standard";
     result.model = nn::to_string(o.model);
     result.ranks = comm.size();
     result.seed = o.seed;
@@ -161,6 +175,9 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
                 const int w = layer.msg_width();
                 const auto off = static_cast<std::ptrdiff_t>(own) * w;
                 if (o.exact) ctx.halo->reverse_add(c.d_msg_exact.data() + off, c.d_msg_exact.data(), w);
+                else if (bns)
+                    ctx.halo->reverse_add_sampled(c.d_msg.data() + off, c.d_msg.data(), w, keep(epoch, l),
+                                                  1.0F / static_cast<float>(o.bns_p));
                 else ctx.halo->reverse_add(c.d_msg.data() + off, c.d_msg.data(), w);
             }
             phase_timer::scope s(timer, "compute");
@@ -195,6 +212,7 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
             }
         }
         rec.bytes = comm.sum(comm.ledger() - start_ledger + ctx.setup_bytes).total_sent();
+        rec.calls = (comm.ledger() - start_ledger).total_calls();
         rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
         result.history.push_back(rec);
         if (progress) progress(rec);
@@ -204,9 +222,9 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
     result.parameters = named_values(params);
     result.logits = out[static_cast<std::size_t>(L - 1)];
     result.embedding = L >= 2 ? acts[static_cast<std::size_t>(L - 2)] : result.logits;
-    result.bytes = comm.sum(comm.ledger() - start_ledger + ctx.setup_bytes);
     result.seconds = timer.seconds();
     result.seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    finish_bytes(ctx, start_ledger, result);
     return result;
 }
 

@@ -123,6 +123,29 @@ void restore(const std::vector<parameter<float>*>& params, const std::vector<mat
     for (std::size_t i = 0; i < params.size(); ++i) params[i]->value = values[i];
 }
 
+void finish_bytes(const rank_context& ctx, const byte_ledger& start, run_result& r)
+{
+    const byte_ledger mine = ctx.comm.ledger() - start + ctx.setup_bytes;
+    r.max_rank_bytes = ctx.comm.allreduce(mine.total_sent(), MPI_MAX, purpose::control);
+    r.bytes = ctx.comm.sum(mine);
+}
+
+std::vector<named_network> paper_networks()
+{
+    return {{"datacenter_10Gbps", {10e9, 50e-6}},
+            {"wan_1Gbps", {1e9, 20e-3}},
+            {"proximity_100Mbps", {100e6, 5e-3}},
+            {"edge_10Mbps", {10e6, 30e-3}}};
+}
+
+double emulated_seconds(const run_result& r, const network_model& m)
+{
+    const auto it = r.seconds.find("total");
+    const double measured = it == r.seconds.end() ? 0.0 : it->second;
+    const double calls_per_rank = static_cast<double>(r.bytes.total_calls()) / std::max(1, r.ranks);
+    return measured + 8.0 * static_cast<double>(r.max_rank_bytes) / m.bandwidth_bits_per_s + calls_per_rank * m.latency_s;
+}
+
 std::vector<named_tensor> named_values(const std::vector<parameter<float>*>& params, const std::string& prefix)
 {
     std::vector<named_tensor> v;

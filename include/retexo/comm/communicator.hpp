@@ -75,6 +75,12 @@ public:
     int size() const noexcept { return size_; }
 
     byte_ledger& ledger() const noexcept { return ledger_; }
+    /// Record a communication call's bytes (and, when a network is emulated, wait as long as
+    /// that network would take to carry them).
+    void charge(purpose p, std::uint64_t sent, std::uint64_t received, std::uint64_t msgs = 0) const;
+    /// Emulate a slower network on every following call (this rank only; set it on all).
+    void emulate(const network_model& m) noexcept { network_ = m; }
+    const network_model& network() const noexcept { return network_; }
     /// Sum a per-rank ledger (e.g. the traffic of one phase) over all ranks (collective;
     /// counted as control traffic).
     byte_ledger sum(const byte_ledger& mine) const;
@@ -135,6 +141,7 @@ private:
     int rank_ = 0;
     int size_ = 1;
     mutable byte_ledger ledger_;
+    network_model network_;
 };
 
 }  // namespace retexo::mpi

@@ -12,7 +12,7 @@ void communicator::allreduce(std::span<T> data, MPI_Op op, purpose p) const
                                    datatype<T>(), op, comm_));
     const auto bytes = static_cast<std::uint64_t>(
         2.0 * (size_ - 1) / size_ * static_cast<double>(data.size_bytes()));
-    ledger_.add(p, bytes, bytes);
+    charge(p, bytes, bytes);
 }
 
 template <typename T>
@@ -21,8 +21,8 @@ void communicator::broadcast(std::span<T> data, int root, purpose p) const
     RETEXO_ENSURE(data.size() <= static_cast<std::size_t>(INT32_MAX),
                   "retexo::mpi::broadcast: " << data.size() << " elements exceed an int count");
     RETEXO_CHECK_MPI(MPI_Bcast(data.data(), static_cast<int>(data.size()), datatype<T>(), root, comm_));
-    if (rank_ == root) ledger_.add(p, static_cast<std::uint64_t>(size_ - 1) * data.size_bytes(), 0);
-    else ledger_.add(p, 0, data.size_bytes());
+    if (rank_ == root) charge(p, static_cast<std::uint64_t>(size_ - 1) * data.size_bytes(), 0);
+    else charge(p, 0, data.size_bytes());
 }
 
 template <typename T>
@@ -30,7 +30,7 @@ std::vector<T> communicator::allgather(T value, purpose p) const
 {
     std::vector<T> out(static_cast<std::size_t>(size_));
     RETEXO_CHECK_MPI(MPI_Allgather(&value, 1, datatype<T>(), out.data(), 1, datatype<T>(), comm_));
-    ledger_.add(p, static_cast<std::uint64_t>(size_ - 1) * sizeof(T),
+    charge(p, static_cast<std::uint64_t>(size_ - 1) * sizeof(T),
                 static_cast<std::uint64_t>(size_ - 1) * sizeof(T));
     return out;
 }
@@ -54,7 +54,7 @@ std::vector<T> communicator::allgatherv(std::span<const T> mine, purpose p) cons
     std::vector<T> out(static_cast<std::size_t>(total));
     RETEXO_CHECK_MPI(MPI_Allgatherv(mine.data(), n, datatype<T>(), out.data(), counts.data(),
                                     displs.data(), datatype<T>(), comm_));
-    ledger_.add(p, static_cast<std::uint64_t>(size_ - 1) * (mine.size_bytes() + sizeof(int)),
+    charge(p, static_cast<std::uint64_t>(size_ - 1) * (mine.size_bytes() + sizeof(int)),
                 static_cast<std::uint64_t>(total - n) * sizeof(T) + (size_ - 1) * sizeof(int));
     return out;
 }
@@ -73,7 +73,7 @@ void communicator::alltoallv(const T* send, const int* send_counts, const int* s
         in += static_cast<std::uint64_t>(recv_counts[r]) * sizeof(T);
         msgs += send_counts[r] > 0 ? 1 : 0;
     }
-    ledger_.add(p, out, in, msgs);
+    charge(p, out, in, msgs);
 }
 
 }  // namespace retexo::mpi

@@ -52,6 +52,17 @@ public:
     template <typename T>
     void reverse_add(const T* halo, T* owned, int width, purpose p = purpose::halo_backward) const;
 
+    /// Boundary node sampling (BNS-GCN): only rows whose global id passes keep() travel,
+    /// multiplied by `scale` (1/p keeps the aggregation unbiased); the other halo rows are
+    /// set to zero.  Both sides evaluate keep() on global ids, so no ids are sent.
+    /// Collective.
+    template <typename T, typename Keep>
+    void forward_sampled(const T* owned, T* halo, int width, Keep&& keep, T scale, purpose p = purpose::halo_forward) const;
+    /// The matching reverse: the kept halo rows' values (times scale) are added into owners.
+    template <typename T, typename Keep>
+    void reverse_add_sampled(const T* halo, T* owned, int width, Keep&& keep, T scale,
+                             purpose p = purpose::halo_backward) const;
+
     const mpi::communicator& comm() const noexcept { return comm_; }
 
 private:
@@ -64,6 +75,8 @@ private:
     node_t num_owned_ = 0;
     node_t num_halo_ = 0;
     std::vector<node_t> send_rows_;            // concatenated per peer
+    std::vector<node_t> send_global_;          // their global ids
+    std::vector<node_t> halo_global_;          // global id of every halo row
     std::vector<int> send_count_, send_displ_;  // in rows
     std::vector<int> recv_count_, recv_displ_;  // in rows (halo rows, grouped by owner)
     mutable std::vector<std::byte> send_buf_, recv_buf_;

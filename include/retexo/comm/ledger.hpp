@@ -39,11 +39,24 @@ inline const char* to_string(purpose p)
     return names[static_cast<int>(p)];
 }
 
+/// A network to emulate: every communication call on a rank is followed by a pause of
+/// latency + bytes sent / bandwidth (bandwidth 0: no emulation).
+struct network_model {
+    double bandwidth_bits_per_s = 0;
+    double latency_s = 0;
+    bool enabled() const noexcept { return bandwidth_bits_per_s > 0 || latency_s > 0; }
+    double seconds(std::uint64_t bytes) const noexcept
+    {
+        return latency_s + (bandwidth_bits_per_s > 0 ? 8.0 * static_cast<double>(bytes) / bandwidth_bits_per_s : 0.0);
+    }
+};
+
 /// Per-rank byte and message counters.
 struct byte_ledger {
     std::array<std::uint64_t, num_purposes> sent{};
     std::array<std::uint64_t, num_purposes> received{};
     std::array<std::uint64_t, num_purposes> messages{};  ///< point-to-point messages sent
+    std::array<std::uint64_t, num_purposes> calls{};     ///< communication calls (rounds of latency)
 
     void add(purpose p, std::uint64_t bytes_sent, std::uint64_t bytes_received,
              std::uint64_t msgs = 0) noexcept
@@ -51,6 +64,13 @@ struct byte_ledger {
         sent[static_cast<int>(p)] += bytes_sent;
         received[static_cast<int>(p)] += bytes_received;
         messages[static_cast<int>(p)] += msgs;
+        calls[static_cast<int>(p)] += 1;
+    }
+    std::uint64_t total_calls() const noexcept
+    {
+        std::uint64_t t = 0;
+        for (auto c : calls) t += c;
+        return t;
     }
     std::uint64_t total_sent() const noexcept
     {
@@ -67,6 +87,7 @@ struct byte_ledger {
             sent[i] += o.sent[i];
             received[i] += o.received[i];
             messages[i] += o.messages[i];
+            calls[i] += o.calls[i];
         }
         return *this;
     }
@@ -77,6 +98,7 @@ struct byte_ledger {
             a.sent[i] -= b.sent[i];
             a.received[i] -= b.received[i];
             a.messages[i] -= b.messages[i];
+            a.calls[i] -= b.calls[i];
         }
         return a;
     }

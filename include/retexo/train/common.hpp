@@ -95,6 +95,7 @@ struct epoch_record {
     double loss = 0;
     accuracies acc;
     std::uint64_t bytes = 0;  ///< total bytes sent by all ranks so far
+    std::uint64_t calls = 0;  ///< communication calls of this rank so far
     double seconds = 0;       ///< wall time since the start of training
 };
 
@@ -118,10 +119,25 @@ struct run_result {
     std::map<std::string, double> seconds;  ///< by phase, plus "total"
     std::vector<epoch_record> history;
     std::vector<stage_record> stages;
+    std::uint64_t max_rank_bytes = 0;      ///< bytes sent by the busiest rank
     std::vector<named_tensor> parameters;  ///< the selected (best-validation) model
     matrix_f logits;                       ///< final logits of the owned rows
     matrix_f embedding;                    ///< last hidden embedding of the owned rows
 };
+
+/// The traffic of a run since `start` (this rank's ledger then): summed over ranks into
+/// r.bytes, with the busiest rank's bytes in r.max_rank_bytes (collective).
+void finish_bytes(const rank_context& ctx, const byte_ledger& start, run_result& r);
+
+/// Networks of the paper's settings, for emulated times.
+struct named_network {
+    std::string name;
+    network_model model;
+};
+std::vector<named_network> paper_networks();
+/// Time the run would take on network m: measured time + the busiest rank's bytes over the
+/// bandwidth + one latency per communication call.
+double emulated_seconds(const run_result& r, const network_model& m);
 
 /// Named copies of parameter values.
 std::vector<named_tensor> named_values(const std::vector<parameter<float>*>& params, const std::string& prefix = {});

@@ -44,6 +44,7 @@ struct retexo_options {
     int patience = 0;             ///< stop a stage after this many rounds without a better
                                   ///< validation accuracy (0: never)
     bool bf16_exchange = false;   ///< send stage inputs as bf16 (half the bytes)
+    bool track_test = false;      ///< also measure test accuracy every round (time to accuracy)
     void validate() const;
 };
 

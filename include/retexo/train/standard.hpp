@@ -4,7 +4,9 @@
 /// every epoch, every layer exchanges the halo rows of its input in the forward pass and
 /// sends the halo rows' gradients back to their owners in the backward pass, followed by
 /// the gradient all-reduce and an optimiser step.  Model selection keeps the parameters of
-/// the best validation accuracy, identically on every rank.
+/// the best validation accuracy, identically on every rank.  With bns_p < 1 it is the
+/// BNS-GCN baseline: each epoch each layer exchanges only a random fraction bns_p of the
+/// boundary nodes (the same sample forward and backward), scaled by 1/bns_p.
 
 #include <retexo/train/common.hpp>
 
@@ -21,6 +23,7 @@ struct standard_options {
     std::uint64_t seed = 42;
     bool exact = false;         ///< results independent of the partitioning (exact.hpp)
     int eval_every = 1;         ///< evaluate (and select the best model) every N epochs
+    double bns_p = 1.0;         ///< BNS-GCN: keep rate of boundary nodes per epoch and layer (1: standard)
     void validate() const;
 };
 
