@@ -13,12 +13,20 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
 
+#include <sys/resource.h>
+
+#include <atomic>
+#include <csignal>
+
 #include <cstdio>
 #include <fstream>
 
 namespace {
 
 using namespace retexo;
+
+std::atomic<int> stop_signal{0};
+extern "C" void on_stop_signal(int sig) { stop_signal.store(sig); }
 namespace po = boost::program_options;
 
 std::string versions()
@@ -79,6 +87,7 @@ int main(int argc, char** argv)
         so.hidden = 256;
         bool check = false, normalize = false, inductive = false;
         double bns_p = 0.1, emulate_bw = 0, emulate_lat = 0;
+        int kill_rank = -1, kill_round = 1;
 
         po::options_description d_data("Data");
         d_data.add_options()
@@ -136,8 +145,22 @@ int main(int argc, char** argv)
             ("save-model", po::value(&save_model_path), "write the trained parameters to an HDF5 file (rank 0)")
             ("predict-out", po::value(&predict_out), "write every node's predicted class, logits and final embedding (HDF5)")
             ("config", po::value(&config), "read options from a file (key = value lines); the command line wins");
+        po::options_description d_ckpt("Checkpoints (RETEXO)");
+        d_ckpt.add_options()
+            ("checkpoint-dir", po::value(&ro.checkpoint.dir), "write a checkpoint after every stage (one HDF5 file per rank)")
+            ("checkpoint-every-min", po::value(&ro.checkpoint.every_minutes)->default_value(0.0),
+             "also checkpoint inside a stage at most every M minutes (0: stage ends only)")
+            ("resume", po::bool_switch(&ro.checkpoint.resume), "continue from the newest checkpoint in --checkpoint-dir")
+            ("max-hours", po::value(&ro.checkpoint.max_hours)->default_value(0.0),
+             "stop cleanly with a checkpoint before this many hours (0: no limit); SIGTERM and SIGUSR1 do the same")
+            ("stop-after-stage", po::value(&ro.checkpoint.stop_after_stage)->default_value(-1),
+             "stop cleanly with a checkpoint after this stage (staged jobs)");
+        po::options_description d_test("Failure testing");
+        d_test.add_options()
+            ("kill-rank", po::value(&kill_rank)->default_value(-1), "this rank kills itself (SIGKILL) ...")
+            ("kill-at-round", po::value(&kill_round)->default_value(1), "... at this RETEXO round of stage 0");
         po::options_description desc;
-        desc.add(d_data).add(d_model).add(d_retexo).add(d_std).add(d_run);
+        desc.add(d_data).add(d_model).add(d_retexo).add(d_std).add(d_run).add(d_ckpt).add(d_test);
 
         po::variables_map vm;
         po::options_description all = desc;
@@ -219,6 +242,21 @@ int main(int argc, char** argv)
             else if (a.type() == typeid(std::uint64_t)) cfg[k] = v.as<std::uint64_t>();
         }
         cfg["mode"] = mode;
+        // What a checkpoint must agree with: everything that shapes the RETEXO model and run.
+        {
+            std::ostringstream f;
+            f << "model=" << model << " variant=" << variant << " stages=" << stages << " heads=" << ro.heads
+              << " rounds=" << rounds << " lr=" << lr << " hidden=" << hidden << " dropout=" << dropout << " weight-decay=" << wd
+              << " optimizer=" << opt << " batch-size=" << ro.batch_size << " patience=" << ro.patience
+              << " exchange-precision=" << precision << " seed=" << data.seed << " inductive=" << inductive
+              << " deterministic=" << ro.exact << " normalize-features=" << normalize;
+            ro.checkpoint.config = f.str();
+        }
+        RETEXO_ENSURE(ro.checkpoint.dir.empty() || wants("retexo"), "--checkpoint-dir applies to --mode retexo only");
+        RETEXO_ENSURE(!ro.checkpoint.resume || !ro.checkpoint.dir.empty(), "--resume needs --checkpoint-dir");
+        std::signal(SIGTERM, on_stop_signal);
+        std::signal(SIGUSR1, on_stop_signal);
+        ro.checkpoint.stop_requested = [] { return stop_signal.load() != 0; };
 
         auto lp = load_rank_partition(comm, data);
         if (normalize) {
@@ -251,6 +289,7 @@ int main(int argc, char** argv)
             int done = 0;
             auto progress = [&](const train::epoch_record& r) {
                 ++done;
+                if (comm.rank() == kill_rank && r.stage == 0 && r.epoch == kill_round) std::raise(SIGKILL);
                 if (!root || (r.epoch % log_every != 0 && r.epoch != 1)) return;
                 const double eta = r.seconds / done * (total_rounds - done);
                 std::printf("retexo   stage %d round %4d  loss %.4f  valid %.4f  bytes %10s  %6.1fs  ETA %.0fs\n", r.stage,
@@ -259,6 +298,12 @@ int main(int argc, char** argv)
                 std::fflush(stdout);
             };
             runs.push_back(train::train_retexo(ctx, ro, progress));
+            if (runs.back().interrupted) {
+                if (root)
+                    std::printf("stopped after %zu rounds with a checkpoint in %s; continue with --resume\n",
+                                runs.back().history.size(), ro.checkpoint.dir.c_str());
+                return cli::exit_ok;
+            }
         }
         for (const char* name : {"standard", "bns"}) {
             if (!wants(name)) continue;
@@ -275,12 +320,26 @@ int main(int argc, char** argv)
             runs.push_back(train::train_standard(ctx, opts, progress));
         }
         if (root) std::cout << report::table(runs);
+        // Peak memory: every rank's maximum resident set size.
+        rusage usage{};
+        getrusage(RUSAGE_SELF, &usage);
+        const auto rss = comm.allgather(static_cast<std::int64_t>(usage.ru_maxrss) * 1024, purpose::control);
+        std::int64_t rss_total = 0, rss_max = 0;
+        for (auto r : rss) {
+            rss_total += r;
+            rss_max = std::max(rss_max, r);
+        }
+        if (root)
+            std::printf("peak memory (RSS): max rank %s, all ranks %s\n", report::human_bytes(static_cast<double>(rss_max)).c_str(),
+                        report::human_bytes(static_cast<double>(rss_total)).c_str());
 
         if (!metrics_out.empty() && root) {
             nlohmann::json j;
             if (runs.size() == 1) {
                 j = report::run_json(runs[0], cfg);
+                j["peak_rss_bytes"] = rss;
             } else {
+                j["peak_rss_bytes"] = rss;
                 j["mode"] = mode;
                 j["model"] = model;
                 j["variant"] = variant;
@@ -296,9 +355,11 @@ int main(int argc, char** argv)
             std::string err;
             if (root) {
                 try {
+                    nlohmann::json model_cfg = cfg;  // the training configuration, without output paths
+                    for (const char* k : {"metrics-out", "save-model", "predict-out", "config", "checkpoint-dir"}) model_cfg.erase(k);
                     save_model(save_model_path, primary.parameters,
                                {{"mode", primary.mode}, {"model", model}, {"variant", variant},
-                                {"retexo_version", version_string}, {"config", cfg.dump()}});
+                                {"retexo_version", version_string}, {"config", model_cfg.dump()}});
                 } catch (const std::exception& e) {
                     err = e.what();
                 }

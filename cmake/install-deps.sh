@@ -11,7 +11,13 @@ packages=(
   libboost-program-options-dev
   libhdf5-openmpi-dev zlib1g-dev
   catch2 libmetis-dev nlohmann-json3-dev
+  python3                               # tests compare metrics files; perf/ reports
 )
+
+# --perf: also what perf/run_all.sh needs for its plots.
+if [[ ${1:-} == --perf ]]; then
+  packages+=(python3-matplotlib)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

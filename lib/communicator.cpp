@@ -68,15 +68,15 @@ std::vector<int> communicator::alltoall(std::span<const int> send_counts, purpos
     return recv;
 }
 
-void communicator::agree(const std::string& local_error) const
+void communicator::agree(const std::string& local_error, purpose p) const
 {
     const int failed = local_error.empty() ? 0 : 1;
-    const auto flags = allgather(failed, purpose::control);
+    const auto flags = allgather(failed, p);
     const auto it = std::find(flags.begin(), flags.end(), 1);
     if (it == flags.end()) return;
     const int first = static_cast<int>(it - flags.begin());
     std::string message = local_error;
-    broadcast(message, first, purpose::control);
+    broadcast(message, first, p);
     const auto count = std::count(flags.begin(), flags.end(), 1);
     if (size_ > 1 && count < size_) {
         message = "rank " + std::to_string(first) + ": " + message;

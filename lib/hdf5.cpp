@@ -85,8 +85,9 @@ void file::make_groups(const std::string& object)
     while ((pos = object.find('/', pos + 1)) != std::string::npos) {
         const std::string group = object.substr(0, pos);
         if (H5Lexists(h_.get(), group.c_str(), H5P_DEFAULT) > 0) continue;
-        handle g(H5Gcreate2(h_.get(), group.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                 H5Gclose);
+        handle gcpl(H5Pcreate(H5P_GROUP_CREATE), H5Pclose);
+        H5Pset_obj_track_times(gcpl.get(), false);
+        handle g(H5Gcreate2(h_.get(), group.c_str(), H5P_DEFAULT, gcpl.get(), H5P_DEFAULT), H5Gclose);
         RETEXO_ENSURE(g.valid(), display_ << ": cannot create group " << group);
     }
 }

@@ -2,8 +2,14 @@
 #include <retexo/kernels/loss.hpp>
 #include <retexo/train/retexo.hpp>
 
+#include <retexo/core/atomic_file.hpp>
+#include <retexo/io/hdf5.hpp>
+#include <retexo/partition/partitioner.hpp>
+
 #include <cmath>
+#include <filesystem>
 #include <optional>
+#include <sstream>
 
 namespace retexo::train {
 
@@ -72,6 +78,243 @@ struct stage_pass {
     const nn::layer_plan* plan = nullptr;
 };
 
+/// Everything a RETEXO run needs to continue: where it is, the replicated model state, this
+/// rank's stage inputs, and what it has counted so far.
+struct retexo_state {
+    std::int64_t seq = 0;
+    int stage = 0, next_round = 1, rounds_done = 0, best_round = 0;
+    std::int64_t step = 0, opt_steps = 0;
+    double best_valid = -1, elapsed = 0, stage_elapsed = 0;
+    std::vector<matrix_f> params, m, v, best;
+    std::vector<epoch_record> history;
+    std::vector<stage_record> stages;
+    std::vector<named_tensor> finished;
+    matrix_f h_own, h_train_own, input, input_train, x_all, x_all_train;
+    byte_ledger done, stage_done;
+    std::map<std::string, double> timer;
+};
+
+std::string checkpoint_path(const std::string& dir, int rank)
+{
+    return dir + "/ckpt.rank" + std::to_string(rank) + ".h5";
+}
+
+void write_matrix(h5::file& f, const std::string& name, const matrix_f& m)
+{
+    if (m.size() == 0) return;
+    f.write<float>(name, std::span<const float>(m.data(), static_cast<std::size_t>(m.size())),
+                   {static_cast<hsize_t>(m.rows()), static_cast<hsize_t>(m.cols())});
+}
+
+matrix_f read_matrix(const h5::file& f, const std::string& name)
+{
+    if (!f.exists(name)) return {};
+    const auto d = f.dims(name);
+    RETEXO_ENSURE(d.size() == 2, f.path() << ": " << name << " is not a matrix");
+    matrix_f m(static_cast<Eigen::Index>(d[0]), static_cast<Eigen::Index>(d[1]));
+    if (m.size() > 0) f.read_rows<float>(f.open_dataset(name), name, 0, d[0], d[1], m.data());
+    return m;
+}
+
+std::vector<std::uint64_t> ledger_words(const byte_ledger& l)
+{
+    std::vector<std::uint64_t> w;
+    for (const auto* a : {&l.sent, &l.received, &l.messages, &l.calls}) w.insert(w.end(), a->begin(), a->end());
+    return w;
+}
+
+byte_ledger ledger_from(const std::vector<std::uint64_t>& w, std::size_t at = 0)
+{
+    byte_ledger l;
+    for (int i = 0; i < num_purposes; ++i) {
+        l.sent[i] = w[at + i];
+        l.received[i] = w[at + num_purposes + i];
+        l.messages[i] = w[at + 2 * num_purposes + i];
+        l.calls[i] = w[at + 3 * num_purposes + i];
+    }
+    return l;
+}
+
+struct checkpoint_id {
+    std::uint64_t hash;
+    int ranks, rank;
+    std::string config;
+};
+
+void save_state(const std::string& path, const retexo_state& s, const checkpoint_id& id)
+{
+    atomic_file out(path);
+    {
+        auto f = h5::file::create(out.temp_path(), path);
+        f.set_attr("retexo_format", std::string("retexo-checkpoint"));
+        f.set_attr("assignment_hash", hash_to_hex(id.hash));
+        f.set_attr("ranks", static_cast<std::int64_t>(id.ranks));
+        f.set_attr("rank", static_cast<std::int64_t>(id.rank));
+        f.set_attr("config", id.config);
+        f.set_attr("seq", s.seq);
+        for (const auto& [k, v] : std::map<std::string, std::int64_t>{{"stage", s.stage}, {"next_round", s.next_round},
+                                                                      {"rounds_done", s.rounds_done}, {"best_round", s.best_round},
+                                                                      {"step", s.step}, {"opt_steps", s.opt_steps}})
+            f.set_attr(k, v);
+        f.set_attr("best_valid", s.best_valid);
+        f.set_attr("elapsed", s.elapsed);
+        f.set_attr("stage_elapsed", s.stage_elapsed);
+        for (std::size_t i = 0; i < s.params.size(); ++i) {
+            write_matrix(f, "params/" + std::to_string(i), s.params[i]);
+            write_matrix(f, "adam_m/" + std::to_string(i), s.m[i]);
+            write_matrix(f, "adam_v/" + std::to_string(i), s.v[i]);
+            write_matrix(f, "best/" + std::to_string(i), s.best[i]);
+        }
+        f.set_attr("num_params", static_cast<std::int64_t>(s.params.size()));
+        for (std::size_t i = 0; i < s.finished.size(); ++i) {
+            write_matrix(f, "finished/" + std::to_string(i), s.finished[i].value);
+            f.set_attr("finished_name." + std::to_string(i), s.finished[i].name);
+        }
+        f.set_attr("num_finished", static_cast<std::int64_t>(s.finished.size()));
+        for (const auto& [name, m] : std::map<std::string, const matrix_f*>{{"h_own", &s.h_own}, {"h_train_own", &s.h_train_own},
+                                                                             {"input", &s.input}, {"input_train", &s.input_train},
+                                                                             {"x_all", &s.x_all}, {"x_all_train", &s.x_all_train}})
+            write_matrix(f, "inputs/" + name, *m);
+        std::vector<double> hist;
+        for (const auto& e : s.history)
+            hist.insert(hist.end(), {static_cast<double>(e.stage), static_cast<double>(e.epoch), e.loss, e.acc.train, e.acc.valid,
+                                     e.acc.test, static_cast<double>(e.bytes), static_cast<double>(e.calls), e.seconds});
+        f.write<double>("history", hist, {s.history.size(), 9});
+        std::vector<double> st;
+        std::vector<std::uint64_t> st_bytes;
+        for (const auto& r : s.stages) {
+            st.insert(st.end(), {static_cast<double>(r.stage), static_cast<double>(r.rounds), static_cast<double>(r.best_round),
+                                 r.best.train, r.best.valid, r.best.test, r.seconds});
+            const auto w = ledger_words(r.bytes);
+            st_bytes.insert(st_bytes.end(), w.begin(), w.end());
+        }
+        f.write<double>("stages", st, {s.stages.size(), 7});
+        f.write<std::uint64_t>("stage_bytes", st_bytes, {s.stages.size(), 4 * num_purposes});
+        auto words = ledger_words(s.done);
+        const auto sw = ledger_words(s.stage_done);
+        words.insert(words.end(), sw.begin(), sw.end());
+        f.write<std::uint64_t>("ledger", words);
+        for (const auto& [k, v] : s.timer) f.set_attr("timer." + k, v);
+        std::string names;
+        for (const auto& [k, v] : s.timer) names += (names.empty() ? "" : ",") + k;
+        f.set_attr("timer_names", names);
+    }
+    out.commit(true);
+}
+
+retexo_state load_state(const std::string& path, const checkpoint_id& id)
+{
+    const auto f = h5::file::open(path);
+    RETEXO_ENSURE(f.has_attr("retexo_format") && f.attr_string("retexo_format") == "retexo-checkpoint",
+                  path << ": not a retexo checkpoint");
+    RETEXO_ENSURE(f.attr_int("ranks") == id.ranks,
+                  path << ": made by a run with " << f.attr_int("ranks") << " ranks; this run has " << id.ranks);
+    RETEXO_ENSURE(f.attr_int("rank") == id.rank, path << ": belongs to rank " << f.attr_int("rank"));
+    RETEXO_ENSURE(f.attr_string("assignment_hash") == hash_to_hex(id.hash),
+                  path << ": made with another partition (assignment hash " << f.attr_string("assignment_hash") << ", this run "
+                       << hash_to_hex(id.hash) << ")");
+    RETEXO_ENSURE(f.attr_string("config") == id.config,
+                  path << ": made with another model configuration (checkpoint: " << f.attr_string("config")
+                       << "; this run: " << id.config << ")");
+    retexo_state s;
+    s.seq = f.attr_int("seq");
+    s.stage = static_cast<int>(f.attr_int("stage"));
+    s.next_round = static_cast<int>(f.attr_int("next_round"));
+    s.rounds_done = static_cast<int>(f.attr_int("rounds_done"));
+    s.best_round = static_cast<int>(f.attr_int("best_round"));
+    s.step = f.attr_int("step");
+    s.opt_steps = f.attr_int("opt_steps");
+    s.best_valid = f.attr_double("best_valid");
+    s.elapsed = f.attr_double("elapsed");
+    s.stage_elapsed = f.attr_double("stage_elapsed");
+    for (std::int64_t i = 0; i < f.attr_int("num_params"); ++i) {
+        s.params.push_back(read_matrix(f, "params/" + std::to_string(i)));
+        s.m.push_back(read_matrix(f, "adam_m/" + std::to_string(i)));
+        s.v.push_back(read_matrix(f, "adam_v/" + std::to_string(i)));
+        s.best.push_back(read_matrix(f, "best/" + std::to_string(i)));
+    }
+    for (std::int64_t i = 0; i < f.attr_int("num_finished"); ++i)
+        s.finished.push_back({f.attr_string("finished_name." + std::to_string(i)), read_matrix(f, "finished/" + std::to_string(i))});
+    s.h_own = read_matrix(f, "inputs/h_own");
+    s.h_train_own = read_matrix(f, "inputs/h_train_own");
+    s.input = read_matrix(f, "inputs/input");
+    s.input_train = read_matrix(f, "inputs/input_train");
+    s.x_all = read_matrix(f, "inputs/x_all");
+    s.x_all_train = read_matrix(f, "inputs/x_all_train");
+    auto read2 = [&](const std::string& name, std::size_t cols) {
+        const auto d = f.dims(name);
+        RETEXO_ENSURE(d.size() == 2 && d[1] == cols, path << ": " << name << " has the wrong shape");
+        std::vector<double> v(d[0] * cols);
+        if (!v.empty()) f.read_rows<double>(f.open_dataset(name), name, 0, d[0], cols, v.data());
+        return v;
+    };
+    const auto hist = read2("history", 9);
+    for (std::size_t i = 0; i < hist.size(); i += 9) {
+        epoch_record e;
+        e.stage = static_cast<int>(hist[i]);
+        e.epoch = static_cast<int>(hist[i + 1]);
+        e.loss = hist[i + 2];
+        e.acc = {hist[i + 3], hist[i + 4], hist[i + 5]};
+        e.bytes = static_cast<std::uint64_t>(hist[i + 6]);
+        e.calls = static_cast<std::uint64_t>(hist[i + 7]);
+        e.seconds = hist[i + 8];
+        s.history.push_back(e);
+    }
+    const auto st = read2("stages", 7);
+    const auto sd = f.dims("stage_bytes");
+    std::vector<std::uint64_t> sb(sd[0] * (sd.size() > 1 ? sd[1] : 1));
+    if (!sb.empty()) f.read_rows<std::uint64_t>(f.open_dataset("stage_bytes"), "stage_bytes", 0, sd[0], sd[1], sb.data());
+    for (std::size_t i = 0; i * 7 < st.size(); ++i) {
+        stage_record r;
+        r.stage = static_cast<int>(st[i * 7]);
+        r.rounds = static_cast<int>(st[i * 7 + 1]);
+        r.best_round = static_cast<int>(st[i * 7 + 2]);
+        r.best = {st[i * 7 + 3], st[i * 7 + 4], st[i * 7 + 5]};
+        r.seconds = st[i * 7 + 6];
+        r.bytes = ledger_from(sb, i * 4 * num_purposes);
+        s.stages.push_back(r);
+    }
+    const auto words = f.read_vector<std::uint64_t>("ledger", 8 * num_purposes);
+    s.done = ledger_from(words);
+    s.stage_done = ledger_from(words, 4 * num_purposes);
+    std::stringstream names(f.attr_string("timer_names"));
+    std::string k;
+    while (std::getline(names, k, ','))
+        if (!k.empty()) s.timer[k] = f.attr_double("timer." + k);
+    return s;
+}
+
+/// The newest checkpoint every rank has (collective): the current files, or the previous
+/// ones if a job died between two ranks' renames.
+retexo_state resume_state(const mpi::communicator& comm, const std::string& dir, const checkpoint_id& id)
+{
+    const std::string path = checkpoint_path(dir, comm.rank());
+    std::optional<retexo_state> cur, prev;
+    std::string err;
+    try {
+        RETEXO_ENSURE(std::filesystem::exists(path) || std::filesystem::exists(path + "_prev"),
+                      path << ": no checkpoint to resume from");
+        if (std::filesystem::exists(path)) cur = load_state(path, id);
+        if (std::filesystem::exists(path + "_prev")) prev = load_state(path + "_prev", id);
+    } catch (const std::exception& e) {
+        err = e.what();
+    }
+    comm.agree(err, purpose::checkpoint);
+    const auto cur_seq = comm.allgather(cur ? cur->seq : std::int64_t{-1}, purpose::checkpoint);
+    const auto prev_seq = comm.allgather(prev ? prev->seq : std::int64_t{-1}, purpose::checkpoint);
+    auto everyone_has = [&](std::int64_t s) {
+        for (int r = 0; r < comm.size(); ++r)
+            if (cur_seq[r] != s && prev_seq[r] != s) return false;
+        return true;
+    };
+    std::int64_t pick = -1;
+    for (auto s : {cur_seq[0], prev_seq[0]})
+        if (s >= 0 && everyone_has(s)) pick = std::max(pick, s);
+    if (pick < 0) err = dir + ": the ranks' checkpoints do not belong to one moment of one run";
+    comm.agree(err, purpose::checkpoint);
+    return cur && cur->seq == pick ? std::move(*cur) : std::move(*prev);
+}
+
 }  // namespace
 
 run_result train_retexo(const rank_context& ctx, const retexo_options& o, const progress_fn& progress)
@@ -79,9 +322,18 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
     o.validate();
     const auto& comm = ctx.comm;
     const auto& part = ctx.part;
-    const byte_ledger start_ledger = comm.ledger();
-    const auto t_start = std::chrono::steady_clock::now();
+    byte_ledger start_ledger = comm.ledger();
+    auto t_start = std::chrono::steady_clock::now();
     phase_timer timer;
+    const auto& ck = o.checkpoint;
+    const bool checkpointing = !ck.dir.empty();
+    const checkpoint_id ck_id{part.assignment_hash, comm.size(), comm.rank(), ck.config};
+    if (checkpointing && comm.rank() == 0) std::filesystem::create_directories(ck.dir);
+    if (checkpointing) comm.barrier();
+    std::optional<retexo_state> resumed;
+    if (checkpointing && ck.resume) resumed = resume_state(comm, ck.dir, ck_id);
+    std::int64_t seq = resumed ? resumed->seq : 0;
+    auto last_checkpoint = std::chrono::steady_clock::now();
     const node_t own = part.num_owned();
     const node_t local = part.num_local();
     const int C = part.global.num_classes;
@@ -113,10 +365,52 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         ctx.hide_evaluation_rows(h_train_own);
     }
     std::int64_t step = 0;
-    for (int k = 0; k < K; ++k) {
+    int first_stage = 0;
+    if (resumed) {  // continue where the checkpoint was taken, with everything it had counted
+        first_stage = resumed->stage;
+        step = resumed->step;
+        start_ledger = comm.ledger() - resumed->done;
+        t_start -= std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(resumed->elapsed));
+        for (const auto& [k, v] : resumed->timer) timer.add(k, v);
+        result.history = resumed->history;
+        result.stages = resumed->stages;
+        result.parameters = resumed->finished;
+        h_own = resumed->h_own;
+        h_train_own = resumed->h_train_own;
+    }
+    // Write this rank's part of a checkpoint (collective: every rank writes, errors agreed).
+    auto write_checkpoint = [&](retexo_state& st) {
+        st.seq = ++seq;
+        st.step = step;
+        st.history = result.history;
+        st.stages = result.stages;
+        st.finished = result.parameters;
+        st.done = comm.ledger() - start_ledger;
+        st.elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+        st.timer = timer.seconds();
+        std::string err;
+        try {
+            phase_timer::scope sc(timer, "checkpoint");
+            save_state(checkpoint_path(ck.dir, comm.rank()), st, ck_id);
+        } catch (const std::exception& e) {
+            err = e.what();
+        }
+        comm.agree(err, purpose::checkpoint);
+        last_checkpoint = std::chrono::steady_clock::now();
+    };
+    auto finish = [&] {
+        result.seconds = timer.seconds();
+        result.seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+        finish_bytes(ctx, start_ledger, result);
+        return result;
+    };
+    for (int k = first_stage; k < K; ++k) {
         const auto& so = o.stages[static_cast<std::size_t>(k)];
-        const byte_ledger stage_start = comm.ledger();
-        const auto stage_t0 = std::chrono::steady_clock::now();
+        const bool mid = resumed && k == resumed->stage && resumed->next_round > 1;  // resuming inside this stage
+        const byte_ledger stage_start = mid ? comm.ledger() - resumed->stage_done : comm.ledger();
+        const auto stage_t0 = std::chrono::steady_clock::now() -
+                              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(mid ? resumed->stage_elapsed : 0.0));
         const bool last = k == K - 1;
         const bool mlp_only = logits_variant && k == 0;  // raw features never cross a partition
         const int F = static_cast<int>(h_own.cols());
@@ -138,8 +432,9 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             }
             return x;
         };
-        const matrix_f x_all = exchange(h_own);
-        const matrix_f x_all_train = [&] {
+        matrix_f x_all = mid ? resumed->x_all : exchange(h_own);
+        matrix_f x_all_train = [&] {
+            if (mid) return resumed->x_all_train;
             if (!ctx.inductive) return matrix_f();
             matrix_f x = exchange(h_train_own);
             ctx.hide_evaluation_rows(x);
@@ -153,7 +448,10 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         const int t_out = m.has_head ? so.hidden : C;
         const auto init_index = static_cast<std::uint64_t>(1000 + 10 * k);
         matrix_f input, input_train;  // dense path: precomputed inputs of every owned row
-        if (!m.graph) {
+        if (mid) {
+            input = resumed->input;
+            input_train = resumed->input_train;
+        } else if (!m.graph) {
             phase_timer::scope s(timer, "aggregate");
             auto precompute = [&](const nn::local_graph& g, const matrix_f& x, const matrix_f& h) {
                 if (mlp_only) return h;
@@ -170,6 +468,11 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             };
             input = precompute(ctx.graph, x_all, h_own);
             if (ctx.inductive) input_train = precompute(ctx.train_graph, x_all_train, h_train_own);
+            // The dense path needs only the precomputed rows: free the halo copies now.
+            x_all = matrix_f();
+            x_all_train = matrix_f();
+        }
+        if (!m.graph) {
             m.dense.emplace(static_cast<int>(input.cols()), t_out, o.seed, init_index, "stage" + std::to_string(k) + ".transform");
         } else {
             nn::layer_options lo;
@@ -182,8 +485,16 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             m.head.emplace(so.hidden, C, o.seed, init_index + 1, "stage" + std::to_string(k) + ".head");
         }
         auto params = m.parameters();
-        broadcast_parameters(comm, params);
         optimizer<float> opt({.kind = so.optimizer, .lr = so.lr, .weight_decay = so.weight_decay}, params);
+        if (mid) {
+            RETEXO_ENSURE(resumed->params.size() == params.size(), "checkpoint: the stage model has another shape (" << resumed->params.size() << " tensors, expected " << params.size() << ", stage " << resumed->stage << " round " << resumed->next_round << ", k " << k << " of " << K << " model " << nn::to_string(o.model) << ")");
+            restore(params, resumed->params);
+            opt.first_moments() = resumed->m;
+            opt.second_moments() = resumed->v;
+            opt.set_steps(resumed->opt_steps);
+        } else {
+            broadcast_parameters(comm, params);
+        }
 
         // Plans of the graph path, per row set (training rows over the graph training sees).
         std::vector<node_t> eval_rows = ctx.valid_rows;  // every round: validation (and test) rows
@@ -279,11 +590,34 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                                 : 1;
 
         // 3. Rounds.
-        double best_valid = -1;
-        int best_round = 0;
-        std::vector<matrix_f> best_params = snapshot(params);
-        int rounds_done = 0;
-        for (int round = 1; round <= so.rounds; ++round) {
+        double best_valid = mid ? resumed->best_valid : -1;
+        int best_round = mid ? resumed->best_round : 0;
+        std::vector<matrix_f> best_params = mid ? resumed->best : snapshot(params);
+        int rounds_done = mid ? resumed->rounds_done : 0;
+        // A checkpoint inside this stage: the model state and this rank's stage inputs.
+        auto stage_state = [&](int next_round) {
+            retexo_state st;
+            st.stage = k;
+            st.next_round = next_round;
+            st.rounds_done = rounds_done;
+            st.best_round = best_round;
+            st.best_valid = best_valid;
+            st.params = snapshot(params);
+            st.m = opt.first_moments();
+            st.v = opt.second_moments();
+            st.opt_steps = opt.steps();
+            st.best = best_params;
+            st.h_own = h_own;
+            st.h_train_own = h_train_own;
+            st.input = input;
+            st.input_train = input_train;
+            st.x_all = x_all;
+            st.x_all_train = x_all_train;
+            st.stage_done = comm.ledger() - stage_start;
+            st.stage_elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_t0).count();
+            return st;
+        };
+        for (int round = mid ? resumed->next_round : 1; round <= so.rounds; ++round) {
             rounds_done = round;
             double round_loss = 0;
             std::vector<std::vector<node_t>> batch_rows(static_cast<std::size_t>(batches));
@@ -377,6 +711,27 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
             result.history.push_back(rec);
             if (progress) progress(rec);
+            if (checkpointing) {
+                // Every rank takes the same decision: stop (signal, wall-time limit) and/or
+                // write a timed checkpoint.
+                const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+                const double per_round = elapsed / std::max<std::size_t>(1, result.history.size());
+                int flags[2] = {ck.stop_requested && ck.stop_requested() ? 1 : 0, 0};
+                if (ck.max_hours > 0 && elapsed + 2 * per_round >= ck.max_hours * 3600) flags[0] = 1;
+                if (ck.every_minutes > 0 &&
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint).count() >= ck.every_minutes * 60)
+                    flags[1] = 1;
+                comm.allreduce(std::span<int>(flags, 2), MPI_MAX, purpose::control);
+                const bool stage_over = round == so.rounds || (o.patience > 0 && round - best_round >= o.patience);
+                if ((flags[0] != 0 || flags[1] != 0) && !stage_over) {
+                    auto st = stage_state(round + 1);
+                    write_checkpoint(st);
+                }
+                if (flags[0] != 0 && !stage_over) {
+                    result.interrupted = true;
+                    return finish();
+                }
+            }
             if (o.patience > 0 && round - best_round >= o.patience) break;
         }
 
@@ -414,12 +769,23 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 h_train_own = logits_variant ? pt.logits : pt.h;
                 ctx.hide_evaluation_rows(h_train_own);
             }
+            // A finished stage is a natural restart point: the next stage's inputs.
+            if (checkpointing) {
+                bool stop = ck.stop_after_stage == k || (ck.stop_requested && ck.stop_requested());
+                stop = comm.allreduce(stop ? 1 : 0, MPI_MAX, purpose::control) != 0;
+                retexo_state st;
+                st.stage = k + 1;
+                st.h_own = h_own;
+                st.h_train_own = h_train_own;
+                write_checkpoint(st);
+                if (stop) {
+                    result.interrupted = true;
+                    return finish();
+                }
+            }
         }
     }
-    result.seconds = timer.seconds();
-    result.seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    finish_bytes(ctx, start_ledger, result);
-    return result;
+    return finish();
 }
 
 }  // namespace retexo::train

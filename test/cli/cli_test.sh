@@ -118,6 +118,38 @@ else
   echo "ok: identical accuracies at 1 and 4 ranks"
 fi
 
+# A rank that dies mid-stage ends the job within seconds, naming the rank; never a hang.
+start=$(date +%s)
+out=$(timeout 120 "$mpiexec" -n 3 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 50 --kill-rank 1 --kill-at-round 3 2>&1)
+rc=$?
+took=$(( $(date +%s) - start ))
+if [[ $rc -eq 0 || $rc -eq 124 || $took -gt 60 ]] || ! grep -qE "rank 1 .*(signal 9|Killed)" <<<"$out"; then
+  echo "FAIL: killed rank: exit $rc after ${took}s:"; sed 's/^/    /' <<<"$out" | head -15; failures=$((failures + 1))
+else
+  echo "ok: a killed rank ends the job in ${took}s with exit $rc"
+fi
+# Two runs with the same seed and rank count: identical metrics (timings aside) and model files.
+for i in 1 2; do
+  "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --save-model "$tmp/det$i.h5" --metrics-out "$tmp/det$i.json" >/dev/null 2>&1
+done
+if ! cmp -s "$tmp/det1.h5" "$tmp/det2.h5"; then echo "FAIL: model files of two identical runs differ"; failures=$((failures + 1)); else echo "ok: identical model files"; fi
+# Metrics without measurements of time and memory, and without output paths.
+strip_times() {
+  python3 -c 'import json, sys
+def strip(x):
+    if isinstance(x, dict):
+        return {k: strip(v) for k, v in x.items() if k not in ("time_s", "emulated_time_s", "peak_rss_bytes", "metrics-out", "save-model")}
+    if isinstance(x, list):
+        return [strip(v) for v in x]
+    return x
+print(json.dumps(strip(json.load(open(sys.argv[1]))), indent=1, sort_keys=True))' "$1"
+}
+if ! diff <(strip_times "$tmp/det1.json") <(strip_times "$tmp/det2.json") >/dev/null; then
+  echo "FAIL: metrics of two identical runs differ:"; diff <(strip_times "$tmp/det1.json") <(strip_times "$tmp/det2.json") | head; failures=$((failures + 1))
+else
+  echo "ok: identical metrics"
+fi
+
 if [[ -n $datasets && -d $datasets/cora ]]; then
   expect 0 "2708 nodes" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --out "$tmp/cora.h5"
   expect 1 "choose a split with --split \(available: public random-paper\)" "$apps/retexo_convert" --ogb "$datasets/cora" --out "$tmp/cora2.h5"

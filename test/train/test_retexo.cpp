@@ -173,3 +173,86 @@ TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--stages must be at least 1"));
     CHECK_THROWS_WITH(train::parse_variant("probs"), Catch::Contains("unknown variant 'probs'"));
 }
+
+TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run exactly", "[mpi][retexo][checkpoint]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    const auto a = partition_random(g.num_nodes(), world.size(), 2);
+    const auto lp = extract_partition(g, a, world.size(), world.rank());
+    const train::rank_context ctx(world, lp);
+    std::string dir;
+    std::unique_ptr<test::temp_dir> owner;
+    if (world.rank() == 0) {
+        owner = std::make_unique<test::temp_dir>();
+        dir = owner->path();
+    }
+    world.broadcast(dir, 0, purpose::control);
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
+        auto o = small_options(model);
+        o.stages.push_back(o.stages.back());  // three stages
+        o.checkpoint.config = "test " + nn::to_string(model);
+        o.checkpoint.dir = dir + "/full-" + nn::to_string(model);
+        const auto full = train::train_retexo(ctx, o);
+        REQUIRE_FALSE(full.interrupted);
+
+        auto compare = [&](const train::run_result& r) {
+            REQUIRE_FALSE(r.interrupted);
+            REQUIRE(r.history.size() == full.history.size());
+            for (std::size_t e = 0; e < r.history.size(); ++e) {
+                CHECK(r.history[e].loss == full.history[e].loss);
+                CHECK(r.history[e].acc.valid == full.history[e].acc.valid);
+            }
+            CHECK(r.final_acc.test == full.final_acc.test);
+            // Every byte of training traffic is the same; only the checkpoints' own
+            // agreement traffic depends on when the run stopped.
+            for (int p = 0; p < num_purposes; ++p)
+                if (static_cast<purpose>(p) != purpose::checkpoint) CHECK(r.bytes.sent[p] == full.bytes.sent[p]);
+            REQUIRE(r.parameters.size() == full.parameters.size());
+            for (std::size_t i = 0; i < r.parameters.size(); ++i) CHECK(r.parameters[i].value == full.parameters[i].value);
+            REQUIRE(r.stages.size() == full.stages.size());
+            for (std::size_t i = 0; i < r.stages.size(); ++i)
+                CHECK(r.stages[i].bytes.sent_for(purpose::gradients) == full.stages[i].bytes.sent_for(purpose::gradients));
+        };
+
+        // Stop after stage 1 (a stage boundary), then resume.
+        auto b = o;
+        b.checkpoint.dir = dir + "/boundary-" + nn::to_string(model);
+        b.checkpoint.stop_after_stage = 1;
+        CHECK(train::train_retexo(ctx, b).interrupted);
+        b.checkpoint.stop_after_stage = -1;
+        b.checkpoint.resume = true;
+        compare(train::train_retexo(ctx, b));
+
+        // Stop inside stage 1 (as SIGTERM would), resume, stop again inside stage 2, resume.
+        auto c = o;
+        c.checkpoint.dir = dir + "/mid-" + nn::to_string(model);
+        int polls = 0;
+        c.checkpoint.stop_requested = [&] { return ++polls == 9; };
+        CHECK(train::train_retexo(ctx, c).interrupted);
+        c.checkpoint.resume = true;
+        polls = 0;
+        c.checkpoint.stop_requested = [&] { return ++polls == 4; };
+        CHECK(train::train_retexo(ctx, c).interrupted);
+        c.checkpoint.stop_requested = {};
+        compare(train::train_retexo(ctx, c));
+
+        // A checkpoint of another configuration is refused on every rank.
+        auto d = b;
+        d.checkpoint.config = "something else";
+        CHECK_THROWS_WITH(train::train_retexo(ctx, d), Catch::Contains("made with another model configuration"));
+    }
+    // ... and so is one made with another partition.
+    const auto a2 = partition_random(g.num_nodes(), world.size(), 3);
+    const auto lp2 = extract_partition(g, a2, world.size(), world.rank());
+    const train::rank_context ctx2(world, lp2);
+    auto o = small_options(nn::layer_kind::gcn);
+    o.checkpoint.config = "test gcn";
+    o.checkpoint.dir = dir + "/full-gcn";
+    o.checkpoint.resume = true;
+    if (world.size() > 1) CHECK_THROWS_WITH(train::train_retexo(ctx2, o), Catch::Contains("made with another partition"));
+    // ... and resuming from nothing.
+    o.checkpoint.dir = dir + "/none";
+    CHECK_THROWS_WITH(train::train_retexo(ctx, o), Catch::Contains("no checkpoint to resume from"));
+    world.barrier();
+}

@@ -119,7 +119,7 @@ public:
     /// Error agreement (collective): every rank passes its local error message (empty if
     /// none).  If any rank failed, every rank throws the same retexo::error naming the first
     /// failing rank, so no rank is left waiting in a later collective.
-    void agree(const std::string& local_error) const;
+    void agree(const std::string& local_error, purpose p = purpose::control) const;
 
     /// Run f() (which must not call collectives on this communicator) and agree on success
     /// (collective): an exception on any rank is rethrown on every rank.

@@ -27,6 +27,7 @@ enum class purpose : int {
     metrics,        ///< loss / accuracy reductions
     control,        ///< error agreement, early-stop decisions, small control values
     output,         ///< redistribution of results for writing (after training)
+    checkpoint,     ///< agreement around checkpoint writes and resumes
     count_
 };
 
@@ -35,7 +36,7 @@ inline constexpr int num_purposes = static_cast<int>(purpose::count_);
 inline const char* to_string(purpose p)
 {
     static constexpr std::array<const char*, num_purposes> names = {
-        "setup", "halo_forward", "halo_backward", "halo_eval", "gradients", "parameters", "metrics", "control", "output"};
+        "setup", "halo_forward", "halo_backward", "halo_eval", "gradients", "parameters", "metrics", "control", "output", "checkpoint"};
     return names[static_cast<int>(p)];
 }
 

@@ -28,6 +28,7 @@ handle file::create_dataset(const std::string& name, std::span<const hsize_t> di
     handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
     RETEXO_ENSURE(space.valid(), display_ << ": cannot create dataspace for " << name);
     handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_obj_track_times(dcpl.get(), false);  // no timestamps: the same content gives the same file
     if (chunk_rows > 0 && !dims.empty() && dims[0] > 0) {
         std::vector<hsize_t> chunk(dims.begin(), dims.end());
         chunk[0] = std::min<hsize_t>(chunk_rows, dims[0]);

@@ -120,6 +120,7 @@ struct run_result {
     std::vector<epoch_record> history;
     std::vector<stage_record> stages;
     std::uint64_t max_rank_bytes = 0;      ///< bytes sent by the busiest rank
+    bool interrupted = false;              ///< stopped early with a checkpoint (resume to finish)
     std::vector<named_tensor> parameters;  ///< the selected (best-validation) model
     matrix_f logits;                       ///< final logits of the owned rows
     matrix_f embedding;                    ///< last hidden embedding of the owned rows

@@ -33,6 +33,20 @@ enum class retexo_variant { hidden, logits };
 retexo_variant parse_variant(const std::string& name);
 std::string to_string(retexo_variant v);
 
+/// Checkpoints of a RETEXO run: every finished stage is a restart point, and within a stage
+/// a checkpoint is written at most every `every_minutes`.  One HDF5 file per rank in `dir`
+/// (ckpt.rank<r>.h5, written to a temporary name and renamed; the previous one is kept as
+/// ckpt.rank<r>.h5_prev).  Resuming produces exactly what the uninterrupted run produces.
+struct checkpoint_options {
+    std::string dir;             ///< empty: no checkpoints
+    double every_minutes = 0;    ///< within a stage, at most this often (0: at stage ends only)
+    bool resume = false;         ///< continue from the newest complete checkpoint in dir
+    double max_hours = 0;        ///< stop cleanly, with a checkpoint, before this wall time (0: no limit)
+    std::string config;          ///< fingerprint of the configuration; a checkpoint of another is refused
+    std::function<bool()> stop_requested;  ///< polled every round (e.g. SIGTERM / SIGUSR1 seen)
+    int stop_after_stage = -1;   ///< stop cleanly after this stage (testing and staged jobs)
+};
+
 struct retexo_options {
     nn::layer_kind model = nn::layer_kind::gcn;
     retexo_variant variant = retexo_variant::hidden;
@@ -45,6 +59,7 @@ struct retexo_options {
                                   ///< validation accuracy (0: never)
     bool bf16_exchange = false;   ///< send stage inputs as bf16 (half the bytes)
     bool track_test = false;      ///< also measure test accuracy every round (time to accuracy)
+    checkpoint_options checkpoint;
     void validate() const;
 };
 

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""Build perf/run_all.sh's report (markdown, JSON, PNG plots) from its result files."""
+import glob
+import json
+import os
+import re
+import sys
+
+out = sys.argv[1]
+md = []
+summary = {}
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def runs_of(j):
+    if j is None:
+        return []
+    return j["runs"] if "runs" in j else [j]
+
+
+def by_mode(j):
+    return {r["mode"]: r for r in runs_of(j)}
+
+
+def gb(b):
+    return f"{b / 1e9:.3g} GB" if b >= 1e8 else f"{b / 1e6:.3g} MB"
+
+
+def time_v(path):
+    """Wall time (s) and max RSS (bytes) from a /usr/bin/time -v log."""
+    try:
+        text = open(path).read()
+    except OSError:
+        return None, None
+    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text)
+    rss = re.search(r"Maximum resident set size \(kbytes\): (\d+)", text)
+    secs = None
+    if wall:
+        parts = [float(p) for p in wall.group(1).split(":")]
+        secs = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+    return secs, int(rss.group(1)) * 1024 if rss else None
+
+
+def emulated(rec_seconds, rec_bytes, rec_calls, ranks, net):
+    return rec_seconds + 8.0 * rec_bytes / ranks / net[0] + rec_calls * net[1]
+
+
+NETS = {"datacenter_10Gbps": (10e9, 50e-6), "wan_1Gbps": (1e9, 20e-3), "proximity_100Mbps": (100e6, 5e-3),
+        "edge_10Mbps": (10e6, 30e-3)}
+
+# 1. Kernels.
+k = load(os.path.join(out, "kernels.json"))
+if k:
+    md.append("## Kernels against this machine's limits\n")
+    md.append(f"Triad {k['triad_gbs']:.1f} GB/s, random row gather {k['gather_gbs']['128']:.1f} / "
+              f"{k['gather_gbs']['256']:.1f} GB/s (width 128 / 256), oneDNN sgemm {k['sgemm_gflops']:.0f} GFLOP/s, "
+              f"{k['threads']} threads.\n")
+    md.append("| kernel | width | ms | GB/s | x triad | x gather |")
+    md.append("|---|---|---|---|---|---|")
+    for name, widths in k["aggregate"].items():
+        for w, v in widths.items():
+            md.append(f"| aggregate {name} | {w} | {v['ms']:.1f} | {v['gbs']:.2f} | {v['ratio_triad']:.2f} | "
+                      f"{v.get('ratio_gather', float('nan')):.2f} |")
+    md.append("\n| linear fwd+bwd | N | ms | GFLOP/s | x sgemm |")
+    md.append("|---|---|---|---|---|")
+    for f, ns in k["linear"].items():
+        for n, v in ns.items():
+            md.append(f"| {f} | {n} | {v['ms']:.1f} | {v['gflops']:.0f} | {v['ratio_sgemm']:.2f} |")
+    md.append("\n| GAT fwd+bwd | ns/edge | x GCN aggregation fwd+bwd |")
+    md.append("|---|---|---|")
+    for w, v in k["gat"].items():
+        md.append(f"| width {w} | {v['ns_per_edge']:.1f} | {v['ratio_gcn']:.2f} |")
+    md.append("")
+    summary["kernels"] = k
+
+
+def mode_table(title, files):
+    rows = []
+    md.append(f"## {title}\n")
+    md.append("| run | mode | test acc | total bytes | halo fwd | halo bwd | halo eval | gradients | time s | "
+              "RETEXO/mode bytes |")
+    md.append("|---|---|---|---|---|---|---|---|---|---|")
+    for label, path in files:
+        modes = by_mode(load(path))
+        if not modes:
+            continue
+        ret = modes.get("retexo")
+        for m, r in modes.items():
+            b = r["bytes"]
+            ratio = "" if ret is None or m == "retexo" else f"1/{b['total'] / max(1, ret['bytes']['total']):.0f}"
+            md.append(f"| {label} | {m} | {r['accuracy']['test']:.4f} | {gb(b['total'])} | {gb(b['halo_forward'])} | "
+                      f"{gb(b['halo_backward'])} | {gb(b['halo_eval'])} | {gb(b['gradients'])} | "
+                      f"{r['time_s']['total']:.1f} | {ratio} |")
+            rows.append((label, m, r))
+    md.append("")
+    return rows
+
+
+syn_files = sorted(glob.glob(os.path.join(out, "syn-p*.json")), key=lambda p: int(re.search(r"p(\d+)", p).group(1)))
+syn_rows = mode_table("Synthetic graph: bytes and accuracy by partition count (rounds = epochs)",
+                      [(f"P={re.search(r'p(\d+)', p).group(1)}", p) for p in syn_files])
+ds_files = [p for p in sorted(glob.glob(os.path.join(out, "*-p4.json"))) if not os.path.basename(p).startswith(("syn", "products"))]
+ds_rows = mode_table("Shared datasets, 4 random partitions", [(os.path.basename(p)[:-8], p) for p in ds_files])
+
+# Emulated networks and time to accuracy.
+md.append("## Emulated networks: total time (s) and time to the standard trainer's final test accuracy\n")
+md.append("Time = measured time + the busiest rank's bytes / bandwidth + one latency per communication call. "
+          "Settings: " + ", ".join(f"{n} ({bw / 1e6:g} Mb/s, {lat * 1e3:g} ms)" for n, (bw, lat) in NETS.items()) + ".\n")
+md.append("| run | mode | " + " | ".join(f"total {n}" for n in NETS) + " | " +
+          " | ".join(f"to-accuracy {n}" for n in NETS) + " | to-accuracy real |")
+md.append("|---|---|" + "---|" * (2 * len(NETS) + 1))
+tta = {}
+for label, path in [(f"syn P={re.search(r'p(\d+)', p).group(1)}", p) for p in syn_files] + \
+                   [(os.path.basename(p)[:-8], p) for p in ds_files]:
+    modes = by_mode(load(path))
+    if "standard" not in modes:
+        continue
+    target = modes["standard"]["accuracy"]["test"]
+    for m, r in modes.items():
+        totals = [r.get("emulated_time_s", {}).get(n, float("nan")) for n in NETS]
+        hit = next((h for h in r["history"] if h["test"] >= target), None)
+        if hit is None:
+            reach = ["never"] * (len(NETS) + 1)
+        else:
+            reach = [f"{emulated(hit['time_s'], hit['bytes'], hit.get('calls', 0), r['ranks'], net):.1f}"
+                     for net in NETS.values()] + [f"{hit['time_s']:.1f}"]
+        tta[f"{label}/{m}"] = reach
+        md.append(f"| {label} | {m} | " + " | ".join(f"{t:.1f}" for t in totals) + " | " + " | ".join(reach) + " |")
+md.append("")
+summary["time_to_accuracy"] = tta
+
+# Products scale.
+md.append("## Products-scale synthetic graph (2.4M nodes, 62M undirected edges, 100 features, 47 classes)\n")
+gen_t, gen_rss = time_v(os.path.join(out, "products-generate.log"))
+if gen_t:
+    md.append(f"- generate: {gen_t:.0f} s, peak RSS {gb(gen_rss)}")
+for p in (4, 8):
+    t, rss = time_v(os.path.join(out, f"products-partition-p{p}.log"))
+    if t:
+        md.append(f"- partition {p} ways (random): {t:.0f} s, peak RSS {gb(rss)}")
+prod = {}
+for p in (4, 8):
+    for mode in ("retexo", "standard"):
+        j = load(os.path.join(out, f"products-{mode}-p{p}.json"))
+        if j:
+            prod[(mode, p)] = j
+for (mode, p), j in sorted(prod.items()):
+    rss = j.get("peak_rss_bytes", [])
+    line = (f"- {mode}, {p} ranks: test accuracy {j['accuracy']['test']:.4f}, total {j['time_s']['total']:.0f} s, "
+            f"bytes {gb(j['bytes']['total'])}, peak RSS all ranks {gb(sum(rss))} (max rank {gb(max(rss) if rss else 0)})")
+    if mode == "standard":
+        epochs = len(j["history"])
+        per_epoch = (j["bytes"]["total"] - j["bytes"]["setup"]) / max(1, epochs)
+        line += f"; {epochs} epochs, {j['time_s']['total'] / max(1, epochs):.1f} s and {gb(per_epoch)} per epoch"
+        prod[("per_epoch", p)] = (per_epoch, j["bytes"]["setup"])
+    if mode == "retexo":
+        line += "; stages: " + ", ".join(f"{s['rounds']} rounds (best {s['best_round']})" for s in j["stages"])
+    md.append(line)
+for p in (4, 8):
+    if ("retexo", p) in prod and ("per_epoch", p) in prod:
+        per_epoch, setup = prod[("per_epoch", p)]
+        rounds = max(s["rounds"] for s in prod[("retexo", p)]["stages"])
+        for epochs in (200,):
+            std_total = setup + epochs * per_epoch
+            ratio = std_total / max(1, prod[("retexo", p)]["bytes"]["total"])
+            md.append(f"- {p} partitions: standard for {epochs} epochs (bytes per epoch measured, constant) = "
+                      f"{gb(std_total)}; RETEXO = {gb(prod[('retexo', p)]['bytes']['total'])}: RETEXO sends 1/{ratio:.0f}")
+            summary[f"products_ratio_p{p}"] = ratio
+md.append("")
+
+# Plots.
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    colours = {"retexo": "tab:green", "standard": "tab:blue", "bns": "tab:orange"}
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for label, m, r in syn_rows + ds_rows:
+        ax.scatter(r["bytes"]["total"], r["accuracy"]["test"], color=colours.get(m, "k"), label=m)
+        ax.annotate(label, (r["bytes"]["total"], r["accuracy"]["test"]), fontsize=6)
+    handles = {h.get_label(): h for h in ax.collections}
+    ax.legend(handles.values(), handles.keys())
+    ax.set_xscale("log")
+    ax.set_xlabel("total bytes sent (log)")
+    ax.set_ylabel("test accuracy")
+    ax.set_title(f"accuracy against network data ({r['model']})")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "accuracy_vs_bytes.png"), dpi=120)
+    fig, ax = plt.subplots(figsize=(7, 5))
+    for m in ("retexo", "standard", "bns"):
+        pts = sorted((int(l.split("=")[1]), r["bytes"]["total"]) for l, mm, r in syn_rows if mm == m)
+        if pts:
+            ax.plot([p for p, _ in pts], [b for _, b in pts], "o-", color=colours[m], label=m)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("partitions")
+    ax.set_ylabel("total bytes sent (log)")
+    ax.legend()
+    ax.set_title("network data against partition count (synthetic graph)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "bytes_vs_partitions.png"), dpi=120)
+    md.append("Plots: `accuracy_vs_bytes.png`, `bytes_vs_partitions.png`.\n")
+except ImportError:
+    md.append("(matplotlib missing: no plots)\n")
+
+with open(os.path.join(out, "report.md"), "w") as f:
+    f.write("# retexo performance report\n\n" + "\n".join(md) + "\n")
+with open(os.path.join(out, "report.json"), "w") as f:
+    json.dump(summary, f, indent=2)
+print("\n".join(md))

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# The whole performance suite: kernel ratios, bytes / accuracy / time of RETEXO, the
+# standard trainer and BNS-GCN across partition counts and datasets, emulated networks,
+# time to accuracy, and the products-scale run.  Writes OUT/report.md, OUT/report.json and
+# OUT/*.png.
+#   perf/run_all.sh [OUT_DIR]            (about 40 minutes on 2 cores)
+# Environment: QUICK=1 shrinks every experiment (a smoke test of the pipeline, minutes).
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+out=${1:-$root/perf/results}
+build=${RETEXO_BUILD_DIR:-$root/build}
+apps=$build/apps
+run=$root/mpi_scripts/retexo_run.sh
+dsdir=${DATASET_DIR:-$root/../shared/datasets}
+quick=${QUICK:-0}
+mkdir -p "$out"
+log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*"; }
+python3 -c "import matplotlib" 2>/dev/null || "$root/cmake/install-deps.sh" --perf
+
+# 1. Kernel throughput against this machine's limits.
+log "kernels"
+if [[ $quick == 1 ]]; then "$build/perf/bench_kernels" --quick --json "$out/kernels.json" >"$out/kernels.txt"
+else "$build/perf/bench_kernels" --json "$out/kernels.json" >"$out/kernels.txt"; fi
+
+# 2. RETEXO vs standard vs BNS on a synthetic graph, 2..16 partitions (rounds = epochs).
+nodes=50000; rounds=100; parts="2 4 8 16"
+[[ $quick == 1 ]] && { nodes=5000; rounds=10; parts="2 4"; }
+syn=$out/syn.h5
+[[ -f $syn ]] || "$apps/retexo_generate" --out "$syn" --nodes $nodes --features 128 --classes 10 --avg-degree 20 \
+  --homophily 0.7 --power-law 2.5 --feature-signal 1.0 --seed 3 >/dev/null
+for p in $parts; do
+  log "synthetic, $p partitions"
+  [[ -f $out/syn-p$p.json ]] || "$run" -np "$p" --data "$syn" --partition random --mode retexo,standard,bns --bns-p 0.1 \
+    --rounds $rounds --epochs $rounds --lr 0.01 --track-test --log-every 1000 --metrics-out "$out/syn-p$p.json" >"$out/syn-p$p.log"
+done
+
+# 3. The shared datasets, 4 random partitions (presets of perf/accuracy.sh).
+datasets="cora citeseer chameleon amazon-computers"
+[[ $quick == 1 ]] && datasets="cora"
+for ds in $datasets; do
+  [[ -d $dsdir/$ds ]] || { log "skipping $ds (no $dsdir/$ds)"; continue; }
+  [[ -f $out/$ds.h5 ]] || "$apps/retexo_convert" --ogb "$dsdir/$ds" --split random-paper --out "$out/$ds.h5" >/dev/null
+  log "$ds, 4 partitions"
+  [[ -f $out/$ds-p4.json ]] || "$run" -np 4 --data "$out/$ds.h5" --partition random --mode retexo,standard,bns --bns-p 0.1 \
+    --normalize-features --lr 0.01 --dropout 0.5,0.8 --rounds $((rounds * 2)) --epochs $((rounds * 2)) --track-test \
+    --log-every 1000 --metrics-out "$out/$ds-p4.json" >"$out/$ds-p4.log"
+done
+
+# 4. Products scale: 2.4M nodes, 62M undirected edges, 100 features, 47 classes.
+pnodes=2400000; pdeg=53; pepochs=2
+[[ $quick == 1 ]] && { pnodes=100000; pdeg=20; }
+prod=$out/products.h5
+if [[ ! -f $prod ]]; then
+  log "products: generate"
+  /usr/bin/time -v "$apps/retexo_generate" --out "$prod" --nodes $pnodes --features 100 --classes 47 --avg-degree $pdeg \
+    --homophily 0.8 --power-law 2.5 --feature-signal 1.5 --seed 5 >"$out/products-generate.log" 2>&1
+fi
+for p in 4 8; do
+  if [[ ! -f $out/products-p$p/manifest.json ]]; then
+    log "products: partition $p ways"
+    /usr/bin/time -v "$apps/retexo_partition" --graph "$prod" --parts $p --method random --seed 1 --out "$out/products-p$p" \
+      >"$out/products-partition-p$p.log" 2>&1
+  fi
+done
+log "products: RETEXO, 4 partitions"
+[[ -f $out/products-retexo-p4.json ]] || /usr/bin/time -v "$run" -np 4 --data "$out/products-p4" --mode retexo --rounds 200 \
+  --lr 0.01 --patience 30 --exchange-precision bf16 --log-every 50 --metrics-out "$out/products-retexo-p4.json" \
+  >"$out/products-retexo-p4.log" 2>&1
+log "products: standard, 4 partitions ($pepochs epochs for the time per epoch)"
+[[ -f $out/products-standard-p4.json ]] || "$run" -np 4 --data "$out/products-p4" --mode standard --epochs $pepochs \
+  --log-every 1 --metrics-out "$out/products-standard-p4.json" >"$out/products-standard-p4.log" 2>&1
+log "products: RETEXO and standard bytes, 8 partitions"
+[[ -f $out/products-retexo-p8.json ]] || "$run" -np 8 --data "$out/products-p8" --mode retexo --rounds 200 \
+  --lr 0.01 --patience 30 --exchange-precision bf16 --log-every 50 --metrics-out "$out/products-retexo-p8.json" \
+  >"$out/products-retexo-p8.log" 2>&1
+[[ -f $out/products-standard-p8.json ]] || "$run" -np 8 --data "$out/products-p8" --mode standard --epochs $pepochs \
+  --log-every 1 --metrics-out "$out/products-standard-p8.json" >"$out/products-standard-p8.log" 2>&1
+
+log "report"
+python3 "$root/perf/report.py" "$out"
+log "done: $out/report.md"
