@@ -89,7 +89,7 @@ gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o
         lin_self_.emplace(in, out);
         break;
     case layer_kind::sage_pool:
-        pool_ = o.pool_width > 0 ? o.pool_width : in;
+        pool_ = o.pool_width > 0 ? o.pool_width : std::min(in, 512);  // GraphSAGE-pool default width
         w_pool_ = parameter<T>(tag + "pool_weight", in, pool_);
         b_pool_ = parameter<T>(tag + "pool_bias", 1, pool_);
         init_glorot(w_pool_, in, pool_, seed, base + 1);

@@ -81,6 +81,10 @@ if k:
     summary["kernels"] = k
 
 
+def parts_of(path):
+    return re.search(r"p(\d+)\.json$", path).group(1)
+
+
 def mode_table(title, files):
     rows = []
     md.append(f"## {title}\n")
@@ -105,7 +109,7 @@ def mode_table(title, files):
 
 syn_files = sorted(glob.glob(os.path.join(out, "syn-p*.json")), key=lambda p: int(re.search(r"p(\d+)", p).group(1)))
 syn_rows = mode_table("Synthetic graph: bytes and accuracy by partition count (rounds = epochs)",
-                      [(f"P={re.search(r'p(\d+)', p).group(1)}", p) for p in syn_files])
+                      [("P=" + parts_of(p), p) for p in syn_files])
 ds_files = [p for p in sorted(glob.glob(os.path.join(out, "*-p4.json"))) if not os.path.basename(p).startswith(("syn", "products"))]
 ds_rows = mode_table("Shared datasets, 4 random partitions", [(os.path.basename(p)[:-8], p) for p in ds_files])
 
@@ -117,7 +121,7 @@ md.append("| run | mode | " + " | ".join(f"total {n}" for n in NETS) + " | " +
           " | ".join(f"to-accuracy {n}" for n in NETS) + " | to-accuracy real |")
 md.append("|---|---|" + "---|" * (2 * len(NETS) + 1))
 tta = {}
-for label, path in [(f"syn P={re.search(r'p(\d+)', p).group(1)}", p) for p in syn_files] + \
+for label, path in [("syn P=" + parts_of(p), p) for p in syn_files] + \
                    [(os.path.basename(p)[:-8], p) for p in ds_files]:
     modes = by_mode(load(path))
     if "standard" not in modes:

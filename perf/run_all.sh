@@ -15,7 +15,9 @@ dsdir=${DATASET_DIR:-$root/../shared/datasets}
 quick=${QUICK:-0}
 mkdir -p "$out"
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*"; }
-python3 -c "import matplotlib" 2>/dev/null || "$root/cmake/install-deps.sh" --perf
+# Debian's python3 (matplotlib from apt), whatever python3 the PATH prefers.
+py=/usr/bin/python3
+"$root/cmake/install-deps.sh" --perf
 
 # 1. Kernel throughput against this machine's limits.
 log "kernels"
@@ -77,5 +79,5 @@ log "products: RETEXO and standard bytes, 8 partitions"
   --log-every 1 --metrics-out "$out/products-standard-p8.json" >"$out/products-standard-p8.log" 2>&1
 
 log "report"
-python3 "$root/perf/report.py" "$out"
+"$py" "$root/perf/report.py" "$out"
 log "done: $out/report.md"

@@ -35,7 +35,7 @@ local_graph make_local_graph(const local_partition& lp, std::vector<offset_t>& d
 struct layer_options {
     int heads = 8;              ///< gat
     bool concat = true;         ///< gat: concatenate heads (else average them)
-    int pool_width = 0;         ///< sage-pool projection width (0: the input width)
+    int pool_width = 0;         ///< sage-pool projection width (0: the input width, at most 512)
     double negative_slope = 0.2;
 };
 
