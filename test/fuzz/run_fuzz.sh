@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Build the fuzz targets with clang (libFuzzer + AddressSanitizer + UBSan, the library
+# instrumented too) and run each for SECONDS (default 600).
+#   test/fuzz/run_fuzz.sh [SECONDS]
+# Needs clang and libclang-rt-14-dev (Debian); crashes are saved as fuzz/<target>/crash-*.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+seconds=${1:-600}
+build=${RETEXO_FUZZ_BUILD:-$root/build-fuzz}
+"$root/cmake/install-deps.sh"
+command -v clang++ >/dev/null || { sudo=(); [[ $(id -u) -ne 0 ]] && sudo=(sudo); "${sudo[@]}" apt-get install -y -qq clang libclang-rt-14-dev; }
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRETEXO_FUZZ=ON -DRETEXO_SANITIZE=ON \
+  -DRETEXO_BUILD_TESTS=OFF -DRETEXO_BUILD_PERF=OFF -DRETEXO_BUILD_APPS=ON >/dev/null
+cmake --build "$build" -j "$(nproc)" --target fuzz_ogb fuzz_assignment fuzz_graph_file retexo_generate >/dev/null
+corpus=$build/corpus
+mkdir -p "$corpus/fuzz_ogb" "$corpus/fuzz_assignment" "$corpus/fuzz_graph_file"
+printf '\0000,1\n1,2\n' >"$corpus/fuzz_ogb/edges"
+printf '0\n1\n2\n0\n' >"$corpus/fuzz_assignment/ok"
+"$build/apps/retexo_generate" --out "$corpus/fuzz_graph_file/small.h5" --nodes 40 --features 3 --classes 2 --avg-degree 3 >/dev/null
+export ASAN_OPTIONS=detect_leaks=0  # MPI and HDF5 keep allocations until exit
+for t in fuzz_ogb fuzz_assignment fuzz_graph_file; do
+  mkdir -p "$build/findings/$t"
+  echo "== $t for ${seconds}s"
+  (cd "$build/findings/$t" && "$build/test/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=4096 "$corpus/$t")
+done
