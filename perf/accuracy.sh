@@ -2,11 +2,8 @@
 # Accuracy table of RETEXO and the standard trainer on the shared datasets (split
 # random-paper), mean +- std over seeds, written as markdown and JSON.
 #   perf/accuracy.sh [OUT_DIR]        (env: DATASETS, MODELS, SEEDS, NP, DATASET_DIR)
-# Hyperparameters (chosen on validation accuracy of cora, never on test):
-#   standard: 2 layers, hidden 256, Adam lr 0.01, weight decay 5e-4, dropout 0.5, 200 epochs
-#   RETEXO:   2 stages, hidden 256, Adam lr 0.01, weight decay 5e-4, dropout 0.5 (stage 0)
-#             and 0.8 (stage 1), 200 rounds per stage
-#   both:     row-normalised features (--normalize-features), random partition
+# Hyperparameters: mpi_scripts/presets/<dataset>.cfg (chosen on validation accuracy, never
+# on test); 2 layers / stages, hidden 256, 200 epochs / rounds per stage, one process.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/perf/results/accuracy}
@@ -24,11 +21,11 @@ for ds in $datasets; do
     for s in $seeds; do
       json=$out/$ds-$m-$s.json
       [[ -f $json ]] && continue
-      "$root/mpi_scripts/retexo_run.sh" -np "$np" --data "$graph" --mode both --model "$m" --seed "$s" \
-        --normalize-features --lr 0.01 --dropout 0.5,0.8 --log-every 1000 --metrics-out "$json" >/dev/null
+      "$root/mpi_scripts/retexo_run.sh" -np "$np" --data "$graph" --mode "${MODE:-both}" --model "$m" --seed "$s" \
+        --config "$root/mpi_scripts/presets/$ds.cfg" --log-every 1000 --metrics-out "$json" >/dev/null
       echo "done $ds $m $s"
     done
   done
 done
-python3 "$root/perf/summarize_accuracy.py" "$out" > "$out/accuracy.md"
+/usr/bin/python3 "$root/perf/summarize_accuracy.py" "$out" > "$out/accuracy.md"
 cat "$out/accuracy.md"
