@@ -40,8 +40,9 @@ template <typename T>
 void layer_norm_backward_data(const T* x, const T* dy, std::int64_t n, int w, const T* gamma,
                               const T* mean, const T* rstd, T* dx);
 
-/// Dropout mask key: (seed, layer, step) -> a counter_rng stream; element (row id g,
-/// column f) is kept iff uniform(g * w + f) >= p.  Kept values are scaled by 1 / (1 - p).
+/// Dropout mask key: (seed, layer, step) -> a counter_rng stream.  Element (row id g, column
+/// f) is kept iff the 16-bit lane f % 4 of bits(g * ceil(w / 4) + f / 4) is >= p * 2^16: one
+/// 64-bit draw serves four elements.  Kept values are scaled by 1 / (1 - p).
 struct dropout_key {
     std::uint64_t seed = 0;
     std::uint64_t layer = 0;

@@ -62,9 +62,11 @@ void layer_norm_forward(const T* x, std::int64_t n, int w, const T* gamma, const
     for (std::int64_t r = 0; r < n; ++r) {
         const T* xr = x + r * w;
         double m = 0;
+#pragma omp simd reduction(+ : m)
         for (int j = 0; j < w; ++j) m += xr[j];
         m /= w;
         double v = 0;
+#pragma omp simd reduction(+ : v)
         for (int j = 0; j < w; ++j) v += (xr[j] - m) * (xr[j] - m);
         v /= w;
         const double rs = 1.0 / std::sqrt(v + eps);
@@ -93,6 +95,7 @@ void layer_norm_backward_data(const T* x, const T* dy, std::int64_t n, int w, co
         const T* xr = x + r * w;
         const T* dr = dy + r * w;
         double s1 = 0, s2 = 0;  // sum(g), sum(g * xhat) with g = dy * gamma
+#pragma omp simd reduction(+ : s1, s2)
         for (int j = 0; j < w; ++j) {
             const double g = static_cast<double>(dr[j]) * gamma[j];
             const double xh = (static_cast<double>(xr[j]) - mean[r]) * rstd[r];
@@ -145,14 +148,22 @@ void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double 
         return;
     }
     const auto rng = key.rng();
-    const float keep = static_cast<float>(p);
+    const auto threshold = static_cast<std::uint64_t>(p * 65536.0);
     const T scale = static_cast<T>(1.0 / (1.0 - p));
+    const std::uint64_t groups = (static_cast<std::uint64_t>(w) + 3) / 4;
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < n; ++r) {
-        const auto base = static_cast<std::uint64_t>(row_ids[r]) * static_cast<std::uint64_t>(w);
-        for (int j = 0; j < w; ++j) {
-            const T v = x[r * w + j];  // zeros stay zero: skip their draw (sparse inputs)
-            y[r * w + j] = v != T(0) && rng.uniform(base + j) >= keep ? v * scale : T(0);
+        const std::uint64_t base = static_cast<std::uint64_t>(row_ids[r]) * groups;
+        const T* xr = x + r * w;
+        T* yr = y + r * w;
+        for (std::uint64_t g = 0; g < groups; ++g) {
+            const std::uint64_t bits = rng.bits(base + g);
+            const int j0 = static_cast<int>(4 * g);
+            const int lanes = std::min(4, w - j0);
+            for (int l = 0; l < lanes; ++l) {
+                const T v = xr[j0 + l];
+                yr[j0 + l] = ((bits >> (16 * l)) & 0xFFFFU) >= threshold ? v * scale : T(0);
+            }
         }
     }
 }
