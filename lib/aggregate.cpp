@@ -25,7 +25,7 @@ std::string to_string(aggregator a)
 }
 
 aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options& o)
-    : kind_(o.kind), num_src_(num_src)
+    : kind_(o.kind), num_src_(num_src), has_backward_(o.backward)
 {
     const node_t rows_in = g.num_rows();
     const bool self = o.self_loops || kind_ == aggregator::gcn;
@@ -89,6 +89,7 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
     for (float w : weight_) max_weight_ = std::max(max_weight_, std::fabs(w));
 
     // Transpose for the gathering backward pass.
+    if (!has_backward_) return;
     back_.offsets.assign(static_cast<std::size_t>(num_src) + 1, 0);
     for (node_t u : plan_.sources) ++back_.offsets[u + 1];
     for (node_t u = 0; u < num_src; ++u) back_.offsets[u + 1] += back_.offsets[u];
@@ -110,6 +111,7 @@ void aggregation::backward_exact(const float* d_out, int width, int k, std::int6
 {
     RETEXO_ENSURE(kind_ != aggregator::max || argmax != nullptr,
                   "retexo::aggregation::backward_exact: max aggregation needs the forward argmax");
+    RETEXO_ENSURE(has_backward_, "retexo::aggregation::backward_exact: the plan was built forward-only");
     const double scale = std::ldexp(1.0, k);
     const auto& off = back_.offsets;
     const auto& dst = back_.sources;

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 #include <optional>
 #include <sstream>
 
@@ -74,6 +75,7 @@ struct stage_pass {
     std::vector<node_t> rows;
     std::vector<node_t> ids;         // global ids of rows (dropout keys)
     matrix_f x_rows, x_all, msg, t, u, h, hd, logits;
+    matrix_f d_logits, d_hd, d_t;  // backward
     nn::layer_cache<float> cache;
     const nn::layer_plan* plan = nullptr;
 };
@@ -416,30 +418,28 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         const int F = static_cast<int>(h_own.cols());
 
         // 1. The stage's one exchange: halo rows of h_k (inductive: also of the training
-        //    graph's h_k, as training must not see evaluation nodes).
+        //    graph's h_k, as training must not see evaluation nodes).  With a bf16 exchange
+        //    every row of the aggregation input is rounded to bf16, owned rows too, so the
+        //    result does not depend on which rows happen to be remote.
+        auto exchange_bf16 = [&](const matrix_f& h) {
+            matrix<bf16> x(local, F);
+            const auto n_own = static_cast<std::ptrdiff_t>(own) * F;
+            for (std::ptrdiff_t i = 0; i < n_own; ++i) x.data()[i] = bf16(h.data()[i]);
+            phase_timer::scope s(timer, "exchange");
+            ctx.halo->forward(h.data(), x.data() + n_own, F);
+            ctx.halo->release_buffers();  // the stage exchanges nothing more
+            return x;
+        };
         auto exchange = [&](const matrix_f& h) {
+            if (o.bf16_exchange && !mlp_only) return matrix_f(exchange_bf16(h).cast<float>());
             matrix_f x(local, F);
             x.topRows(own) = h;
             if (mlp_only) return x;
             phase_timer::scope s(timer, "exchange");
-            float* halo_rows = x.data() + static_cast<std::ptrdiff_t>(own) * F;
-            if (o.bf16_exchange) {
-                std::vector<bf16> buf(static_cast<std::size_t>(part.num_halo()) * F);
-                ctx.halo->forward(h.data(), buf.data(), F);
-                for (std::size_t i = 0; i < buf.size(); ++i) halo_rows[i] = load(buf[i]);
-            } else {
-                ctx.halo->forward(h.data(), halo_rows, F);
-            }
+            ctx.halo->forward(h.data(), x.data() + static_cast<std::ptrdiff_t>(own) * F, F);
+            ctx.halo->release_buffers();
             return x;
         };
-        matrix_f x_all = mid ? resumed->x_all : exchange(h_own);
-        matrix_f x_all_train = [&] {
-            if (mid) return resumed->x_all_train;
-            if (!ctx.inductive) return matrix_f();
-            matrix_f x = exchange(h_train_own);
-            ctx.hide_evaluation_rows(x);
-            return x;
-        }();
 
         // 2. The stage model.
         stage_model m;
@@ -447,30 +447,58 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         m.has_head = !(last && !logits_variant);
         const int t_out = m.has_head ? so.hidden : C;
         const auto init_index = static_cast<std::uint64_t>(1000 + 10 * k);
-        matrix_f input, input_train;  // dense path: precomputed inputs of every owned row
+        // Graph path: the exchanged inputs, read every round.  Dense path: the aggregated
+        // inputs of every owned row, computed once (the exchanged rows are dropped after).
+        matrix_f x_all, x_all_train, input, input_train;
         if (mid) {
+            x_all = resumed->x_all;
+            x_all_train = resumed->x_all_train;
             input = resumed->input;
             input_train = resumed->input_train;
-        } else if (!m.graph) {
-            phase_timer::scope s(timer, "aggregate");
-            auto precompute = [&](const nn::local_graph& g, const matrix_f& x, const matrix_f& h) {
+        } else if (m.graph) {
+            x_all = exchange(h_own);
+            if (ctx.inductive) {
+                x_all_train = exchange(h_train_own);
+                ctx.hide_evaluation_rows(x_all_train);
+            }
+        } else {
+            auto precompute = [&](const nn::local_graph& g, const matrix_f& h, bool train_graph) {
                 if (mlp_only) return h;
-                const bool gcn = o.model == nn::layer_kind::gcn;
-                const aggregation agg(*g.in_edges, local,
-                                      aggregation_options{.kind = gcn ? aggregator::gcn : aggregator::mean, .in_degree = g.in_degree});
-                matrix_f a;
-                agg.forward(x, a);
-                if (gcn && !logits_variant) return a;
-                matrix_f cat(own, 2 * F);  // the node's own input next to its neighbours' aggregate
-                cat.leftCols(F) = h;
-                cat.rightCols(F) = a;
-                return cat;
+                auto aggregate = [&](const auto& x) {
+                    phase_timer::scope s(timer, "aggregate");
+                    const bool gcn = o.model == nn::layer_kind::gcn;
+                    // In chunks of destination rows: one chunk's plan (sources and weights
+                    // of its edges) at a time instead of the whole partition's.
+                    matrix_f a(own, F);
+                    const node_t chunk = node_t{1} << 17;
+                    std::vector<node_t> rows;
+                    for (node_t r0 = 0; r0 < own; r0 += chunk) {
+                        rows.resize(static_cast<std::size_t>(std::min(chunk, own - r0)));
+                        std::iota(rows.begin(), rows.end(), r0);
+                        const aggregation agg(*g.in_edges, local,
+                                              aggregation_options{.kind = gcn ? aggregator::gcn : aggregator::mean,
+                                                                  .in_degree = g.in_degree,
+                                                                  .rows = rows,
+                                                                  .backward = false});
+                        agg.forward(x.data(), F, a.data() + static_cast<std::ptrdiff_t>(r0) * F);
+                    }
+                    if (gcn && !logits_variant) return a;
+                    matrix_f cat(own, 2 * F);  // the node's own input next to its neighbours' aggregate
+                    cat.leftCols(F) = h;
+                    cat.rightCols(F) = a;
+                    return cat;
+                };
+                if (o.bf16_exchange) {
+                    auto x = exchange_bf16(h);
+                    if (train_graph) ctx.hide_evaluation_rows(x);
+                    return aggregate(x);
+                }
+                auto x = exchange(h);
+                if (train_graph) ctx.hide_evaluation_rows(x);
+                return aggregate(x);
             };
-            input = precompute(ctx.graph, x_all, h_own);
-            if (ctx.inductive) input_train = precompute(ctx.train_graph, x_all_train, h_train_own);
-            // The dense path needs only the precomputed rows: free the halo copies now.
-            x_all = matrix_f();
-            x_all_train = matrix_f();
+            input = precompute(ctx.graph, h_own, false);
+            if (ctx.inductive) input_train = precompute(ctx.train_graph, h_train_own, true);
         }
         if (!m.graph) {
             m.dense.emplace(static_cast<int>(input.cols()), t_out, o.seed, init_index, "stage" + std::to_string(k) + ".transform");
@@ -551,16 +579,17 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             m.head->forward(p.hd, p.logits);
         };
 
-        auto backward = [&](stage_pass& p, const matrix_f& d_logits, std::int64_t st) {
-            matrix_f d_t;
+        // Backward from p.d_logits.
+        auto backward = [&](stage_pass& p, std::int64_t st) {
+            auto& d_t = p.d_t;
             if (m.has_head) {
-                matrix_f d_hd, d_u;
-                m.head->backward(p.hd, d_logits, &d_hd, mode);
+                auto& d_hd = p.d_hd;
+                m.head->backward(p.hd, p.d_logits, &d_hd, mode);
                 dropout_backward(d_hd.data(), p.ids, so.hidden, so.dropout, hid_key(st), d_hd.data());
                 activation_backward(activation::relu, p.u.data(), d_hd.data(), static_cast<std::size_t>(d_hd.size()), d_hd.data());
                 m.ln->backward(p.t, d_hd, d_t, mode);
             } else {
-                d_t = d_logits;
+                d_t = p.d_logits;
             }
             if (!m.graph) {
                 m.dense->backward(p.x_rows, d_t, nullptr, mode);
@@ -617,6 +646,8 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             st.stage_elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_t0).count();
             return st;
         };
+        // Buffers reused round after round (fresh large allocations cost page faults).
+        stage_pass p, pe;
         for (int round = mid ? resumed->next_round : 1; round <= so.rounds; ++round) {
             rounds_done = round;
             double round_loss = 0;
@@ -637,7 +668,6 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
 
             for (int b = 0; b < batches; ++b) {
                 ++step;
-                stage_pass p;
                 p.rows = batch_rows[static_cast<std::size_t>(b)];
                 std::optional<nn::layer_plan> batch_plan;
                 if (m.graph) {
@@ -651,7 +681,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 {
                     phase_timer::scope s(timer, "compute");
                     forward(p, train_view, true, step);
-                    matrix_f d_logits = matrix_f::Zero(p.logits.rows(), C);
+                    p.d_logits.setZero(p.logits.rows(), C);
                     std::vector<node_t> seq(p.rows.size());
                     std::vector<std::int32_t> labels(p.rows.size());
                     for (std::size_t i = 0; i < seq.size(); ++i) {
@@ -661,9 +691,9 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                     const auto n_global = std::max<std::int64_t>(1, batch_counts[static_cast<std::size_t>(b)]);
                     comm.checked([&] {
                         lr = softmax_cross_entropy(p.logits.data(), C, labels, seq, 1.0F / static_cast<float>(n_global),
-                                                   d_logits.data(), loss_k);
+                                                   p.d_logits.data(), loss_k);
                     });
-                    backward(p, d_logits, step);
+                    backward(p, step);
                 }
                 {
                     phase_timer::scope s(timer, "sync");
@@ -684,18 +714,17 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             rec.loss = round_loss;
             {
                 phase_timer::scope s(timer, "eval");
-                stage_pass p;
-                p.rows = eval_rows;
-                if (m.graph) p.plan = &*plan_valid;
-                forward(p, full, false, 0);
+                pe.rows = eval_rows;
+                if (m.graph) pe.plan = &*plan_valid;
+                forward(pe, full, false, 0);
                 std::vector<node_t> seq_valid, seq_test;
-                std::vector<std::int32_t> labels(p.rows.size());
-                for (std::size_t i = 0; i < p.rows.size(); ++i) {
+                std::vector<std::int32_t> labels(pe.rows.size());
+                for (std::size_t i = 0; i < pe.rows.size(); ++i) {
                     (i < ctx.valid_rows.size() ? seq_valid : seq_test).push_back(static_cast<node_t>(i));
-                    labels[i] = part.labels[p.rows[i]];
+                    labels[i] = part.labels[pe.rows[i]];
                 }
-                std::int64_t correct[2] = {count_correct(p.logits.data(), C, labels, seq_valid),
-                                           count_correct(p.logits.data(), C, labels, seq_test)};
+                std::int64_t correct[2] = {count_correct(pe.logits.data(), C, labels, seq_valid),
+                                           count_correct(pe.logits.data(), C, labels, seq_test)};
                 comm.allreduce(std::span<std::int64_t>(correct, o.track_test ? 2 : 1), MPI_SUM, purpose::metrics);
                 auto ratio = [](std::int64_t a, std::int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
                 rec.acc.valid = ratio(correct[0], ctx.global_valid);
@@ -736,37 +765,48 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         }
 
         // 4. Best parameters, every owned row's embedding (and logits), stage accuracies.
+        //    The dense path runs in chunks of rows: a few chunk-sized buffers instead of
+        //    one per layer output for every owned row.
         restore(params, best_params);
-        stage_pass p;
-        p.rows = ctx.owned_rows;
-        if (m.graph) p.plan = &*plan_own;
-        stage_pass pt;  // inductive: the next stage's training inputs, from the training graph
+        p = stage_pass();
+        pe = stage_pass();
+        auto embed = [&](const view& v, const nn::layer_plan* plan, matrix_f& logits, matrix_f& hidden) {
+            const node_t chunk = m.graph ? std::max<node_t>(own, 1) : node_t{1} << 16;
+            logits.resize(own, C);
+            hidden.resize(own, m.has_head ? so.hidden : 0);
+            stage_pass c;
+            c.plan = plan;
+            for (node_t r0 = 0; r0 < own; r0 += chunk) {
+                const node_t n = std::min(chunk, own - r0);
+                c.rows.assign(ctx.owned_rows.begin() + r0, ctx.owned_rows.begin() + r0 + n);
+                forward(c, v, false, 0);
+                logits.middleRows(r0, n) = c.logits;
+                if (m.has_head) hidden.middleRows(r0, n) = c.h;
+            }
+        };
+        matrix_f logits, hidden, train_logits, train_hidden;
         {
             phase_timer::scope s(timer, "eval");
-            forward(p, full, false, 0);
-            if (ctx.inductive && !last) {
-                pt.rows = ctx.owned_rows;
-                if (m.graph) pt.plan = &*plan_own_train;
-                forward(pt, train_view, false, 0);
-            }
+            embed(full, m.graph ? &*plan_own : nullptr, logits, hidden);
+            if (ctx.inductive && !last) embed(train_view, m.graph ? &*plan_own_train : nullptr, train_logits, train_hidden);
         }
         stage_record sr;
         sr.stage = k;
         sr.rounds = rounds_done;
         sr.best_round = best_round;
-        sr.best = reduce_accuracies(ctx, p.logits);
+        sr.best = reduce_accuracies(ctx, logits);
         sr.bytes = comm.sum(comm.ledger() - stage_start);
         sr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_t0).count();
         result.stages.push_back(sr);
         for (auto& t : named_values(params)) result.parameters.push_back(std::move(t));
         if (last) {
             result.final_acc = sr.best;
-            result.logits = p.logits;
-            result.embedding = m.has_head ? p.h : h_own;
+            result.logits = std::move(logits);
+            result.embedding = m.has_head ? std::move(hidden) : h_own;
         } else {
-            h_own = logits_variant ? p.logits : p.h;
+            h_own = logits_variant ? std::move(logits) : std::move(hidden);
             if (ctx.inductive) {
-                h_train_own = logits_variant ? pt.logits : pt.h;
+                h_train_own = logits_variant ? std::move(train_logits) : std::move(train_hidden);
                 ctx.hide_evaluation_rows(h_train_own);
             }
             // A finished stage is a natural restart point: the next stage's inputs.

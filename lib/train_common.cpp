@@ -51,12 +51,6 @@ rank_context::rank_context(const mpi::communicator& c, const local_partition& p,
     RETEXO_ENSURE(global_train > 0, "the graph has no training nodes");
 }
 
-void rank_context::hide_evaluation_rows(matrix_f& x) const
-{
-    for (node_t u : evaluation_rows)
-        if (u < x.rows()) x.row(u).setZero();
-}
-
 nn::reduce_mode rank_context::reduce(bool exact) const
 {
     nn::reduce_mode m;

@@ -258,6 +258,16 @@ TEST_CASE("aggregation rejects bad input", "[kernels][aggregate][bad-input]")
         const aggregation plan(g, 4, {.kind = aggregator::max});
         CHECK_THROWS_WITH(plan.forward(tiny_x(), out), Catch::Contains("argmax"));
     }
+    SECTION("backward of a forward-only plan")
+    {
+        const aggregation plan(g, 4, {.kind = aggregator::mean, .backward = false});
+        plan.forward(tiny_x(), out);
+        matrix<double> full;
+        aggregation(g, 4, {.kind = aggregator::mean}).forward(tiny_x(), full);
+        CHECK(out == full);
+        matrix<double> d_x;
+        CHECK_THROWS_WITH(plan.backward(out, d_x), Catch::Contains("forward-only"));
+    }
     SECTION("NaN input is reported when checking is on")
     {
         set_check_numerics(true);

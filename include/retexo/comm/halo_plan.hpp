@@ -63,6 +63,14 @@ public:
     void reverse_add_sampled(const T* halo, T* owned, int width, Keep&& keep, T scale,
                              purpose p = purpose::halo_backward) const;
 
+    /// Frees the persistent send and receive buffers; the next exchange allocates them again.
+    /// For callers that exchange once and then compute for long (a RETEXO stage).
+    void release_buffers() const
+    {
+        send_buf_ = {};
+        recv_buf_ = {};
+    }
+
     const mpi::communicator& comm() const noexcept { return comm_; }
 
 private:

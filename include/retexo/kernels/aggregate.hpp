@@ -36,6 +36,8 @@ struct aggregation_options {
     std::span<const offset_t> in_degree;   ///< in-degree (no self loop) of every source row; gcn
                                            ///< only; empty: the CSR's own row degrees
     std::span<const node_t> rows;          ///< destination rows to produce; empty: every CSR row
+    bool backward = true;                  ///< false: forward only (no transposed plan is built,
+                                           ///< saving about half the plan's memory)
 };
 
 /// The aggregation plan.
@@ -98,6 +100,7 @@ private:
     csr plan_;                     // output rows x sources
     std::vector<float> weight_;    // per plan edge
     std::vector<double> weight_d_; // the same in double (double-precision kernels)
+    bool has_backward_;
     csr back_;                     // transpose: source rows x output rows
     std::vector<float> back_weight_;
     std::vector<double> back_weight_d_;

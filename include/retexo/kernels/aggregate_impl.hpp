@@ -77,6 +77,7 @@ void aggregation::backward(const T* d_out, int width, T* d_x, const node_t* argm
 {
     RETEXO_ENSURE(kind_ != aggregator::max || argmax != nullptr,
                   "retexo::aggregation::backward: max aggregation needs the forward argmax");
+    RETEXO_ENSURE(has_backward_, "retexo::aggregation::backward: the plan was built forward-only");
     check_finite("aggregation::backward", "d_out", d_out, static_cast<std::size_t>(num_out()) * width);
     const T* w = detail::edge_weights<T>(back_weight_, back_weight_d_);
     const auto& off = back_.offsets;

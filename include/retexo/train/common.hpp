@@ -37,7 +37,12 @@ struct rank_context {
     /// Inductive: zero the evaluation nodes' rows of a training input (owned rows first, then
     /// halo rows if x has them), so nothing of them reaches training, not even a
     /// fixed-point scale.
-    void hide_evaluation_rows(matrix_f& x) const;
+    template <typename T>
+    void hide_evaluation_rows(matrix<T>& x) const
+    {
+        for (node_t u : evaluation_rows)
+            if (u < x.rows()) x.row(u).setZero();
+    }
     std::unique_ptr<halo_plan> halo;
     std::vector<node_t> train_rows, valid_rows, test_rows, owned_rows;
     std::int64_t global_train = 0, global_valid = 0, global_test = 0;
