@@ -68,7 +68,7 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
         plan_.offsets[i + 1] = plan_.offsets[i] + g.degree(v) + (self && !has_self ? 1 : 0);
     }
     plan_.sources.resize(static_cast<std::size_t>(plan_.offsets[n_out]));
-    weight_d_.resize(plan_.sources.size());
+    weight_.resize(plan_.sources.size());
     for (node_t i = 0; i < n_out; ++i) {
         const node_t v = rows_[i];
         offset_t e = plan_.offsets[i];
@@ -82,10 +82,9 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
                 const node_t u = plan_.sources[e];
                 w = 1.0 / std::sqrt(static_cast<double>(deg[u] + 1) * static_cast<double>(deg[v] + 1));
             }
-            weight_d_[e] = w;
+            weight_[e] = static_cast<float>(w);
         }
     }
-    weight_.assign(weight_d_.begin(), weight_d_.end());
     for (float w : weight_) max_weight_ = std::max(max_weight_, std::fabs(w));
 
     // Transpose for the gathering backward pass.
@@ -95,14 +94,12 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
     for (node_t u = 0; u < num_src; ++u) back_.offsets[u + 1] += back_.offsets[u];
     back_.sources.resize(plan_.sources.size());
     back_weight_.resize(plan_.sources.size());
-    back_weight_d_.resize(plan_.sources.size());
     std::vector<offset_t> fill(back_.offsets.begin(), back_.offsets.end() - 1);
     for (node_t i = 0; i < n_out; ++i)
         for (offset_t e = plan_.offsets[i]; e < plan_.offsets[i + 1]; ++e) {
             const offset_t t = fill[plan_.sources[e]]++;
             back_.sources[t] = i;
             back_weight_[t] = weight_[e];
-            back_weight_d_[t] = weight_d_[e];
         }
 }
 

@@ -3,6 +3,7 @@
 #include <retexo/train/standard.hpp>
 
 #include <cmath>
+#include <optional>
 
 namespace retexo::train {
 
@@ -26,8 +27,10 @@ int loss_exponent(std::int64_t rows) { return exact::scale_exponent(static_cast<
 
 struct standard_model {
     std::vector<nn::gnn_layer<float>> layers;
-    std::vector<nn::layer_plan> plans;       // over the graph training sees
-    std::vector<nn::layer_plan> eval_plans;  // over the whole graph (inductive only)
+    // A plan depends on the layer kind, heads and graph only, all alike across layers: one
+    // plan serves every layer (at products scale each costs about half a GB per rank).
+    std::optional<nn::layer_plan> plan;       // over the graph training sees
+    std::optional<nn::layer_plan> eval_plan;  // over the whole graph (inductive only)
     activation act;
 
     standard_model(const rank_context& ctx, const standard_options& o)
@@ -42,8 +45,9 @@ struct standard_model {
             lo.heads = o.heads;
             lo.concat = !last;  // GAT: hidden layers concatenate heads, the output layer averages them
             layers.emplace_back(o.model, in, out, lo, o.seed, static_cast<std::uint64_t>(l));
-            plans.push_back(layers.back().make_plan(ctx.train_graph, ctx.owned_rows));
-            if (ctx.inductive) eval_plans.push_back(layers.back().make_plan(ctx.graph, ctx.owned_rows));
+            if (l > 0) continue;
+            plan = layers.back().make_plan(ctx.train_graph, ctx.owned_rows);
+            if (ctx.inductive) eval_plan = layers.back().make_plan(ctx.graph, ctx.owned_rows);
         }
     }
 
@@ -129,7 +133,7 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
                     ctx.halo->forward(msg.data(), halo_rows, mw, exchange_purpose);
             }
             phase_timer::scope s(timer, training ? "compute" : "eval");
-            const auto& plan = training || !ctx.inductive ? model.plans[li] : model.eval_plans[li];
+            const auto& plan = training || !ctx.inductive ? *model.plan : *model.eval_plan;
             layer.combine(plan, msg, *inputs[li], cache[li], out[li]);
             if (l + 1 < L) {
                 const auto& y = out[li];
@@ -162,7 +166,7 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
             const auto li = static_cast<std::size_t>(l);
             auto& layer = model.layers[li];
             auto& c = cache[li];
-            const auto& plan = model.plans[li];
+            const auto& plan = *model.plan;
             const bool need_in = l > 0;
             const bool need_msg = need_in || layer.has_message_params();
             {

@@ -45,6 +45,8 @@ csr random_graph(node_t rows, node_t halo, int avg_deg, std::uint64_t seed)
 
 }  // namespace
 
+// Edge weights are stored in float for every precision (one set of constants, half the
+// memory), so mean and gcn values in double agree with the exact ones to float rounding.
 TEST_CASE("aggregation on a 4-node graph: hand-computed values", "[kernels][aggregate]")
 {
     const csr g = tiny();
@@ -63,7 +65,7 @@ TEST_CASE("aggregation on a 4-node graph: hand-computed values", "[kernels][aggr
         aggregation(g, 4, {.kind = aggregator::mean}).forward(x, out);
         matrix<double> want(4, 2);
         want << 4, 5, 1, 2, 11.0 / 3, 14.0 / 3, 0, 0;
-        CHECK(out.isApprox(want, 1e-15));
+        CHECK(out.isApprox(want, 1e-7));
     }
     SECTION("max with argmax")
     {
@@ -82,7 +84,7 @@ TEST_CASE("aggregation on a 4-node graph: hand-computed values", "[kernels][aggr
         want.row(1) = x.row(1) / 2 + x.row(0) / std::sqrt(6.0);
         want.row(2) = x.row(2) / 4 + x.row(0) / std::sqrt(12.0) + x.row(1) / std::sqrt(8.0) + x.row(3) / 2;
         want.row(3) = x.row(3);
-        CHECK(out.isApprox(want, 1e-14));
+        CHECK(out.isApprox(want, 1e-7));
     }
     SECTION("subset of destination rows")
     {

@@ -99,11 +99,9 @@ private:
     std::vector<node_t> rows_;
     csr plan_;                     // output rows x sources
     std::vector<float> weight_;    // per plan edge
-    std::vector<double> weight_d_; // the same in double (double-precision kernels)
     bool has_backward_;
     csr back_;                     // transpose: source rows x output rows
     std::vector<float> back_weight_;
-    std::vector<double> back_weight_d_;
     float max_weight_ = 0;
 };
 

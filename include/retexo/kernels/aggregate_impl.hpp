@@ -6,15 +6,6 @@
 
 namespace retexo {
 
-namespace detail {
-template <typename T>
-const T* edge_weights(const std::vector<float>& wf, const std::vector<double>& wd)
-{
-    if constexpr (std::is_same_v<T, double>) return wd.data();
-    else return wf.data();
-}
-}  // namespace detail
-
 template <typename T, typename In>
 void aggregation::forward(const In* x, int width, T* out, node_t* argmax) const
 {
@@ -24,7 +15,7 @@ void aggregation::forward(const In* x, int width, T* out, node_t* argmax) const
                   "retexo::aggregation::forward: max aggregation needs an argmax buffer");
     if constexpr (std::is_same_v<In, float> || std::is_same_v<In, double>)
         check_finite("aggregation::forward", "input", x, static_cast<std::size_t>(num_src_) * width);
-    const T* w = detail::edge_weights<T>(weight_, weight_d_);
+    const float* w = weight_.data();  // float for every T: one set of constants
     const node_t n = num_out();
     const auto& off = plan_.offsets;
     const auto& src = plan_.sources;
@@ -65,7 +56,7 @@ void aggregation::forward(const In* x, int width, T* out, node_t* argmax) const
                 for (std::size_t b = 0; b < width * sizeof(In); b += 64) __builtin_prefetch(p + b);
             }
             const In* xu = x + static_cast<std::ptrdiff_t>(src[e]) * width;
-            const T we = w[e];
+            const T we = static_cast<T>(w[e]);
 #pragma omp simd
             for (int f = 0; f < width; ++f) o[f] += we * static_cast<T>(load(xu[f]));
         }
@@ -79,7 +70,7 @@ void aggregation::backward(const T* d_out, int width, T* d_x, const node_t* argm
                   "retexo::aggregation::backward: max aggregation needs the forward argmax");
     RETEXO_ENSURE(has_backward_, "retexo::aggregation::backward: the plan was built forward-only");
     check_finite("aggregation::backward", "d_out", d_out, static_cast<std::size_t>(num_out()) * width);
-    const T* w = detail::edge_weights<T>(back_weight_, back_weight_d_);
+    const float* w = back_weight_.data();
     const auto& off = back_.offsets;
     const auto& dst = back_.sources;
 #pragma omp parallel for schedule(dynamic, 256)
@@ -98,7 +89,7 @@ void aggregation::backward(const T* d_out, int width, T* d_x, const node_t* argm
                 for (int f = 0; f < width; ++f)
                     if (am[f] == u) g[f] += d[f];
             } else {
-                const T we = w[e];
+                const T we = static_cast<T>(w[e]);
 #pragma omp simd
                 for (int f = 0; f < width; ++f) g[f] += we * d[f];
             }
