@@ -118,7 +118,7 @@ int main(int argc, char** argv)
             ("batch-size", po::value(&ro.batch_size)->default_value(0), "training rows per step over all ranks (0: full batch)")
             ("patience", po::value(&ro.patience)->default_value(0), "stop a stage after N rounds without a better "
                                                                    "validation accuracy (0: never)")
-            ("exchange-precision", po::value(&precision)->default_value(precision), "fp32 | bf16 for the stage inputs sent");
+            ("exchange-precision", po::value(&precision)->default_value(precision), "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent");
         po::options_description d_std("Standard trainer");
         d_std.add_options()
             ("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")
@@ -200,13 +200,14 @@ int main(int argc, char** argv)
             comm.emulate({emulate_bw, emulate_lat});
             RETEXO_ENSURE(stages >= 1, "--stages must be at least 1, got " << stages);
             RETEXO_ENSURE(log_every >= 1, "--log-every must be positive, got " << log_every);
-            RETEXO_ENSURE(precision == "fp32" || precision == "bf16",
-                          "--exchange-precision: expected fp32 or bf16, got '" << precision << "'");
+            RETEXO_ENSURE(precision == "fp32" || precision == "bf16" || precision == "int8",
+                          "--exchange-precision: expected fp32, bf16 or int8, got '" << precision << "'");
             data.objective = parse_metis_objective(objective);
             ro.model = so.model = nn::parse_layer_kind(model);
             ro.variant = train::parse_variant(variant);
             ro.seed = so.seed = data.seed;
-            ro.bf16_exchange = precision == "bf16";
+            using wire = train::retexo_options::wire;
+            ro.exchange = precision == "int8" ? wire::int8 : precision == "bf16" ? wire::bf16 : wire::fp32;
             so.exact = ro.exact;
             so.heads = ro.heads;
             so.layers = stages;

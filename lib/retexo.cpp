@@ -1,5 +1,6 @@
 #include <retexo/kernels/dense.hpp>
 #include <retexo/kernels/loss.hpp>
+#include <retexo/kernels/quantize.hpp>
 #include <retexo/train/retexo.hpp>
 
 #include <retexo/core/atomic_file.hpp>
@@ -418,20 +419,36 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         const int F = static_cast<int>(h_own.cols());
 
         // 1. The stage's one exchange: halo rows of h_k (inductive: also of the training
-        //    graph's h_k, as training must not see evaluation nodes).  With a bf16 exchange
-        //    every row of the aggregation input is rounded to bf16, owned rows too, so the
-        //    result does not depend on which rows happen to be remote.
-        auto exchange_bf16 = [&](const matrix_f& h) {
+        //    graph's h_k, as training must not see evaluation nodes).  Below fp32 every row
+        //    of the aggregation input is rounded alike (bf16, or int8 with a per-row scale,
+        //    stored as bf16), owned rows too, so the result does not depend on which rows
+        //    happen to be remote.
+        using wire = retexo_options::wire;
+        auto exchange_compact = [&](const matrix_f& h) {
             matrix<bf16> x(local, F);
             const auto n_own = static_cast<std::ptrdiff_t>(own) * F;
+            if (o.exchange == wire::int8) {
+                const int w = int8_row_bytes(F);
+                std::vector<std::uint8_t> sent(static_cast<std::size_t>(own) * w);
+                std::vector<std::uint8_t> got(static_cast<std::size_t>(part.num_halo()) * w);
+                quantize_int8(h.data(), own, F, sent.data());
+                dequantize_int8(sent.data(), own, F, x.data());
+                {
+                    phase_timer::scope s(timer, "exchange");
+                    ctx.halo->forward(sent.data(), got.data(), w);
+                    ctx.halo->release_buffers();  // the stage exchanges nothing more
+                }
+                dequantize_int8(got.data(), part.num_halo(), F, x.data() + n_own);
+                return x;
+            }
             for (std::ptrdiff_t i = 0; i < n_own; ++i) x.data()[i] = bf16(h.data()[i]);
             phase_timer::scope s(timer, "exchange");
             ctx.halo->forward(h.data(), x.data() + n_own, F);
-            ctx.halo->release_buffers();  // the stage exchanges nothing more
+            ctx.halo->release_buffers();
             return x;
         };
         auto exchange = [&](const matrix_f& h) {
-            if (o.bf16_exchange && !mlp_only) return matrix_f(exchange_bf16(h).cast<float>());
+            if (o.exchange != wire::fp32 && !mlp_only) return matrix_f(exchange_compact(h).cast<float>());
             matrix_f x(local, F);
             x.topRows(own) = h;
             if (mlp_only) return x;
@@ -488,8 +505,8 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                     cat.rightCols(F) = a;
                     return cat;
                 };
-                if (o.bf16_exchange) {
-                    auto x = exchange_bf16(h);
+                if (o.exchange != wire::fp32) {
+                    auto x = exchange_compact(h);
                     if (train_graph) ctx.hide_evaluation_rows(x);
                     return aggregate(x);
                 }

@@ -57,7 +57,10 @@ struct retexo_options {
     int batch_size = 0;           ///< training rows per step over all ranks (0: full batch)
     int patience = 0;             ///< stop a stage after this many rounds without a better
                                   ///< validation accuracy (0: never)
-    bool bf16_exchange = false;   ///< send stage inputs as bf16 (half the bytes)
+    /// How stage inputs cross the network: fp32, bf16 (half the bytes) or int8 with a
+    /// per-row scale (about a quarter).  Below fp32 every row of the aggregation input is
+    /// rounded alike, owned rows too, and stored in bf16.
+    enum class wire { fp32, bf16, int8 } exchange = wire::fp32;
     bool track_test = false;      ///< also measure test accuracy every round (time to accuracy)
     checkpoint_options checkpoint;
     void validate() const;
