@@ -145,39 +145,57 @@ md.append("## Products-scale synthetic graph (2.4M nodes, 62M undirected edges, 
 gen_t, gen_rss = time_v(os.path.join(out, "products-generate.log"))
 if gen_t:
     md.append(f"- generate: {gen_t:.0f} s, peak RSS {gb(gen_rss)}")
-for p in (4, 8):
+for p in (2, 4):
     t, rss = time_v(os.path.join(out, f"products-partition-p{p}.log"))
     if t:
         md.append(f"- partition {p} ways (random): {t:.0f} s, peak RSS {gb(rss)}")
 prod = {}
-for p in (4, 8):
-    for mode in ("retexo", "standard"):
-        j = load(os.path.join(out, f"products-{mode}-p{p}.json"))
-        if j:
-            prod[(mode, p)] = j
+for path in glob.glob(os.path.join(out, "products-*-p*.json")):
+    m = re.match(r"products-(.+)-p(\d+)\.json", os.path.basename(path))
+    j = load(path)
+    if m and j:
+        prod[(m.group(1), int(m.group(2)))] = j
 for (mode, p), j in sorted(prod.items()):
     rss = j.get("peak_rss_bytes", [])
     line = (f"- {mode}, {p} ranks: test accuracy {j['accuracy']['test']:.4f}, total {j['time_s']['total']:.0f} s, "
             f"bytes {gb(j['bytes']['total'])}, peak RSS all ranks {gb(sum(rss))} (max rank {gb(max(rss) if rss else 0)})")
+    wall, _ = time_v(os.path.join(out, f"products-{mode}-p{p}.log"))
+    if wall:
+        line += f", mpirun wall time {wall:.0f} s (load and output included)"
     if mode == "standard":
         epochs = len(j["history"])
         per_epoch = (j["bytes"]["total"] - j["bytes"]["setup"]) / max(1, epochs)
-        line += f"; {epochs} epochs, {j['time_s']['total'] / max(1, epochs):.1f} s and {gb(per_epoch)} per epoch"
-        prod[("per_epoch", p)] = (per_epoch, j["bytes"]["setup"])
-    if mode == "retexo":
+        line += (f"; {epochs} epochs, {j['time_s']['total'] / max(1, epochs):.1f} s per epoch including setup, "
+                 f"{gb(per_epoch)} per epoch")
+    if mode.startswith("retexo"):
         line += "; stages: " + ", ".join(f"{s['rounds']} rounds (best {s['best_round']})" for s in j["stages"])
     md.append(line)
-for p in (4, 8):
-    if ("retexo", p) in prod and ("per_epoch", p) in prod:
-        per_epoch, setup = prod[("per_epoch", p)]
-        rounds = max(s["rounds"] for s in prod[("retexo", p)]["stages"])
-        for epochs in (200,):
-            std_total = setup + epochs * per_epoch
-            ratio = std_total / max(1, prod[("retexo", p)]["bytes"]["total"])
-            md.append(f"- {p} partitions: standard for {epochs} epochs (bytes per epoch measured, constant) = "
-                      f"{gb(std_total)}; RETEXO = {gb(prod[('retexo', p)]['bytes']['total'])}: RETEXO sends 1/{ratio:.0f}")
-            summary[f"products_ratio_p{p}"] = ratio
+for (mode, p), j in sorted(prod.items()):
+    std = prod.get(("standard", p))
+    if not mode.startswith("retexo") or not std:
+        continue
+    epochs = max(1, len(std["history"]))
+    per_epoch = (std["bytes"]["total"] - std["bytes"]["setup"]) / epochs
+    std_total = std["bytes"]["setup"] + 200 * per_epoch
+    ratio = std_total / max(1, j["bytes"]["total"])
+    md.append(f"- {p} partitions: standard for 200 epochs (bytes per epoch measured over {epochs}, constant) = "
+              f"{gb(std_total)}; {mode} = {gb(j['bytes']['total'])}: RETEXO sends 1/{ratio:.0f}")
+    summary[f"products_ratio_{mode}_p{p}"] = ratio
 md.append("")
+
+# Exchange precision.
+wire = [("fp32", by_mode(load(os.path.join(out, "syn-p8.json"))).get("retexo"))]
+for w in ("bf16", "int8"):
+    wire.append((w, by_mode(load(os.path.join(out, f"wire-syn-p8-{w}.json"))).get("retexo")))
+wire = [(w, r) for w, r in wire if r]
+if wire:
+    md.append("## Exchange precision (RETEXO, synthetic graph, 8 partitions)\n")
+    md.append("| exchange | halo bytes | total bytes | test accuracy |")
+    md.append("|---|---|---|---|")
+    for w, r in wire:
+        md.append(f"| {w} | {gb(r['bytes']['halo_forward'])} | {gb(r['bytes']['total'])} | {r['accuracy']['test']:.4f} |")
+        summary[f"wire_{w}"] = {"bytes": r["bytes"]["total"], "test": r["accuracy"]["test"]}
+    md.append("")
 
 # Plots.
 try:

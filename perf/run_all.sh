@@ -57,26 +57,40 @@ if [[ ! -f $prod ]]; then
   /usr/bin/time -v "$apps/retexo_generate" --out "$prod" --nodes $pnodes --features 100 --classes 47 --avg-degree $pdeg \
     --homophily 0.8 --power-law 2.5 --feature-signal 1.5 --seed 5 >"$out/products-generate.log" 2>&1
 fi
-for p in 4 8; do
+for p in 2 4; do
   if [[ ! -f $out/products-p$p/manifest.json ]]; then
     log "products: partition $p ways"
     /usr/bin/time -v "$apps/retexo_partition" --graph "$prod" --parts $p --method random --seed 1 --out "$out/products-p$p" \
       >"$out/products-partition-p$p.log" 2>&1
   fi
 done
-log "products: RETEXO, 4 partitions"
-[[ -f $out/products-retexo-p4.json ]] || /usr/bin/time -v "$run" -np 4 --data "$out/products-p4" --mode retexo --rounds 200 \
-  --lr 0.01 --patience 30 --exchange-precision bf16 --log-every 50 --metrics-out "$out/products-retexo-p4.json" \
-  >"$out/products-retexo-p4.log" 2>&1
-log "products: standard, 4 partitions ($pepochs epochs for the time per epoch)"
-[[ -f $out/products-standard-p4.json ]] || "$run" -np 4 --data "$out/products-p4" --mode standard --epochs $pepochs \
-  --log-every 1 --metrics-out "$out/products-standard-p4.json" >"$out/products-standard-p4.log" 2>&1
-log "products: RETEXO and standard bytes, 8 partitions"
-[[ -f $out/products-retexo-p8.json ]] || "$run" -np 8 --data "$out/products-p8" --mode retexo --rounds 200 \
-  --lr 0.01 --patience 30 --exchange-precision bf16 --log-every 50 --metrics-out "$out/products-retexo-p8.json" \
-  >"$out/products-retexo-p8.log" 2>&1
-[[ -f $out/products-standard-p8.json ]] || "$run" -np 8 --data "$out/products-p8" --mode standard --epochs $pepochs \
-  --log-every 1 --metrics-out "$out/products-standard-p8.json" >"$out/products-standard-p8.log" 2>&1
+# RETEXO end to end on 4 partitions (bf16 and int8 exchange) and, for the bytes ratio, on 2
+# with int8; the standard trainer for $pepochs epochs on 2 partitions (time and bytes per
+# epoch).  Full-batch standard training of this graph needs about 6 GB per rank on 4 ranks
+# (every layer's activations and halo rows), more than this 24 GB machine holds, and eight
+# ranks of either trainer would each hold ~2M halo rows: those runs are left out.  A run
+# that fails is reported as missing, not fatal.
+products_run() {  # name ranks options...
+  local name=$1 np=$2
+  shift 2
+  log "products: $name"
+  [[ -f $out/products-$name.json ]] || /usr/bin/time -v "$run" -np "$np" --data "$out/products-p$np" "$@" \
+    --metrics-out "$out/products-$name.json" >"$out/products-$name.log" 2>&1 || log "failed: see $out/products-$name.log"
+}
+retexo_opts=(--mode retexo --rounds 200 --lr 0.01 --patience 30 --log-every 50)
+products_run retexo_bf16-p4 4 "${retexo_opts[@]}" --exchange-precision bf16
+products_run retexo_int8-p4 4 "${retexo_opts[@]}" --exchange-precision int8
+products_run retexo_int8-p2 2 "${retexo_opts[@]}" --exchange-precision int8
+products_run standard-p2 2 --mode standard --epochs $pepochs --log-every 1
+
+# 5. Exchange precision: RETEXO on the synthetic graph, 8 partitions, bf16 and int8 (fp32 is
+#    the RETEXO row of step 2).
+for wire in bf16 int8; do
+  log "synthetic, 8 partitions, RETEXO with $wire exchange"
+  [[ -f $out/wire-syn-p8-$wire.json ]] || "$run" -np 8 --data "$syn" --partition random --mode retexo --rounds $rounds \
+    --lr 0.01 --track-test --exchange-precision $wire --log-every 1000 --metrics-out "$out/wire-syn-p8-$wire.json" \
+    >"$out/wire-syn-p8-$wire.log"
+done
 
 log "report"
 "$py" "$root/perf/report.py" "$out"
