@@ -22,8 +22,7 @@ inline constexpr int exit_usage = 2;
 /// Parse argv against `options`; prints help / version and returns false when the caller
 /// should exit with `code`.
 inline bool parse(int argc, char** argv, const std::string& tool, const std::string& usage,
-                  const po::options_description& options, po::variables_map& vm, int& code,
-                  bool print = true)
+                  const po::options_description& options, po::variables_map& vm, int& code, bool print = true)
 {
     po::options_description all = options;
     all.add_options()("help,h", "show this help and exit")("version", "print the version and exit");
@@ -57,4 +56,4 @@ int run(const std::string& tool, F&& body)
     }
 }
 
-}  // namespace retexo::cli
+} // namespace retexo::cli

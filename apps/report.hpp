@@ -32,9 +32,11 @@ inline nlohmann::json ledger_json(const byte_ledger& l)
 {
     nlohmann::json j;
     j["total"] = l.total_sent();
-    for (int p = 0; p < num_purposes; ++p) j[to_string(static_cast<purpose>(p))] = l.sent[p];
+    for (int p = 0; p < num_purposes; ++p)
+        j[to_string(static_cast<purpose>(p))] = l.sent[p];
     std::uint64_t both = 0;
-    for (int p = 0; p < num_purposes; ++p) both += l.sent[p] + l.received[p];
+    for (int p = 0; p < num_purposes; ++p)
+        both += l.sent[p] + l.received[p];
     j["reference_sent_plus_received"] = both;
     return j;
 }
@@ -52,7 +54,8 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
     j["time_s"] = r.seconds;
     j["max_rank_bytes"] = r.max_rank_bytes;
     j["calls_per_rank"] = r.bytes.total_calls() / static_cast<std::uint64_t>(std::max(1, r.ranks));
-    for (const auto& n : train::paper_networks()) j["emulated_time_s"][n.name] = train::emulated_seconds(r, n.model);
+    for (const auto& n : train::paper_networks())
+        j["emulated_time_s"][n.name] = train::emulated_seconds(r, n.model);
     nlohmann::json stages = nlohmann::json::array();
     for (const auto& s : r.stages)
         stages.push_back({{"stage", s.stage},
@@ -64,8 +67,14 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
     j["stages"] = stages;
     nlohmann::json hist = nlohmann::json::array();
     for (const auto& e : r.history)
-        hist.push_back({{"stage", e.stage}, {"epoch", e.epoch}, {"loss", e.loss}, {"train", e.acc.train},
-                        {"valid", e.acc.valid}, {"test", e.acc.test}, {"bytes", e.bytes}, {"calls", e.calls},
+        hist.push_back({{"stage", e.stage},
+                        {"epoch", e.epoch},
+                        {"loss", e.loss},
+                        {"train", e.acc.train},
+                        {"valid", e.acc.valid},
+                        {"test", e.acc.test},
+                        {"bytes", e.bytes},
+                        {"calls", e.calls},
                         {"time_s", e.seconds}});
     j["history"] = hist;
     j["config"] = config;
@@ -88,7 +97,8 @@ inline std::string table(const std::vector<train::run_result>& runs)
     auto row = [&](const char* name, auto&& value) {
         std::snprintf(buf, sizeof buf, "%-22s", name);
         o << buf;
-        for (const auto& r : runs) o << value(r);
+        for (const auto& r : runs)
+            o << value(r);
         o << "\n";
     };
     auto num = [](double v, const char* fmt) {
@@ -123,11 +133,11 @@ inline std::string table(const std::vector<train::run_result>& runs)
         const auto& a = runs[0];
         const auto& b = runs[1];
         o << "bytes " << a.mode << " / " << b.mode << ": "
-          << num(static_cast<double>(a.bytes.total_sent()) / static_cast<double>(b.bytes.total_sent()), "%.4g")
-          << " (" << num(static_cast<double>(b.bytes.total_sent()) / static_cast<double>(a.bytes.total_sent()), "%.1f")
+          << num(static_cast<double>(a.bytes.total_sent()) / static_cast<double>(b.bytes.total_sent()), "%.4g") << " ("
+          << num(static_cast<double>(b.bytes.total_sent()) / static_cast<double>(a.bytes.total_sent()), "%.1f")
           << "x fewer for " << a.mode << ")\n";
     }
     return o.str();
 }
 
-}  // namespace retexo::report
+} // namespace retexo::report

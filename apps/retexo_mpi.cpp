@@ -10,8 +10,8 @@
 #include <retexo/train/standard.hpp>
 
 #include <H5public.h>
-#include <oneapi/dnnl/dnnl.hpp>
 #include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <sys/resource.h>
 
@@ -26,7 +26,10 @@ namespace {
 using namespace retexo;
 
 std::atomic<int> stop_signal{0};
-extern "C" void on_stop_signal(int sig) { stop_signal.store(sig); }
+extern "C" void on_stop_signal(int sig)
+{
+    stop_signal.store(sig);
+}
 namespace po = boost::program_options;
 
 std::string versions()
@@ -58,8 +61,11 @@ std::vector<T> per_stage(const std::string& option, const std::string& text, int
     while (std::getline(ss, item, ',')) {
         T x{};
         std::istringstream is(item);
-        if constexpr (std::is_same_v<T, std::string>) x = item;
-        else RETEXO_ENSURE(static_cast<bool>(is >> x) && is.eof(), "--" << option << ": '" << item << "' is not a valid value");
+        if constexpr (std::is_same_v<T, std::string>)
+            x = item;
+        else
+            RETEXO_ENSURE(static_cast<bool>(is >> x) && is.eof(),
+                          "--" << option << ": '" << item << "' is not a valid value");
         v.push_back(x);
     }
     RETEXO_ENSURE(!v.empty(), "--" << option << ": empty list");
@@ -69,7 +75,7 @@ std::vector<T> per_stage(const std::string& option, const std::string& text, int
     return v;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -90,75 +96,83 @@ int main(int argc, char** argv)
         int kill_rank = -1, kill_round = 1;
 
         po::options_description d_data("Data");
-        d_data.add_options()
-            ("data", po::value(&data.data), "partitioned directory (retexo_partition; rank r opens part r only) or graph "
-                                            "file (.h5); default: the built-in synthetic graph")
-            ("partition", po::value(&data.partition)->default_value(data.partition),
-             "with a graph file: random | metis | blocks | assignment file (line i = partition of node i)")
-            ("objective", po::value(&objective)->default_value(objective), "METIS objective: vol | cut")
-            ("seed", po::value(&data.seed)->default_value(data.seed), "random seed (partitioning, initialisation, dropout)");
+        d_data.add_options()("data", po::value(&data.data),
+                             "partitioned directory (retexo_partition; rank r opens part r only) or graph "
+                             "file (.h5); default: the built-in synthetic graph")(
+            "partition", po::value(&data.partition)->default_value(data.partition),
+            "with a graph file: random | metis | blocks | assignment file (line i = partition of node i)")(
+            "objective", po::value(&objective)->default_value(objective),
+            "METIS objective: vol | cut")("seed", po::value(&data.seed)->default_value(data.seed),
+                                          "random seed (partitioning, initialisation, dropout)");
         po::options_description d_model("Model and mode");
-        d_model.add_options()
-            ("mode", po::value(&mode), "retexo | standard | bns | both (= retexo,standard) | a comma list such as "
-                                       "retexo,standard,bns | stats (load the partitions, print their statistics, stop); "
-                                       "default: both on the built-in graph, else retexo")
-            ("model", po::value(&model)->default_value(model), "gcn | sage | sage-pool | gat")
-            ("variant", po::value(&variant)->default_value(variant), "RETEXO: hidden (exchange hidden embeddings) | "
-                                                                     "logits (stage 0 is an MLP; exchange C logits)")
-            ("stages,layers", po::value(&stages)->default_value(stages), "RETEXO stages = standard layers")
-            ("heads", po::value(&ro.heads)->default_value(ro.heads), "GAT attention heads");
+        d_model.add_options()("mode", po::value(&mode),
+                              "retexo | standard | bns | both (= retexo,standard) | a comma list such as "
+                              "retexo,standard,bns | stats (load the partitions, print their statistics, stop); "
+                              "default: both on the built-in graph, else retexo")(
+            "model", po::value(&model)->default_value(model), "gcn | sage | sage-pool | gat")(
+            "variant", po::value(&variant)->default_value(variant),
+            "RETEXO: hidden (exchange hidden embeddings) | "
+            "logits (stage 0 is an MLP; exchange C logits)")("stages,layers", po::value(&stages)->default_value(stages),
+                                                             "RETEXO stages = standard layers")(
+            "heads", po::value(&ro.heads)->default_value(ro.heads), "GAT attention heads");
         po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,100)");
-        d_retexo.add_options()
-            ("rounds", po::value(&rounds)->default_value(rounds), "rounds per stage")
-            ("lr", po::value(&lr)->default_value(lr), "learning rate")
-            ("hidden", po::value(&hidden)->default_value(hidden), "hidden width")
-            ("dropout", po::value(&dropout)->default_value(dropout), "dropout rate")
-            ("weight-decay", po::value(&wd)->default_value(wd), "weight decay")
-            ("optimizer", po::value(&opt)->default_value(opt), "adam | adamw | sgd")
-            ("batch-size", po::value(&ro.batch_size)->default_value(0), "training rows per step over all ranks (0: full batch)")
-            ("patience", po::value(&ro.patience)->default_value(0), "stop a stage after N rounds without a better "
-                                                                   "validation accuracy (0: never)")
-            ("exchange-precision", po::value(&precision)->default_value(precision), "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent");
+        d_retexo.add_options()("rounds", po::value(&rounds)->default_value(rounds),
+                               "rounds per stage")("lr", po::value(&lr)->default_value(lr), "learning rate")(
+            "hidden", po::value(&hidden)->default_value(hidden),
+            "hidden width")("dropout", po::value(&dropout)->default_value(dropout),
+                            "dropout rate")("weight-decay", po::value(&wd)->default_value(wd), "weight decay")(
+            "optimizer", po::value(&opt)->default_value(opt),
+            "adam | adamw | sgd")("batch-size", po::value(&ro.batch_size)->default_value(0),
+                                  "training rows per step over all ranks (0: full batch)")(
+            "patience", po::value(&ro.patience)->default_value(0),
+            "stop a stage after N rounds without a better "
+            "validation accuracy (0: never)")("exchange-precision", po::value(&precision)->default_value(precision),
+                                              "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent");
         po::options_description d_std("Standard trainer");
-        d_std.add_options()
-            ("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")
-            ("std-lr", po::value(&so.optimizer.lr)->default_value(so.optimizer.lr), "learning rate")
-            ("std-hidden", po::value(&so.hidden)->default_value(so.hidden), "hidden width")
-            ("std-dropout", po::value(&so.dropout)->default_value(so.dropout), "dropout rate")
-            ("std-weight-decay", po::value(&so.optimizer.weight_decay)->default_value(so.optimizer.weight_decay), "weight decay")
-            ("std-optimizer", po::value(&std_opt)->default_value(std_opt), "adam | adamw | sgd")
-            ("eval-every", po::value(&so.eval_every)->default_value(so.eval_every), "evaluate every N epochs")
-            ("bns-p", po::value(&bns_p)->default_value(bns_p), "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer");
+        d_std.add_options()("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")(
+            "std-lr", po::value(&so.optimizer.lr)->default_value(so.optimizer.lr),
+            "learning rate")("std-hidden", po::value(&so.hidden)->default_value(so.hidden), "hidden width")(
+            "std-dropout", po::value(&so.dropout)->default_value(so.dropout), "dropout rate")(
+            "std-weight-decay", po::value(&so.optimizer.weight_decay)->default_value(so.optimizer.weight_decay),
+            "weight decay")("std-optimizer", po::value(&std_opt)->default_value(std_opt), "adam | adamw | sgd")(
+            "eval-every", po::value(&so.eval_every)->default_value(so.eval_every), "evaluate every N epochs")(
+            "bns-p", po::value(&bns_p)->default_value(bns_p),
+            "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer");
         po::options_description d_run("Run");
-        d_run.add_options()
-            ("inductive", po::bool_switch(&inductive), "train without the validation and test nodes and their edges; "
-                                                        "evaluate on the whole graph (default: transductive)")
-            ("deterministic", po::bool_switch(&ro.exact), "exact reductions: identical results for any number of ranks and threads")
-            ("check-numerics", po::bool_switch(&check), "stop with an error at the first NaN/Inf in a kernel input")
-            ("normalize-features", po::bool_switch(&normalize), "scale each node's features to sum 1 (rows with a zero sum stay zero)")
-            ("log-every", po::value(&log_every)->default_value(log_every), "progress line every N rounds / epochs")
-            ("track-test", po::bool_switch(&ro.track_test), "RETEXO: test accuracy every round too (time to accuracy)")
-            ("emulate-bandwidth", po::value(&emulate_bw)->default_value(0), "emulate a network of this many bits/s: pause "
-                                                                            "after every communication call (0: off)")
-            ("emulate-latency", po::value(&emulate_lat)->default_value(0), "emulated latency per communication call, seconds")
-            ("metrics-out", po::value(&metrics_out), "write metrics as JSON (rank 0, atomically)")
-            ("save-model", po::value(&save_model_path), "write the trained parameters to an HDF5 file (rank 0)")
-            ("predict-out", po::value(&predict_out), "write every node's predicted class, logits and final embedding (HDF5)")
-            ("config", po::value(&config), "read options from a file (key = value lines); the command line wins");
+        d_run.add_options()("inductive", po::bool_switch(&inductive),
+                            "train without the validation and test nodes and their edges; "
+                            "evaluate on the whole graph (default: transductive)")(
+            "deterministic", po::bool_switch(&ro.exact),
+            "exact reductions: identical results for any number of ranks and threads")(
+            "check-numerics", po::bool_switch(&check), "stop with an error at the first NaN/Inf in a kernel input")(
+            "normalize-features", po::bool_switch(&normalize),
+            "scale each node's features to sum 1 (rows with a zero sum stay zero)")(
+            "log-every", po::value(&log_every)->default_value(log_every), "progress line every N rounds / epochs")(
+            "track-test", po::bool_switch(&ro.track_test), "RETEXO: test accuracy every round too (time to accuracy)")(
+            "emulate-bandwidth", po::value(&emulate_bw)->default_value(0),
+            "emulate a network of this many bits/s: pause "
+            "after every communication call (0: off)")("emulate-latency", po::value(&emulate_lat)->default_value(0),
+                                                       "emulated latency per communication call, seconds")(
+            "metrics-out", po::value(&metrics_out), "write metrics as JSON (rank 0, atomically)")(
+            "save-model", po::value(&save_model_path), "write the trained parameters to an HDF5 file (rank 0)")(
+            "predict-out", po::value(&predict_out),
+            "write every node's predicted class, logits and final embedding (HDF5)")(
+            "config", po::value(&config), "read options from a file (key = value lines); the command line wins");
         po::options_description d_ckpt("Checkpoints (RETEXO)");
-        d_ckpt.add_options()
-            ("checkpoint-dir", po::value(&ro.checkpoint.dir), "write a checkpoint after every stage (one HDF5 file per rank)")
-            ("checkpoint-every-min", po::value(&ro.checkpoint.every_minutes)->default_value(0.0),
-             "also checkpoint inside a stage at most every M minutes (0: stage ends only)")
-            ("resume", po::bool_switch(&ro.checkpoint.resume), "continue from the newest checkpoint in --checkpoint-dir")
-            ("max-hours", po::value(&ro.checkpoint.max_hours)->default_value(0.0),
-             "stop cleanly with a checkpoint before this many hours (0: no limit); SIGTERM and SIGUSR1 do the same")
-            ("stop-after-stage", po::value(&ro.checkpoint.stop_after_stage)->default_value(-1),
-             "stop cleanly with a checkpoint after this stage (staged jobs)");
+        d_ckpt.add_options()("checkpoint-dir", po::value(&ro.checkpoint.dir),
+                             "write a checkpoint after every stage (one HDF5 file per rank)")(
+            "checkpoint-every-min", po::value(&ro.checkpoint.every_minutes)->default_value(0.0),
+            "also checkpoint inside a stage at most every M minutes (0: stage ends only)")(
+            "resume", po::bool_switch(&ro.checkpoint.resume),
+            "continue from the newest checkpoint in --checkpoint-dir")(
+            "max-hours", po::value(&ro.checkpoint.max_hours)->default_value(0.0),
+            "stop cleanly with a checkpoint before this many hours (0: no limit); SIGTERM and SIGUSR1 do the same")(
+            "stop-after-stage", po::value(&ro.checkpoint.stop_after_stage)->default_value(-1),
+            "stop cleanly with a checkpoint after this stage (staged jobs)");
         po::options_description d_test("Failure testing");
-        d_test.add_options()
-            ("kill-rank", po::value(&kill_rank)->default_value(-1), "this rank kills itself (SIGKILL) ...")
-            ("kill-at-round", po::value(&kill_round)->default_value(1), "... at this RETEXO round of stage 0");
+        d_test.add_options()("kill-rank", po::value(&kill_rank)->default_value(-1),
+                             "this rank kills itself (SIGKILL) ...")(
+            "kill-at-round", po::value(&kill_round)->default_value(1), "... at this RETEXO round of stage 0");
         po::options_description desc;
         desc.add(d_data).add(d_model).add(d_retexo).add(d_std).add(d_run).add(d_ckpt).add(d_test);
 
@@ -196,7 +210,8 @@ int main(int argc, char** argv)
                     modes.push_back(m);
                 }
             }
-            RETEXO_ENSURE(emulate_bw >= 0 && emulate_lat >= 0, "--emulate-bandwidth and --emulate-latency must be >= 0");
+            RETEXO_ENSURE(emulate_bw >= 0 && emulate_lat >= 0,
+                          "--emulate-bandwidth and --emulate-latency must be >= 0");
             comm.emulate({emulate_bw, emulate_lat});
             RETEXO_ENSURE(stages >= 1, "--stages must be at least 1, got " << stages);
             RETEXO_ENSURE(log_every >= 1, "--log-every must be positive, got " << log_every);
@@ -220,7 +235,8 @@ int main(int argc, char** argv)
             const auto r_opt = per_stage<std::string>("optimizer", opt, stages);
             ro.stages.clear();
             for (int k = 0; k < stages; ++k)
-                ro.stages.push_back({r_rounds[k], r_lr[k], r_hidden[k], r_dropout[k], r_wd[k], parse_optimizer(r_opt[k])});
+                ro.stages.push_back(
+                    {r_rounds[k], r_lr[k], r_hidden[k], r_dropout[k], r_wd[k], parse_optimizer(r_opt[k])});
             if (vm["std-hidden"].defaulted()) so.hidden = r_hidden[0];
             if (wants("retexo")) ro.validate();
             if (wants("standard")) so.validate();
@@ -236,21 +252,26 @@ int main(int argc, char** argv)
         nlohmann::json cfg;
         for (const auto& [k, v] : vm) {
             const auto& a = v.value();
-            if (a.type() == typeid(std::string)) cfg[k] = v.as<std::string>();
-            else if (a.type() == typeid(int)) cfg[k] = v.as<int>();
-            else if (a.type() == typeid(double)) cfg[k] = v.as<double>();
-            else if (a.type() == typeid(bool)) cfg[k] = v.as<bool>();
-            else if (a.type() == typeid(std::uint64_t)) cfg[k] = v.as<std::uint64_t>();
+            if (a.type() == typeid(std::string))
+                cfg[k] = v.as<std::string>();
+            else if (a.type() == typeid(int))
+                cfg[k] = v.as<int>();
+            else if (a.type() == typeid(double))
+                cfg[k] = v.as<double>();
+            else if (a.type() == typeid(bool))
+                cfg[k] = v.as<bool>();
+            else if (a.type() == typeid(std::uint64_t))
+                cfg[k] = v.as<std::uint64_t>();
         }
         cfg["mode"] = mode;
         // What a checkpoint must agree with: everything that shapes the RETEXO model and run.
         {
             std::ostringstream f;
             f << "model=" << model << " variant=" << variant << " stages=" << stages << " heads=" << ro.heads
-              << " rounds=" << rounds << " lr=" << lr << " hidden=" << hidden << " dropout=" << dropout << " weight-decay=" << wd
-              << " optimizer=" << opt << " batch-size=" << ro.batch_size << " patience=" << ro.patience
-              << " exchange-precision=" << precision << " seed=" << data.seed << " inductive=" << inductive
-              << " deterministic=" << ro.exact << " normalize-features=" << normalize;
+              << " rounds=" << rounds << " lr=" << lr << " hidden=" << hidden << " dropout=" << dropout
+              << " weight-decay=" << wd << " optimizer=" << opt << " batch-size=" << ro.batch_size
+              << " patience=" << ro.patience << " exchange-precision=" << precision << " seed=" << data.seed
+              << " inductive=" << inductive << " deterministic=" << ro.exact << " normalize-features=" << normalize;
             ro.checkpoint.config = f.str();
         }
         RETEXO_ENSURE(ro.checkpoint.dir.empty() || wants("retexo"), "--checkpoint-dir applies to --mode retexo only");
@@ -272,7 +293,8 @@ int main(int argc, char** argv)
                         version_string, comm.size(), omp_get_max_threads(), static_cast<unsigned long long>(data.seed),
                         lp.global.name.c_str(), lp.global.num_nodes, static_cast<long long>(lp.global.num_edges),
                         lp.global.num_features, lp.global.num_classes,
-                        data.data.empty() || !std::filesystem::is_directory(data.data) ? data.partition.c_str() : "from directory",
+                        data.data.empty() || !std::filesystem::is_directory(data.data) ? data.partition.c_str()
+                                                                                       : "from directory",
                         hash_to_hex(lp.assignment_hash).c_str(), mode.c_str(), model.c_str(),
                         mode == "standard" ? "" : (", variant " + variant).c_str());
         const auto table = gather_partition_table(comm, lp);
@@ -283,7 +305,8 @@ int main(int argc, char** argv)
         std::vector<train::run_result> runs;
         const int total_rounds = [&] {
             int s = 0;
-            for (const auto& st : ro.stages) s += st.rounds;
+            for (const auto& st : ro.stages)
+                s += st.rounds;
             return s;
         }();
         if (wants("retexo")) {
@@ -293,9 +316,9 @@ int main(int argc, char** argv)
                 if (comm.rank() == kill_rank && r.stage == 0 && r.epoch == kill_round) std::raise(SIGKILL);
                 if (!root || (r.epoch % log_every != 0 && r.epoch != 1)) return;
                 const double eta = r.seconds / done * (total_rounds - done);
-                std::printf("retexo   stage %d round %4d  loss %.4f  valid %.4f  bytes %10s  %6.1fs  ETA %.0fs\n", r.stage,
-                            r.epoch, r.loss, r.acc.valid, report::human_bytes(static_cast<double>(r.bytes)).c_str(),
-                            r.seconds, eta);
+                std::printf("retexo   stage %d round %4d  loss %.4f  valid %.4f  bytes %10s  %6.1fs  ETA %.0fs\n",
+                            r.stage, r.epoch, r.loss, r.acc.valid,
+                            report::human_bytes(static_cast<double>(r.bytes)).c_str(), r.seconds, eta);
                 std::fflush(stdout);
             };
             runs.push_back(train::train_retexo(ctx, ro, progress));
@@ -313,9 +336,10 @@ int main(int argc, char** argv)
             auto progress = [&](const train::epoch_record& r) {
                 if (!root || (r.epoch % log_every != 0 && r.epoch != 1)) return;
                 const double eta = r.seconds / r.epoch * (opts.epochs - r.epoch);
-                std::printf("%-8s epoch %4d  loss %.4f  train %.4f  valid %.4f  test %.4f  bytes %10s  %6.1fs  ETA %.0fs\n", name,
-                            r.epoch, r.loss, r.acc.train, r.acc.valid, r.acc.test,
-                            report::human_bytes(static_cast<double>(r.bytes)).c_str(), r.seconds, eta);
+                std::printf(
+                    "%-8s epoch %4d  loss %.4f  train %.4f  valid %.4f  test %.4f  bytes %10s  %6.1fs  ETA %.0fs\n",
+                    name, r.epoch, r.loss, r.acc.train, r.acc.valid, r.acc.test,
+                    report::human_bytes(static_cast<double>(r.bytes)).c_str(), r.seconds, eta);
                 std::fflush(stdout);
             };
             runs.push_back(train::train_standard(ctx, opts, progress));
@@ -331,7 +355,8 @@ int main(int argc, char** argv)
             rss_max = std::max(rss_max, r);
         }
         if (root)
-            std::printf("peak memory (RSS): max rank %s, all ranks %s\n", report::human_bytes(static_cast<double>(rss_max)).c_str(),
+            std::printf("peak memory (RSS): max rank %s, all ranks %s\n",
+                        report::human_bytes(static_cast<double>(rss_max)).c_str(),
                         report::human_bytes(static_cast<double>(rss_total)).c_str());
 
         if (!metrics_out.empty() && root) {
@@ -347,7 +372,8 @@ int main(int argc, char** argv)
                 j["ranks"] = comm.size();
                 j["seed"] = data.seed;
                 j["runs"] = nlohmann::json::array();
-                for (const auto& r : runs) j["runs"].push_back(report::run_json(r, cfg));
+                for (const auto& r : runs)
+                    j["runs"].push_back(report::run_json(r, cfg));
             }
             write_text_atomic(metrics_out, j.dump(2) + "\n");
         }
@@ -356,11 +382,15 @@ int main(int argc, char** argv)
             std::string err;
             if (root) {
                 try {
-                    nlohmann::json model_cfg = cfg;  // the training configuration, without output paths
-                    for (const char* k : {"metrics-out", "save-model", "predict-out", "config", "checkpoint-dir"}) model_cfg.erase(k);
+                    nlohmann::json model_cfg = cfg; // the training configuration, without output paths
+                    for (const char* k : {"metrics-out", "save-model", "predict-out", "config", "checkpoint-dir"})
+                        model_cfg.erase(k);
                     save_model(save_model_path, primary.parameters,
-                               {{"mode", primary.mode}, {"model", model}, {"variant", variant},
-                                {"retexo_version", version_string}, {"config", model_cfg.dump()}});
+                               {{"mode", primary.mode},
+                                {"model", model},
+                                {"variant", variant},
+                                {"retexo_version", version_string},
+                                {"config", model_cfg.dump()}});
                 } catch (const std::exception& e) {
                     err = e.what();
                 }

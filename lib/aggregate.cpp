@@ -16,10 +16,14 @@ aggregator parse_aggregator(const std::string& name)
 std::string to_string(aggregator a)
 {
     switch (a) {
-    case aggregator::sum: return "sum";
-    case aggregator::mean: return "mean";
-    case aggregator::gcn: return "gcn";
-    case aggregator::max: return "max";
+    case aggregator::sum:
+        return "sum";
+    case aggregator::mean:
+        return "mean";
+    case aggregator::gcn:
+        return "gcn";
+    case aggregator::max:
+        return "max";
     }
     return "?";
 }
@@ -35,24 +39,28 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
                       << rows_in << " rows, " << num_src << " sources)");
     if (o.rows.empty()) {
         rows_.resize(static_cast<std::size_t>(rows_in));
-        for (node_t v = 0; v < rows_in; ++v) rows_[v] = v;
+        for (node_t v = 0; v < rows_in; ++v)
+            rows_[v] = v;
     } else {
         rows_.assign(o.rows.begin(), o.rows.end());
         for (node_t v : rows_)
-            RETEXO_ENSURE(v >= 0 && v < rows_in, "retexo::aggregation: destination row " << v
-                                                                                        << " outside [0, " << rows_in << ")");
+            RETEXO_ENSURE(v >= 0 && v < rows_in,
+                          "retexo::aggregation: destination row " << v << " outside [0, " << rows_in << ")");
     }
     std::span<const offset_t> deg = o.in_degree;
     std::vector<offset_t> own_deg;
     if (kind_ == aggregator::gcn) {
         if (deg.empty()) {
-            RETEXO_ENSURE(num_src == rows_in, "retexo::aggregation: gcn over halo rows needs in_degree of every source row");
+            RETEXO_ENSURE(num_src == rows_in,
+                          "retexo::aggregation: gcn over halo rows needs in_degree of every source row");
             own_deg.resize(static_cast<std::size_t>(rows_in));
-            for (node_t v = 0; v < rows_in; ++v) own_deg[v] = g.degree(v);
+            for (node_t v = 0; v < rows_in; ++v)
+                own_deg[v] = g.degree(v);
             deg = own_deg;
         }
-        RETEXO_ENSURE(static_cast<node_t>(deg.size()) == num_src,
-                      "retexo::aggregation: in_degree has " << deg.size() << " entries for " << num_src << " source rows");
+        RETEXO_ENSURE(static_cast<node_t>(deg.size()) == num_src, "retexo::aggregation: in_degree has "
+                                                                      << deg.size() << " entries for " << num_src
+                                                                      << " source rows");
     }
 
     // Plan CSR (self loop first) and weights.
@@ -62,7 +70,8 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
         const node_t v = rows_[i];
         bool has_self = false;
         for (node_t u : g.row(v)) {
-            RETEXO_ENSURE(u >= 0 && u < num_src, "retexo::aggregation: source id " << u << " outside [0, " << num_src << ")");
+            RETEXO_ENSURE(u >= 0 && u < num_src,
+                          "retexo::aggregation: source id " << u << " outside [0, " << num_src << ")");
             has_self = has_self || u == v;
         }
         plan_.offsets[i + 1] = plan_.offsets[i] + g.degree(v) + (self && !has_self ? 1 : 0);
@@ -74,7 +83,8 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
         offset_t e = plan_.offsets[i];
         const offset_t row_len = plan_.offsets[i + 1] - e;
         if (row_len > g.degree(v)) plan_.sources[e++] = v;
-        for (node_t u : g.row(v)) plan_.sources[e++] = u;
+        for (node_t u : g.row(v))
+            plan_.sources[e++] = u;
         for (e = plan_.offsets[i]; e < plan_.offsets[i + 1]; ++e) {
             double w = 1.0;
             if (kind_ == aggregator::mean) w = 1.0 / static_cast<double>(row_len);
@@ -85,13 +95,16 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
             weight_[e] = static_cast<float>(w);
         }
     }
-    for (float w : weight_) max_weight_ = std::max(max_weight_, std::fabs(w));
+    for (float w : weight_)
+        max_weight_ = std::max(max_weight_, std::fabs(w));
 
     // Transpose for the gathering backward pass.
     if (!has_backward_) return;
     back_.offsets.assign(static_cast<std::size_t>(num_src) + 1, 0);
-    for (node_t u : plan_.sources) ++back_.offsets[u + 1];
-    for (node_t u = 0; u < num_src; ++u) back_.offsets[u + 1] += back_.offsets[u];
+    for (node_t u : plan_.sources)
+        ++back_.offsets[u + 1];
+    for (node_t u = 0; u < num_src; ++u)
+        back_.offsets[u + 1] += back_.offsets[u];
     back_.sources.resize(plan_.sources.size());
     back_weight_.resize(plan_.sources.size());
     std::vector<offset_t> fill(back_.offsets.begin(), back_.offsets.end() - 1);
@@ -103,8 +116,7 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
         }
 }
 
-void aggregation::backward_exact(const float* d_out, int width, int k, std::int64_t* acc,
-                                 const node_t* argmax) const
+void aggregation::backward_exact(const float* d_out, int width, int k, std::int64_t* acc, const node_t* argmax) const
 {
     RETEXO_ENSURE(kind_ != aggregator::max || argmax != nullptr,
                   "retexo::aggregation::backward_exact: max aggregation needs the forward argmax");
@@ -125,7 +137,8 @@ void aggregation::backward_exact(const float* d_out, int width, int k, std::int6
             } else {
                 const double we = static_cast<double>(back_weight_[e]) * scale;
 #pragma omp simd
-                for (int f = 0; f < width; ++f) g[f] += static_cast<std::int64_t>(we * static_cast<double>(d[f]));
+                for (int f = 0; f < width; ++f)
+                    g[f] += static_cast<std::int64_t>(we * static_cast<double>(d[f]));
             }
         }
     }
@@ -137,4 +150,4 @@ template void aggregation::forward<double, double>(const double*, int, double*, 
 template void aggregation::backward<float>(const float*, int, float*, const node_t*) const;
 template void aggregation::backward<double>(const double*, int, double*, const node_t*) const;
 
-}  // namespace retexo
+} // namespace retexo

@@ -45,4 +45,4 @@ void write_text_atomic(const std::string& path, const std::string& text)
     out.commit();
 }
 
-}  // namespace retexo
+} // namespace retexo

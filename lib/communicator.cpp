@@ -31,12 +31,9 @@ byte_ledger communicator::sum(const byte_ledger& mine) const
     const auto bytes = static_cast<std::uint64_t>(2.0 * (size_ - 1) / size_ * 4 * num_purposes * sizeof(std::uint64_t));
     charge(purpose::control, bytes, bytes);
     byte_ledger total = mine;
-    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.sent.data(), num_purposes, MPI_UINT64_T,
-                                   MPI_SUM, comm_));
-    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.received.data(), num_purposes,
-                                   MPI_UINT64_T, MPI_SUM, comm_));
-    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.messages.data(), num_purposes,
-                                   MPI_UINT64_T, MPI_SUM, comm_));
+    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.sent.data(), num_purposes, MPI_UINT64_T, MPI_SUM, comm_));
+    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.received.data(), num_purposes, MPI_UINT64_T, MPI_SUM, comm_));
+    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.messages.data(), num_purposes, MPI_UINT64_T, MPI_SUM, comm_));
     return total;
 }
 
@@ -46,7 +43,10 @@ void communicator::charge(purpose p, std::uint64_t sent, std::uint64_t received,
     if (network_.enabled()) std::this_thread::sleep_for(std::chrono::duration<double>(network_.seconds(sent)));
 }
 
-void communicator::barrier() const { RETEXO_CHECK_MPI(MPI_Barrier(comm_)); }
+void communicator::barrier() const
+{
+    RETEXO_CHECK_MPI(MPI_Barrier(comm_));
+}
 
 void communicator::broadcast(std::string& s, int root, purpose p) const
 {
@@ -59,8 +59,7 @@ void communicator::broadcast(std::string& s, int root, purpose p) const
 std::vector<int> communicator::alltoall(std::span<const int> send_counts, purpose p) const
 {
     RETEXO_ENSURE(static_cast<int>(send_counts.size()) == size_,
-                  "retexo::mpi::alltoall: " << send_counts.size() << " counts for " << size_
-                                            << " ranks");
+                  "retexo::mpi::alltoall: " << send_counts.size() << " counts for " << size_ << " ranks");
     std::vector<int> recv(static_cast<std::size_t>(size_));
     RETEXO_CHECK_MPI(MPI_Alltoall(send_counts.data(), 1, MPI_INT, recv.data(), 1, MPI_INT, comm_));
     const auto bytes = static_cast<std::uint64_t>(size_ - 1) * sizeof(int);
@@ -85,4 +84,4 @@ void communicator::agree(const std::string& local_error, purpose p) const
     throw agreed_error(message, __FILE__, __LINE__);
 }
 
-}  // namespace retexo::mpi
+} // namespace retexo::mpi

@@ -23,9 +23,12 @@ optimizer_kind parse_optimizer(const std::string& name)
 std::string to_string(optimizer_kind k)
 {
     switch (k) {
-    case optimizer_kind::adam: return "adam";
-    case optimizer_kind::adamw: return "adamw";
-    case optimizer_kind::sgd: return "sgd";
+    case optimizer_kind::adam:
+        return "adam";
+    case optimizer_kind::adamw:
+        return "adamw";
+    case optimizer_kind::sgd:
+        return "sgd";
     }
     return "?";
 }
@@ -33,5 +36,4 @@ std::string to_string(optimizer_kind k)
 template class optimizer<float>;
 template class optimizer<double>;
 
-}  // namespace retexo
-
+} // namespace retexo

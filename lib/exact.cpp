@@ -33,7 +33,8 @@ void colsum(const float* d, std::int64_t n, int b, int k, std::int64_t* acc)
     for (std::int64_t r = 0; r < n; ++r) {
         const float* dr = d + r * b;
 #pragma omp simd
-        for (int j = 0; j < b; ++j) acc[j] += static_cast<std::int64_t>(static_cast<double>(dr[j]) * scale);
+        for (int j = 0; j < b; ++j)
+            acc[j] += static_cast<std::int64_t>(static_cast<double>(dr[j]) * scale);
     }
 }
 
@@ -52,8 +53,9 @@ void colsum_product(const float* x, const float* d, std::int64_t n, int b, int k
 float max_abs(const float* v, std::size_t n)
 {
     float m = 0.0F;
-    for (std::size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(v[i]));
+    for (std::size_t i = 0; i < n; ++i)
+        m = std::max(m, std::fabs(v[i]));
     return m;
 }
 
-}  // namespace retexo::exact
+} // namespace retexo::exact

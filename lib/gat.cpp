@@ -15,7 +15,8 @@ gat_attention::gat_attention(const csr& g, node_t num_src, const gat_options& o)
                   "retexo::gat_attention: self loops need every destination row to be a source row");
     if (o.rows.empty()) {
         rows_.resize(static_cast<std::size_t>(rows_in));
-        for (node_t v = 0; v < rows_in; ++v) rows_[v] = v;
+        for (node_t v = 0; v < rows_in; ++v)
+            rows_[v] = v;
     } else {
         rows_.assign(o.rows.begin(), o.rows.end());
     }
@@ -27,7 +28,8 @@ gat_attention::gat_attention(const csr& g, node_t num_src, const gat_options& o)
         const auto row = g.row(v);
         const bool has_self = std::find(row.begin(), row.end(), v) != row.end();
         for (node_t u : row)
-            RETEXO_ENSURE(u >= 0 && u < num_src, "retexo::gat_attention: source id " << u << " outside [0, " << num_src << ")");
+            RETEXO_ENSURE(u >= 0 && u < num_src,
+                          "retexo::gat_attention: source id " << u << " outside [0, " << num_src << ")");
         plan_.offsets[i + 1] = plan_.offsets[i] + g.degree(v) + (o.self_loops && !has_self ? 1 : 0);
     }
     plan_.sources.resize(static_cast<std::size_t>(plan_.offsets[n_out]));
@@ -35,13 +37,16 @@ gat_attention::gat_attention(const csr& g, node_t num_src, const gat_options& o)
         offset_t e = plan_.offsets[i];
         const node_t v = rows_[i];
         if (plan_.offsets[i + 1] - e > g.degree(v)) plan_.sources[e++] = v;
-        for (node_t u : g.row(v)) plan_.sources[e++] = u;
+        for (node_t u : g.row(v))
+            plan_.sources[e++] = u;
     }
     // Transpose: for each source row the plan edges leaving it.
     back_.offsets.assign(static_cast<std::size_t>(num_src) + 1, 0);
-    for (node_t u : plan_.sources) ++back_.offsets[u + 1];
-    for (node_t u = 0; u < num_src; ++u) back_.offsets[u + 1] += back_.offsets[u];
-    back_.sources.resize(plan_.sources.size());  // holds edge ids (fit: checked below)
+    for (node_t u : plan_.sources)
+        ++back_.offsets[u + 1];
+    for (node_t u = 0; u < num_src; ++u)
+        back_.offsets[u + 1] += back_.offsets[u];
+    back_.sources.resize(plan_.sources.size()); // holds edge ids (fit: checked below)
     back_out_.resize(plan_.sources.size());
     RETEXO_ENSURE(plan_.num_edges() < (offset_t{1} << 31), "retexo::gat_attention: more than 2^31 edges");
     std::vector<offset_t> fill(back_.offsets.begin(), back_.offsets.end() - 1);
@@ -86,19 +91,24 @@ void gat_attention::forward(const T* z, const T* el, const T* er, int head_dim, 
                 }
             }
             for (offset_t e = e0; e < e1; ++e)
-                for (int h = 0; h < H; ++h) alpha[e * H + h] -= mx[h];
+                for (int h = 0; h < H; ++h)
+                    alpha[e * H + h] -= mx[h];
             // One flat loop over the row's scores so exp vectorises (libmvec).
             T* row_scores = alpha + e0 * H;
             const std::int64_t count = (e1 - e0) * H;
 #pragma omp simd
-            for (std::int64_t k = 0; k < count; ++k) row_scores[k] = vexp(row_scores[k]);
+            for (std::int64_t k = 0; k < count; ++k)
+                row_scores[k] = vexp(row_scores[k]);
             for (offset_t e = e0; e < e1; ++e)
-                for (int h = 0; h < H; ++h) sum[h] += alpha[e * H + h];
-            for (int h = 0; h < H; ++h) sum[h] = T(1) / sum[h];
+                for (int h = 0; h < H; ++h)
+                    sum[h] += alpha[e * H + h];
+            for (int h = 0; h < H; ++h)
+                sum[h] = T(1) / sum[h];
             for (offset_t e = e0; e < e1; ++e) {
                 if (e + 4 < e1) {
                     const char* p = reinterpret_cast<const char*>(z + static_cast<std::ptrdiff_t>(src[e + 4]) * W);
-                    for (std::size_t b = 0; b < W * sizeof(T); b += 64) __builtin_prefetch(p + b);
+                    for (std::size_t b = 0; b < W * sizeof(T); b += 64)
+                        __builtin_prefetch(p + b);
                 }
                 const T* zu = z + static_cast<std::ptrdiff_t>(src[e]) * W;
                 T* a = alpha + e * H;
@@ -107,7 +117,8 @@ void gat_attention::forward(const T* z, const T* el, const T* er, int head_dim, 
                     T* oh = o + h * head_dim;
                     const T* zh = zu + h * head_dim;
 #pragma omp simd
-                    for (int d = 0; d < head_dim; ++d) oh[d] += ah * zh[d];
+                    for (int d = 0; d < head_dim; ++d)
+                        oh[d] += ah * zh[d];
                 }
             }
         }
@@ -115,8 +126,8 @@ void gat_attention::forward(const T* z, const T* el, const T* er, int head_dim, 
 }
 
 template <typename T>
-void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T* alpha,
-                                   const T* d_out, int head_dim, T* d_er, T* d_score) const
+void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T* alpha, const T* d_out, int head_dim,
+                                   T* d_er, T* d_score) const
 {
     const int H = heads_;
     const int W = H * head_dim;
@@ -138,16 +149,19 @@ void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T
             for (offset_t e = e0; e < e1; ++e) {
                 if (e + 4 < e1) {
                     const char* p = reinterpret_cast<const char*>(z + static_cast<std::ptrdiff_t>(src[e + 4]) * W);
-                    for (std::size_t b = 0; b < W * sizeof(T); b += 64) __builtin_prefetch(p + b);
+                    for (std::size_t b = 0; b < W * sizeof(T); b += 64)
+                        __builtin_prefetch(p + b);
                 }
                 const T* zu = z + static_cast<std::ptrdiff_t>(src[e]) * W;
                 T* ds = d_score + e * H;
                 const T* a = alpha + e * H;
 #pragma omp simd
-                for (int k = 0; k < W; ++k) prod[k] = dov[k] * zu[k];
+                for (int k = 0; k < W; ++k)
+                    prod[k] = dov[k] * zu[k];
                 for (int h = 0; h < H; ++h) {
                     T da = 0;
-                    for (int d = 0; d < head_dim; ++d) da += prod[h * head_dim + d];
+                    for (int d = 0; d < head_dim; ++d)
+                        da += prod[h * head_dim + d];
                     ds[h] = da;
                     dot_sum[h] += a[h] * da;
                 }
@@ -172,8 +186,8 @@ void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T
 }
 
 template <typename T>
-void gat_attention::backward(const T* z, const T* el, const T* er, const T* alpha, const T* d_out,
-                             int head_dim, T* d_z, T* d_el, T* d_er, T* d_score) const
+void gat_attention::backward(const T* z, const T* el, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_z,
+                             T* d_el, T* d_er, T* d_score) const
 {
     const int H = heads_;
     const int W = H * head_dim;
@@ -187,8 +201,10 @@ void gat_attention::backward(const T* z, const T* el, const T* er, const T* alph
         std::fill(gl, gl + H, T(0));
         for (offset_t t = back_.offsets[u]; t < back_.offsets[u + 1]; ++t) {
             if (t + 4 < back_.offsets[u + 1]) {
-                const char* p = reinterpret_cast<const char*>(d_out + static_cast<std::ptrdiff_t>(back_out_[t + 4]) * W);
-                for (std::size_t b = 0; b < W * sizeof(T); b += 64) __builtin_prefetch(p + b);
+                const char* p =
+                    reinterpret_cast<const char*>(d_out + static_cast<std::ptrdiff_t>(back_out_[t + 4]) * W);
+                for (std::size_t b = 0; b < W * sizeof(T); b += 64)
+                    __builtin_prefetch(p + b);
                 __builtin_prefetch(alpha + static_cast<std::ptrdiff_t>(back_.sources[t + 4]) * H);
                 __builtin_prefetch(d_score + static_cast<std::ptrdiff_t>(back_.sources[t + 4]) * H);
             }
@@ -198,15 +214,16 @@ void gat_attention::backward(const T* z, const T* el, const T* er, const T* alph
                 const T a = alpha[e * H + h];
                 gl[h] += d_score[e * H + h];
 #pragma omp simd
-                for (int d = 0; d < head_dim; ++d) gz[h * head_dim + d] += a * dov[h * head_dim + d];
+                for (int d = 0; d < head_dim; ++d)
+                    gz[h * head_dim + d] += a * dov[h * head_dim + d];
             }
         }
     }
 }
 
 void gat_attention::backward_exact(const float* z, const float* el, const float* er, const float* alpha,
-                                   const float* d_out, int head_dim, int k, std::int64_t* acc_z,
-                                   std::int64_t* acc_el, float* d_er, float* d_score) const
+                                   const float* d_out, int head_dim, int k, std::int64_t* acc_z, std::int64_t* acc_el,
+                                   float* d_er, float* d_score) const
 {
     const int H = heads_;
     const int W = H * head_dim;
@@ -231,8 +248,7 @@ void gat_attention::backward_exact(const float* z, const float* el, const float*
 
 namespace reference {
 template <typename T>
-void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er, int head_dim,
-                 double slope, T* out)
+void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er, int head_dim, double slope, T* out)
 {
     const int H = plan.heads();
     const int W = H * head_dim;
@@ -248,8 +264,10 @@ void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er
                 s.push_back(x > 0 ? x : slope * x);
             }
             double mx = -1e300, sum = 0;
-            for (double x : s) mx = std::max(mx, x);
-            for (double& x : s) sum += (x = std::exp(x - mx));
+            for (double x : s)
+                mx = std::max(mx, x);
+            for (double& x : s)
+                sum += (x = std::exp(x - mx));
             for (int d = 0; d < head_dim; ++d) {
                 double acc = 0;
                 for (offset_t e = g.offsets[i]; e < g.offsets[i + 1]; ++e)
@@ -261,12 +279,15 @@ void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er
     }
 }
 template void gat_forward<float>(const gat_attention&, const float*, const float*, const float*, int, double, float*);
-template void gat_forward<double>(const gat_attention&, const double*, const double*, const double*, int, double, double*);
-}  // namespace reference
+template void gat_forward<double>(const gat_attention&, const double*, const double*, const double*, int, double,
+                                  double*);
+} // namespace reference
 
 template void gat_attention::forward<float>(const float*, const float*, const float*, int, float*, float*) const;
 template void gat_attention::forward<double>(const double*, const double*, const double*, int, double*, double*) const;
-template void gat_attention::backward<float>(const float*, const float*, const float*, const float*, const float*, int, float*, float*, float*, float*) const;
-template void gat_attention::backward<double>(const double*, const double*, const double*, const double*, const double*, int, double*, double*, double*, double*) const;
+template void gat_attention::backward<float>(const float*, const float*, const float*, const float*, const float*, int,
+                                             float*, float*, float*, float*) const;
+template void gat_attention::backward<double>(const double*, const double*, const double*, const double*, const double*,
+                                              int, double*, double*, double*, double*) const;
 
-}  // namespace retexo
+} // namespace retexo

@@ -10,14 +10,11 @@ namespace retexo {
 void csbm_options::validate() const
 {
     RETEXO_ENSURE(nodes > 0, "--nodes must be positive, got " << nodes);
-    RETEXO_ENSURE(classes >= 1 && classes <= nodes,
-                  "--classes must be in [1, nodes], got " << classes);
+    RETEXO_ENSURE(classes >= 1 && classes <= nodes, "--classes must be in [1, nodes], got " << classes);
     RETEXO_ENSURE(features >= 1, "--features must be positive, got " << features);
-    RETEXO_ENSURE(avg_degree >= 0 && avg_degree < nodes,
-                  "--avg-degree must be in [0, nodes), got " << avg_degree);
+    RETEXO_ENSURE(avg_degree >= 0 && avg_degree < nodes, "--avg-degree must be in [0, nodes), got " << avg_degree);
     RETEXO_ENSURE(homophily >= 0 && homophily <= 1, "--homophily must be in [0, 1], got " << homophily);
-    RETEXO_ENSURE(power_law == 0 || power_law > 2,
-                  "--power-law must be 0 (off) or an exponent > 2, got " << power_law);
+    RETEXO_ENSURE(power_law == 0 || power_law > 2, "--power-law must be 0 (off) or an exponent > 2, got " << power_law);
     RETEXO_ENSURE(feature_signal >= 0, "--feature-signal must be >= 0, got " << feature_signal);
     RETEXO_ENSURE(train_fraction >= 0 && valid_fraction >= 0 && test_fraction >= 0 &&
                       train_fraction + valid_fraction + test_fraction <= 1 + 1e-9,
@@ -29,10 +26,9 @@ namespace {
 node_t sample_cumulative(const std::vector<double>& cum, double target)
 {
     const auto it = std::upper_bound(cum.begin(), cum.end(), target);
-    return static_cast<node_t>(std::min<std::ptrdiff_t>(it - cum.begin(),
-                                                        static_cast<std::ptrdiff_t>(cum.size()) - 1));
+    return static_cast<node_t>(std::min<std::ptrdiff_t>(it - cum.begin(), static_cast<std::ptrdiff_t>(cum.size()) - 1));
 }
-}  // namespace
+} // namespace
 
 csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
 {
@@ -43,7 +39,8 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
     // Labels: uniform over classes.
     const counter_rng label_rng(opt_.seed, rng_stream::generate_labels);
     labels_.resize(static_cast<std::size_t>(n));
-    for (node_t v = 0; v < n; ++v) labels_[v] = static_cast<std::int32_t>(label_rng.below(v, c));
+    for (node_t v = 0; v < n; ++v)
+        labels_[v] = static_cast<std::int32_t>(label_rng.below(v, c));
 
     // Degree weights: 1, or Pareto with exponent gamma (Chung-Lu), capped at sqrt(n * d).
     const counter_rng weight_rng(opt_.seed, rng_stream::generate_weights);
@@ -57,23 +54,27 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
     }
     // Nodes grouped by class with cumulative weights, for proportional sampling.
     std::vector<std::vector<node_t>> members(static_cast<std::size_t>(c));
-    for (node_t v = 0; v < n; ++v) members[labels_[v]].push_back(v);
+    for (node_t v = 0; v < n; ++v)
+        members[labels_[v]].push_back(v);
     std::vector<std::vector<double>> cum(static_cast<std::size_t>(c));
     std::vector<double> class_weight(static_cast<std::size_t>(c), 0.0);
     for (int k = 0; k < c; ++k) {
         double s = 0;
-        for (node_t v : members[k]) cum[k].push_back(s += weight[v]);
+        for (node_t v : members[k])
+            cum[k].push_back(s += weight[v]);
         class_weight[k] = s;
     }
     std::vector<double> all_cum(static_cast<std::size_t>(n));
     {
         double s = 0;
-        for (node_t v = 0; v < n; ++v) all_cum[v] = s += weight[v];
+        for (node_t v = 0; v < n; ++v)
+            all_cum[v] = s += weight[v];
     }
     std::vector<double> class_cum(static_cast<std::size_t>(c));
     {
         double s = 0;
-        for (int k = 0; k < c; ++k) class_cum[k] = s += class_weight[k];
+        for (int k = 0; k < c; ++k)
+            class_cum[k] = s += class_weight[k];
     }
 
     // Edges: u proportional to weight; v in u's class with probability h, otherwise in
@@ -96,7 +97,7 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
             if (t >= before) t += class_weight[cu];
             cv = static_cast<int>(std::min<std::ptrdiff_t>(
                 std::upper_bound(class_cum.begin(), class_cum.end(), t) - class_cum.begin(), c - 1));
-            if (cum[cv].empty()) cv = cu;  // floating-point edge case
+            if (cum[cv].empty()) cv = cu; // floating-point edge case
         }
         const auto& cc = cum[cv];
         const double target = edge_rng.uniform_double(base + 3) * cc.back();
@@ -109,7 +110,8 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
 
     // Split: a seeded permutation cut into train / valid / test.
     std::vector<node_t> perm(static_cast<std::size_t>(n));
-    for (node_t v = 0; v < n; ++v) perm[v] = v;
+    for (node_t v = 0; v < n; ++v)
+        perm[v] = v;
     seeded_shuffle(perm.begin(), perm.end(), counter_rng(opt_.seed, rng_stream::generate_split));
     const auto n_train = static_cast<std::size_t>(opt_.train_fraction * n);
     const auto n_valid = static_cast<std::size_t>(opt_.valid_fraction * n);
@@ -128,8 +130,8 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
     const double scale = opt_.feature_signal / std::sqrt(static_cast<double>(opt_.features));
     for (int k = 0; k < c; ++k)
         for (int f = 0; f < opt_.features; ++f)
-            means_(k, f) = static_cast<float>(
-                scale * mean_rng.normal(static_cast<std::uint64_t>(k) * opt_.features + f));
+            means_(k, f) =
+                static_cast<float>(scale * mean_rng.normal(static_cast<std::uint64_t>(k) * opt_.features + f));
 }
 
 graph_info csbm_generator::info() const
@@ -185,4 +187,4 @@ graph_info generate_csbm_file(const csbm_options& options, const std::string& pa
     return info;
 }
 
-}  // namespace retexo
+} // namespace retexo

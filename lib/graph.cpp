@@ -7,8 +7,8 @@ namespace retexo {
 csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const node_t> dst,
               const csr_build_options& options, csr_build_report* report)
 {
-    RETEXO_ENSURE(src.size() == dst.size(), "retexo::build_csr: " << src.size() << " sources but "
-                                                                  << dst.size() << " destinations");
+    RETEXO_ENSURE(src.size() == dst.size(),
+                  "retexo::build_csr: " << src.size() << " sources but " << dst.size() << " destinations");
     RETEXO_ENSURE(num_nodes >= 0, "retexo::build_csr: negative node count " << num_nodes);
     const auto n = static_cast<std::size_t>(num_nodes);
     const std::size_t m = src.size();
@@ -20,8 +20,7 @@ csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const nod
         const node_t u = src[e];
         const node_t v = dst[e];
         RETEXO_ENSURE(u >= 0 && u < num_nodes && v >= 0 && v < num_nodes,
-                      "edge " << e << " (" << u << " -> " << v << ") has a node id outside [0, "
-                              << num_nodes << ")");
+                      "edge " << e << " (" << u << " -> " << v << ") has a node id outside [0, " << num_nodes << ")");
         if (u == v && options.drop_self_loops) {
             ++rep.self_loops_dropped;
             continue;
@@ -29,7 +28,8 @@ csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const nod
         ++count[v + 1];
         if (options.symmetrise && u != v) ++count[u + 1];
     }
-    for (std::size_t i = 0; i < n; ++i) count[i + 1] += count[i];
+    for (std::size_t i = 0; i < n; ++i)
+        count[i + 1] += count[i];
 
     std::vector<node_t> cols(static_cast<std::size_t>(count[n]));
     std::vector<offset_t> fill(count.begin(), count.end() - 1);
@@ -57,8 +57,7 @@ csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const nod
     offset_t write = 0;
     for (std::size_t v = 0; v < n; ++v) {
         const offset_t begin = count[v];
-        if (write != begin)
-            std::copy(cols.begin() + begin, cols.begin() + begin + kept[v], cols.begin() + write);
+        if (write != begin) std::copy(cols.begin() + begin, cols.begin() + begin + kept[v], cols.begin() + write);
         write += kept[v];
         out.offsets[v + 1] = write;
     }
@@ -75,8 +74,10 @@ csr transpose(const csr& in, node_t num_cols)
     const node_t rows = in.num_rows();
     csr out;
     out.offsets.assign(static_cast<std::size_t>(num_cols) + 1, 0);
-    for (node_t c : in.sources) ++out.offsets[c + 1];
-    for (node_t c = 0; c < num_cols; ++c) out.offsets[c + 1] += out.offsets[c];
+    for (node_t c : in.sources)
+        ++out.offsets[c + 1];
+    for (node_t c = 0; c < num_cols; ++c)
+        out.offsets[c + 1] += out.offsets[c];
     out.sources.resize(in.sources.size());
     std::vector<offset_t> fill(out.offsets.begin(), out.offsets.end() - 1);
     // Rows visited ascending, so every output row is sorted.
@@ -88,30 +89,26 @@ csr transpose(const csr& in, node_t num_cols)
 
 void validate_csr(const csr& g, node_t num_cols, const std::string& what)
 {
-    RETEXO_ENSURE(!g.offsets.empty() && g.offsets.front() == 0,
-                  what << ": CSR offsets must start at 0");
-    RETEXO_ENSURE(g.offsets.back() == g.num_edges(),
-                  what << ": CSR offsets end at " << g.offsets.back() << " but there are "
-                       << g.num_edges() << " edges");
+    RETEXO_ENSURE(!g.offsets.empty() && g.offsets.front() == 0, what << ": CSR offsets must start at 0");
+    RETEXO_ENSURE(g.offsets.back() == g.num_edges(), what << ": CSR offsets end at " << g.offsets.back()
+                                                          << " but there are " << g.num_edges() << " edges");
     for (std::size_t i = 0; i + 1 < g.offsets.size(); ++i)
-        RETEXO_ENSURE(g.offsets[i] <= g.offsets[i + 1],
-                      what << ": CSR offsets decrease at row " << i);
+        RETEXO_ENSURE(g.offsets[i] <= g.offsets[i + 1], what << ": CSR offsets decrease at row " << i);
     for (std::size_t e = 0; e < g.sources.size(); ++e)
-        RETEXO_ENSURE(g.sources[e] >= 0 && g.sources[e] < num_cols,
-                      what << ": edge " << e << " has source id " << g.sources[e]
-                           << " outside [0, " << num_cols << ")");
+        RETEXO_ENSURE(g.sources[e] >= 0 && g.sources[e] < num_cols, what << ": edge " << e << " has source id "
+                                                                         << g.sources[e] << " outside [0, " << num_cols
+                                                                         << ")");
 }
 
-std::vector<split> split_membership(node_t num_nodes, std::span<const node_t> train,
-                                    std::span<const node_t> valid, std::span<const node_t> test)
+std::vector<split> split_membership(node_t num_nodes, std::span<const node_t> train, std::span<const node_t> valid,
+                                    std::span<const node_t> test)
 {
     std::vector<split> member(static_cast<std::size_t>(num_nodes), split::none);
     auto mark = [&](std::span<const node_t> ids, split s, const char* name) {
         for (node_t v : ids) {
             RETEXO_ENSURE(v >= 0 && v < num_nodes,
                           name << " split: node id " << v << " outside [0, " << num_nodes << ")");
-            RETEXO_ENSURE(member[v] == split::none,
-                          name << " split: node " << v << " is already in another split");
+            RETEXO_ENSURE(member[v] == split::none, name << " split: node " << v << " is already in another split");
             member[v] = s;
         }
     };
@@ -125,15 +122,14 @@ void validate_graph(const graph& g, const std::string& source)
 {
     const node_t n = g.num_nodes();
     validate_csr(g.in_edges, n, source);
-    RETEXO_ENSURE(g.features.rows() == n, source << ": " << g.features.rows()
-                                                 << " feature rows for " << n << " nodes");
+    RETEXO_ENSURE(g.features.rows() == n, source << ": " << g.features.rows() << " feature rows for " << n << " nodes");
     RETEXO_ENSURE(static_cast<node_t>(g.labels.size()) == n,
                   source << ": " << g.labels.size() << " labels for " << n << " nodes");
     RETEXO_ENSURE(g.num_classes > 0, source << ": number of classes must be positive");
     for (std::size_t v = 0; v < g.labels.size(); ++v)
-        RETEXO_ENSURE(g.labels[v] >= 0 && g.labels[v] < g.num_classes,
-                      source << ": label " << g.labels[v] << " of node " << v << " is outside 0.."
-                             << g.num_classes - 1);
+        RETEXO_ENSURE(g.labels[v] >= 0 && g.labels[v] < g.num_classes, source << ": label " << g.labels[v]
+                                                                              << " of node " << v << " is outside 0.."
+                                                                              << g.num_classes - 1);
     try {
         (void)split_membership(n, g.train, g.valid, g.test);
     } catch (const error& e) {
@@ -141,4 +137,4 @@ void validate_graph(const graph& g, const std::string& source)
     }
 }
 
-}  // namespace retexo
+} // namespace retexo

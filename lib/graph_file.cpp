@@ -6,14 +6,13 @@ namespace retexo {
 
 namespace {
 constexpr node_t read_block_rows = 1 << 16;
-}  // namespace
+} // namespace
 
-graph_file_writer::graph_file_writer(const std::string& path, const graph_info& info)
-    : info_(info), out_(path)
+graph_file_writer::graph_file_writer(const std::string& path, const graph_info& info) : info_(info), out_(path)
 {
     RETEXO_ENSURE(info.num_nodes >= 0 && info.num_features >= 0 && info.num_classes > 0,
-                  path << ": invalid graph sizes (nodes " << info.num_nodes << ", features "
-                       << info.num_features << ", classes " << info.num_classes << ")");
+                  path << ": invalid graph sizes (nodes " << info.num_nodes << ", features " << info.num_features
+                       << ", classes " << info.num_classes << ")");
     file_.emplace(h5::file::create(out_.temp_path(), path));
     file_->set_attr("retexo_format", std::string(graph_format_name));
     file_->set_attr("format_version", graph_format_version);
@@ -23,16 +22,15 @@ graph_file_writer::graph_file_writer(const std::string& path, const graph_info& 
     file_->set_attr("num_features", static_cast<std::int64_t>(info.num_features));
     file_->set_attr("num_classes", static_cast<std::int64_t>(info.num_classes));
     file_->set_attr("directed", static_cast<std::int64_t>(info.directed ? 1 : 0));
-    const hsize_t dims[2] = {static_cast<hsize_t>(info.num_nodes),
-                             static_cast<hsize_t>(info.num_features)};
-    features_ = file_->create_dataset<float>("features", dims, h5::chunk_rows_for(static_cast<hsize_t>(info.num_features)));
+    const hsize_t dims[2] = {static_cast<hsize_t>(info.num_nodes), static_cast<hsize_t>(info.num_features)};
+    features_ =
+        file_->create_dataset<float>("features", dims, h5::chunk_rows_for(static_cast<hsize_t>(info.num_features)));
 }
 
 graph_file_writer::~graph_file_writer() = default;
 
 void graph_file_writer::write_structure(const csr& in_edges, std::span<const std::int32_t> labels,
-                                        std::span<const node_t> train,
-                                        std::span<const node_t> valid,
+                                        std::span<const node_t> train, std::span<const node_t> valid,
                                         std::span<const node_t> test)
 {
     const auto& p = out_.path();
@@ -53,20 +51,17 @@ void graph_file_writer::write_structure(const csr& in_edges, std::span<const std
 
 void graph_file_writer::append_features(const float* data, node_t rows)
 {
-    RETEXO_ENSURE(rows_written_ + rows <= info_.num_nodes,
-                  out_.path() << ": more feature rows than nodes");
-    file_->write_rows<float>(features_, "features", static_cast<hsize_t>(rows_written_),
-                             static_cast<hsize_t>(rows), static_cast<hsize_t>(info_.num_features),
-                             data);
+    RETEXO_ENSURE(rows_written_ + rows <= info_.num_nodes, out_.path() << ": more feature rows than nodes");
+    file_->write_rows<float>(features_, "features", static_cast<hsize_t>(rows_written_), static_cast<hsize_t>(rows),
+                             static_cast<hsize_t>(info_.num_features), data);
     rows_written_ += rows;
 }
 
 void graph_file_writer::commit()
 {
     RETEXO_ENSURE(structure_written_, out_.path() << ": graph structure was never written");
-    RETEXO_ENSURE(rows_written_ == info_.num_nodes, out_.path() << ": only " << rows_written_
-                                                                << " of " << info_.num_nodes
-                                                                << " feature rows written");
+    RETEXO_ENSURE(rows_written_ == info_.num_nodes,
+                  out_.path() << ": only " << rows_written_ << " of " << info_.num_nodes << " feature rows written");
     features_.reset();
     RETEXO_ENSURE(H5Fflush(file_->id(), H5F_SCOPE_GLOBAL) >= 0, out_.path() << ": flush failed");
     file_.reset();
@@ -83,18 +78,15 @@ void write_graph(const graph& g, const std::string& path)
 
 graph_file_reader::graph_file_reader(const std::string& path) : file_(h5::file::open(path))
 {
-    RETEXO_ENSURE(file_.has_attr("retexo_format") &&
-                      file_.attr_string("retexo_format") == graph_format_name,
-                  path << ": not a retexo graph file (attribute retexo_format != "
-                       << graph_format_name << ")");
+    RETEXO_ENSURE(file_.has_attr("retexo_format") && file_.attr_string("retexo_format") == graph_format_name,
+                  path << ": not a retexo graph file (attribute retexo_format != " << graph_format_name << ")");
     const auto version = file_.attr_int("format_version");
-    RETEXO_ENSURE(version == graph_format_version,
-                  path << ": graph format version " << version << " is not supported (expected "
-                       << graph_format_version << ")");
+    RETEXO_ENSURE(version == graph_format_version, path << ": graph format version " << version
+                                                        << " is not supported (expected " << graph_format_version
+                                                        << ")");
     info_.name = file_.attr_string("name");
     const auto n = file_.attr_int("num_nodes");
-    RETEXO_ENSURE(n >= 0 && n < (std::int64_t{1} << 31),
-                  path << ": num_nodes " << n << " outside [0, 2^31)");
+    RETEXO_ENSURE(n >= 0 && n < (std::int64_t{1} << 31), path << ": num_nodes " << n << " outside [0, 2^31)");
     info_.num_nodes = static_cast<node_t>(n);
     info_.num_edges = file_.attr_int("num_edges");
     info_.num_features = static_cast<int>(file_.attr_int("num_features"));
@@ -111,8 +103,7 @@ graph_file_reader::graph_file_reader(const std::string& path) : file_(h5::file::
                   path << ": dataset csr/offsets must have num_nodes + 1 = " << n + 1 << " entries");
     const auto sd = file_.dims("csr/sources");
     RETEXO_ENSURE(sd.size() == 1 && sd[0] == static_cast<hsize_t>(info_.num_edges),
-                  path << ": dataset csr/sources must have num_edges = " << info_.num_edges
-                       << " entries");
+                  path << ": dataset csr/sources must have num_edges = " << info_.num_edges << " entries");
     features_ = file_.open_dataset("features");
 }
 
@@ -130,8 +121,8 @@ std::vector<std::int32_t> graph_file_reader::read_labels() const
     auto labels = file_.read_vector<std::int32_t>("labels", info_.num_nodes);
     for (std::size_t v = 0; v < labels.size(); ++v)
         RETEXO_ENSURE(labels[v] >= 0 && labels[v] < info_.num_classes,
-                      file_.path() << ": label " << labels[v] << " of node " << v
-                                   << " is outside 0.." << info_.num_classes - 1);
+                      file_.path() << ": label " << labels[v] << " of node " << v << " is outside 0.."
+                                   << info_.num_classes - 1);
     return labels;
 }
 
@@ -139,19 +130,16 @@ std::vector<node_t> graph_file_reader::read_split(const std::string& which) cons
 {
     auto ids = file_.read_vector<node_t>("split/" + which);
     for (node_t v : ids)
-        RETEXO_ENSURE(v >= 0 && v < info_.num_nodes, file_.path() << ": split/" << which
-                                                                  << " has node id " << v
-                                                                  << " outside [0, "
-                                                                  << info_.num_nodes << ")");
+        RETEXO_ENSURE(v >= 0 && v < info_.num_nodes, file_.path() << ": split/" << which << " has node id " << v
+                                                                  << " outside [0, " << info_.num_nodes << ")");
     return ids;
 }
 
 void graph_file_reader::read_features(node_t row0, node_t rows, float* out) const
 {
     if (rows == 0 || info_.num_features == 0) return;
-    file_.read_rows<float>(features_, "features", static_cast<hsize_t>(row0),
-                           static_cast<hsize_t>(rows), static_cast<hsize_t>(info_.num_features),
-                           out);
+    file_.read_rows<float>(features_, "features", static_cast<hsize_t>(row0), static_cast<hsize_t>(rows),
+                           static_cast<hsize_t>(info_.num_features), out);
 }
 
 graph read_graph(const std::string& path)
@@ -176,4 +164,4 @@ graph read_graph(const std::string& path)
     return g;
 }
 
-}  // namespace retexo
+} // namespace retexo

@@ -25,7 +25,8 @@ halo_plan::halo_plan(const mpi::communicator& comm, const partition_structure& p
         ++recv_count_[q];
     }
     comm.agree(err);
-    for (int q = 1; q < P; ++q) recv_displ_[q] = recv_displ_[q - 1] + recv_count_[q - 1];
+    for (int q = 1; q < P; ++q)
+        recv_displ_[q] = recv_displ_[q - 1] + recv_count_[q - 1];
 
     // Tell every owner which of its nodes we need (global ids; setup traffic only).
     send_count_ = comm.alltoall(recv_count_, purpose::setup);
@@ -37,14 +38,14 @@ halo_plan::halo_plan(const mpi::communicator& comm, const partition_structure& p
         RETEXO_ENSURE(total <= INT32_MAX, "retexo::halo_plan: more than 2^31 rows to send");
     }
     std::vector<node_t> wanted(static_cast<std::size_t>(total));
-    comm.alltoallv(p.halo_global.data(), recv_count_.data(), recv_displ_.data(), wanted.data(),
-                   send_count_.data(), send_displ_.data(), purpose::setup);
+    comm.alltoallv(p.halo_global.data(), recv_count_.data(), recv_displ_.data(), wanted.data(), send_count_.data(),
+                   send_displ_.data(), purpose::setup);
     send_rows_.resize(wanted.size());
     for (std::size_t i = 0; i < wanted.size() && err.empty(); ++i) {
         const auto it = std::lower_bound(p.owned_global.begin(), p.owned_global.end(), wanted[i]);
         if (it == p.owned_global.end() || *it != wanted[i]) {
-            err = "a peer asked for node " + std::to_string(wanted[i]) + ", which rank " +
-                  std::to_string(comm.rank()) + " does not own (inconsistent partitions)";
+            err = "a peer asked for node " + std::to_string(wanted[i]) + ", which rank " + std::to_string(comm.rank()) +
+                  " does not own (inconsistent partitions)";
             break;
         }
         send_rows_[i] = static_cast<node_t>(it - p.owned_global.begin());
@@ -59,7 +60,8 @@ halo_plan::~halo_plan()
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized != 0) return;
-    for (auto& [bytes, t] : types_) MPI_Type_free(&t);
+    for (auto& [bytes, t] : types_)
+        MPI_Type_free(&t);
 }
 
 int halo_plan::num_sources() const noexcept
@@ -79,13 +81,12 @@ MPI_Datatype halo_plan::row_type(int bytes) const
 }
 
 void halo_plan::exchange(const void* send, void* recv, const std::vector<int>& scount, const std::vector<int>& sdispl,
-                         const std::vector<int>& rcount, const std::vector<int>& rdispl, int row_bytes,
-                         purpose p) const
+                         const std::vector<int>& rcount, const std::vector<int>& rdispl, int row_bytes, purpose p) const
 {
     if (row_bytes == 0) return;
     const MPI_Datatype t = row_type(row_bytes);
-    RETEXO_CHECK_MPI(MPI_Alltoallv(send, scount.data(), sdispl.data(), t, recv, rcount.data(), rdispl.data(), t,
-                                   comm_.get()));
+    RETEXO_CHECK_MPI(
+        MPI_Alltoallv(send, scount.data(), sdispl.data(), t, recv, rcount.data(), rdispl.data(), t, comm_.get()));
     std::uint64_t out = 0, in = 0, msgs = 0;
     for (int q = 0; q < comm_.size(); ++q) {
         if (q == comm_.rank()) continue;
@@ -96,4 +97,4 @@ void halo_plan::exchange(const void* send, void* recv, const std::vector<int>& s
     comm_.charge(p, out, in, msgs);
 }
 
-}  // namespace retexo
+} // namespace retexo

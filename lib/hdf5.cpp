@@ -21,8 +21,7 @@ file file::open(const std::string& path, bool writable)
         RETEXO_ENSURE(probe.good(), path << ": cannot open: " << std::strerror(errno));
     }
     RETEXO_ENSURE(H5Fis_hdf5(path.c_str()) > 0, path << ": not an HDF5 file");
-    handle h(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT),
-             H5Fclose);
+    handle h(H5Fopen(path.c_str(), writable ? H5F_ACC_RDWR : H5F_ACC_RDONLY, H5P_DEFAULT), H5Fclose);
     RETEXO_ENSURE(h.valid(), path << ": cannot open as HDF5 (truncated or corrupt file?)");
     return {std::move(h), path};
 }
@@ -61,8 +60,8 @@ bool file::exists(const std::string& object) const
 
 handle file::open_dataset(const std::string& dataset) const
 {
-    RETEXO_ENSURE(exists(dataset), display_ << ": dataset " << dataset
-                                            << " is missing (wrong layout or not a retexo file?)");
+    RETEXO_ENSURE(exists(dataset),
+                  display_ << ": dataset " << dataset << " is missing (wrong layout or not a retexo file?)");
     handle ds(H5Dopen2(h_.get(), dataset.c_str(), H5P_DEFAULT), H5Dclose);
     RETEXO_ENSURE(ds.valid(), display_ << ": cannot open dataset " << dataset);
     return ds;
@@ -93,13 +92,11 @@ void file::make_groups(const std::string& object)
 }
 
 namespace {
-void write_attr(hid_t loc, const std::string& display, const std::string& name, hid_t type,
-                const void* value)
+void write_attr(hid_t loc, const std::string& display, const std::string& name, hid_t type, const void* value)
 {
     if (H5Aexists(loc, name.c_str()) > 0) H5Adelete(loc, name.c_str());
     handle space(H5Screate(H5S_SCALAR), H5Sclose);
-    handle attr(H5Acreate2(loc, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT),
-                H5Aclose);
+    handle attr(H5Acreate2(loc, name.c_str(), type, space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     RETEXO_ENSURE(attr.valid() && H5Awrite(attr.get(), type, value) >= 0,
                   display << ": cannot write attribute " << name);
 }
@@ -112,7 +109,7 @@ handle open_attr(hid_t loc, const std::string& display, const std::string& name)
     RETEXO_ENSURE(attr.valid(), display << ": cannot open attribute " << name);
     return attr;
 }
-}  // namespace
+} // namespace
 
 void file::set_attr(const std::string& name, const std::string& value)
 {
@@ -141,8 +138,7 @@ std::string file::attr_string(const std::string& name) const
 {
     const auto attr = open_attr(h_.get(), display_, name);
     handle type(H5Aget_type(attr.get()), H5Tclose);
-    RETEXO_ENSURE(H5Tget_class(type.get()) == H5T_STRING,
-                  display_ << ": attribute " << name << " is not a string");
+    RETEXO_ENSURE(H5Tget_class(type.get()) == H5T_STRING, display_ << ": attribute " << name << " is not a string");
     RETEXO_ENSURE(H5Tis_variable_str(type.get()) <= 0,
                   display_ << ": attribute " << name << " is a variable-length string");
     const std::size_t size = H5Tget_size(type.get());
@@ -150,8 +146,7 @@ std::string file::attr_string(const std::string& name) const
     handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
     H5Tset_size(mem.get(), size);
     H5Tset_strpad(mem.get(), H5T_STR_NULLPAD);
-    RETEXO_ENSURE(H5Aread(attr.get(), mem.get(), value.data()) >= 0,
-                  display_ << ": cannot read attribute " << name);
+    RETEXO_ENSURE(H5Aread(attr.get(), mem.get(), value.data()) >= 0, display_ << ": cannot read attribute " << name);
     value.resize(std::strlen(value.c_str()));
     return value;
 }
@@ -174,4 +169,4 @@ double file::attr_double(const std::string& name) const
     return value;
 }
 
-}  // namespace retexo::h5
+} // namespace retexo::h5

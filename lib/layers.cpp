@@ -18,10 +18,14 @@ layer_kind parse_layer_kind(const std::string& name)
 std::string to_string(layer_kind k)
 {
     switch (k) {
-    case layer_kind::gcn: return "gcn";
-    case layer_kind::sage_mean: return "sage";
-    case layer_kind::sage_pool: return "sage-pool";
-    case layer_kind::gat: return "gat";
+    case layer_kind::gcn:
+        return "gcn";
+    case layer_kind::sage_mean:
+        return "sage";
+    case layer_kind::sage_pool:
+        return "sage-pool";
+    case layer_kind::gat:
+        return "gat";
     }
     return "?";
 }
@@ -29,8 +33,10 @@ std::string to_string(layer_kind k)
 local_graph make_local_graph(const local_partition& lp, std::vector<offset_t>& degree)
 {
     degree.resize(static_cast<std::size_t>(lp.num_local()));
-    for (node_t v = 0; v < lp.num_owned(); ++v) degree[v] = lp.in_edges.degree(v);
-    for (node_t h = 0; h < lp.num_halo(); ++h) degree[lp.num_owned() + h] = lp.halo_in_degree[h];
+    for (node_t v = 0; v < lp.num_owned(); ++v)
+        degree[v] = lp.in_edges.degree(v);
+    for (node_t h = 0; h < lp.num_halo(); ++h)
+        degree[lp.num_owned() + h] = lp.halo_in_degree[h];
     return {&lp.in_edges, lp.num_owned(), lp.num_local(), degree};
 }
 
@@ -62,7 +68,7 @@ void init_glorot(parameter<T>& p, int fan_in, int fan_out, std::uint64_t seed, s
     xavier_uniform(p.value, fan_in, fan_out, counter_rng(seed, rng_stream::init * 100000 + index));
 }
 
-}  // namespace
+} // namespace
 
 template <typename T>
 gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o, std::uint64_t seed,
@@ -89,7 +95,7 @@ gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o
         lin_self_.emplace(in, out);
         break;
     case layer_kind::sage_pool:
-        pool_ = o.pool_width > 0 ? o.pool_width : std::min(in, 512);  // GraphSAGE-pool default width
+        pool_ = o.pool_width > 0 ? o.pool_width : std::min(in, 512); // GraphSAGE-pool default width
         w_pool_ = parameter<T>(tag + "pool_weight", in, pool_);
         b_pool_ = parameter<T>(tag + "pool_bias", 1, pool_);
         init_glorot(w_pool_, in, pool_, seed, base + 1);
@@ -127,9 +133,12 @@ int gnn_layer<T>::msg_width() const noexcept
 {
     switch (kind_) {
     case layer_kind::gcn:
-    case layer_kind::sage_mean: return transform_first_ ? out_ : in_;
-    case layer_kind::sage_pool: return pool_;
-    case layer_kind::gat: return heads_ * head_dim_ + heads_;
+    case layer_kind::sage_mean:
+        return transform_first_ ? out_ : in_;
+    case layer_kind::sage_pool:
+        return pool_;
+    case layer_kind::gat:
+        return heads_ * head_dim_ + heads_;
     }
     return 0;
 }
@@ -150,10 +159,14 @@ template <typename T>
 std::vector<parameter<T>*> gnn_layer<T>::parameters()
 {
     switch (kind_) {
-    case layer_kind::gcn: return {&w_, &b_};
-    case layer_kind::sage_mean: return {&w_self_, &w_, &b_};
-    case layer_kind::sage_pool: return {&w_pool_, &b_pool_, &w_self_, &w_, &b_};
-    case layer_kind::gat: return {&w_, &a_l_, &a_r_, &b_};
+    case layer_kind::gcn:
+        return {&w_, &b_};
+    case layer_kind::sage_mean:
+        return {&w_self_, &w_, &b_};
+    case layer_kind::sage_pool:
+        return {&w_pool_, &b_pool_, &w_self_, &w_, &b_};
+    case layer_kind::gat:
+        return {&w_, &a_l_, &a_r_, &b_};
     }
     return {};
 }
@@ -167,7 +180,8 @@ layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t>
     p.num_local = g.num_local;
     switch (kind_) {
     case layer_kind::gcn:
-        p.agg.emplace(*g.in_edges, g.num_local, aggregation_options{.kind = aggregator::gcn, .in_degree = g.in_degree, .rows = rows});
+        p.agg.emplace(*g.in_edges, g.num_local,
+                      aggregation_options{.kind = aggregator::gcn, .in_degree = g.in_degree, .rows = rows});
         break;
     case layer_kind::sage_mean:
         p.agg.emplace(*g.in_edges, g.num_local, aggregation_options{.kind = aggregator::mean, .rows = rows});
@@ -176,8 +190,9 @@ layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t>
         p.agg.emplace(*g.in_edges, g.num_local, aggregation_options{.kind = aggregator::max, .rows = rows});
         break;
     case layer_kind::gat:
-        p.att.emplace(*g.in_edges, g.num_local,
-                      gat_options{.heads = heads_, .negative_slope = opt_.negative_slope, .self_loops = true, .rows = rows});
+        p.att.emplace(
+            *g.in_edges, g.num_local,
+            gat_options{.heads = heads_, .negative_slope = opt_.negative_slope, .self_loops = true, .rows = rows});
         break;
     }
     return p;
@@ -191,8 +206,10 @@ void gnn_layer<T>::message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg
     switch (kind_) {
     case layer_kind::gcn:
     case layer_kind::sage_mean:
-        if (transform_first_) lin_->forward(x, w_.value, none, msg);
-        else msg = x;
+        if (transform_first_)
+            lin_->forward(x, w_.value, none, msg);
+        else
+            msg = x;
         break;
     case layer_kind::sage_pool:
         lin_pool_->forward(x, w_pool_.value, b_pool_.value, c.pre);
@@ -209,7 +226,8 @@ void gnn_layer<T>::message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg
         for (Eigen::Index u = 0; u < x.rows(); ++u)
             for (int h = 0; h < H; ++h) {
                 T s = 0;
-                for (int d = 0; d < D; ++d) s += z(u, h * D + d) * a_l_.value(h, d);
+                for (int d = 0; d < D; ++d)
+                    s += z(u, h * D + d) * a_l_.value(h, d);
                 msg(u, HD + h) = s;
             }
         break;
@@ -218,8 +236,8 @@ void gnn_layer<T>::message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg
 }
 
 template <typename T>
-void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows,
-                           layer_cache<T>& c, matrix<T>& out) const
+void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
+                           matrix<T>& out) const
 {
     const auto n = static_cast<Eigen::Index>(plan.rows.size());
     RETEXO_ENSURE_DIMS("gnn_layer::combine", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
@@ -238,8 +256,10 @@ void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, con
     case layer_kind::sage_mean:
     case layer_kind::sage_pool: {
         RETEXO_ENSURE_DIMS("gnn_layer::combine", "self rows", x_rows.rows(), n);
-        if (kind_ == layer_kind::sage_mean) plan.agg->forward(msg_all, c.agg);
-        else plan.agg->forward(msg_all, c.agg, &c.argmax);
+        if (kind_ == layer_kind::sage_mean)
+            plan.agg->forward(msg_all, c.agg);
+        else
+            plan.agg->forward(msg_all, c.agg, &c.argmax);
         lin_self_->forward(x_rows, w_self_.value, b_.value, out);
         if (transform_first_) {
             out += c.agg;
@@ -259,7 +279,8 @@ void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, con
         for (node_t v : plan.rows)
             for (int h = 0; h < H; ++h) {
                 T s = 0;
-                for (int d = 0; d < D; ++d) s += c.z(v, h * D + d) * a_r_.value(h, d);
+                for (int d = 0; d < D; ++d)
+                    s += c.z(v, h * D + d) * a_r_.value(h, d);
                 c.er(v, h) = s;
             }
         c.alpha.resize(plan.att->num_edges(), H);
@@ -273,7 +294,8 @@ void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, con
             for (Eigen::Index i = 0; i < n; ++i)
                 for (int d = 0; d < D; ++d) {
                     T s = 0;
-                    for (int h = 0; h < H; ++h) s += c.att(i, h * D + d);
+                    for (int h = 0; h < H; ++h)
+                        s += c.att(i, h * D + d);
                     out(i, d) = s / static_cast<T>(H) + b_.value(0, d);
                 }
         }
@@ -298,7 +320,8 @@ void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg
     bias_gradient(b_, d_out.data(), n, mode);
     auto scatter = [&](const matrix<T>& d_agg) {
         if (exact_mode) {
-            c.msg_k = mode.scale_for({static_cast<double>(plan.agg->max_weight()), static_cast<double>(max_abs_of(d_agg))});
+            c.msg_k =
+                mode.scale_for({static_cast<double>(plan.agg->max_weight()), static_cast<double>(max_abs_of(d_agg))});
             c.d_msg_exact.assign(static_cast<std::size_t>(plan.num_local) * mw, 0);
             if constexpr (std::is_same_v<T, float>)
                 plan.agg->backward_exact(d_agg.data(), mw, c.msg_k, c.d_msg_exact.data(),
@@ -338,7 +361,8 @@ void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg
         } else {
             for (Eigen::Index i = 0; i < n; ++i)
                 for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d) d_att(i, h * D + d) = d_out(i, d) / static_cast<T>(H);
+                    for (int d = 0; d < D; ++d)
+                        d_att(i, h * D + d) = d_out(i, d) / static_cast<T>(H);
         }
         const Eigen::Index L = plan.num_local;
         c.d_score.resize(plan.att->num_edges(), H);
@@ -347,26 +371,30 @@ void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg
         auto attn_r_gradient = [&] {
             a_r_.grad.setZero();
             if (exact_mode) {
-                a_r_.exact_k = mode.scale_for({static_cast<double>(max_abs_of(d_er)), static_cast<double>(max_abs_of(c.z))});
+                a_r_.exact_k =
+                    mode.scale_for({static_cast<double>(max_abs_of(d_er)), static_cast<double>(max_abs_of(c.z))});
                 a_r_.exact.assign(static_cast<std::size_t>(HD), 0);
                 const double scale = std::ldexp(1.0, a_r_.exact_k);
                 for (node_t v : plan.rows)
                     for (int h = 0; h < H; ++h)
                         for (int d = 0; d < D; ++d)
-                            a_r_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(c.z(v, h * D + d)) * scale *
-                                                                               static_cast<double>(d_er(v, h)));
+                            a_r_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(c.z(v, h * D + d)) *
+                                                                               scale * static_cast<double>(d_er(v, h)));
             } else {
                 for (node_t v : plan.rows)
                     for (int h = 0; h < H; ++h)
-                        for (int d = 0; d < D; ++d) a_r_.grad(h, d) += d_er(v, h) * c.z(v, h * D + d);
+                        for (int d = 0; d < D; ++d)
+                            a_r_.grad(h, d) += d_er(v, h) * c.z(v, h * D + d);
             }
         };
         if (exact_mode) {
             if constexpr (std::is_same_v<T, float>) {
                 const double zmax = max_abs_of(c.z);
                 const double amax = std::max(1.0, static_cast<double>(max_abs_of(a_r_.value)));
-                c.msg_k = mode.scale_for({static_cast<double>(max_abs_of(d_att)), std::max(1.0, 2.0 * D * zmax) * amax});
-                std::vector<std::int64_t> acc_z(static_cast<std::size_t>(L) * HD, 0), acc_el(static_cast<std::size_t>(L) * H, 0);
+                c.msg_k =
+                    mode.scale_for({static_cast<double>(max_abs_of(d_att)), std::max(1.0, 2.0 * D * zmax) * amax});
+                std::vector<std::int64_t> acc_z(static_cast<std::size_t>(L) * HD, 0),
+                    acc_el(static_cast<std::size_t>(L) * H, 0);
                 plan.att->backward_exact(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, c.msg_k,
                                          acc_z.data(), acc_el.data(), d_er.data(), c.d_score.data());
                 // z also feeds er of the destination rows: add d_er a_r, term by term.
@@ -388,7 +416,8 @@ void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg
                                d_el.data(), d_er.data(), c.d_score.data());
             for (node_t v : plan.rows)
                 for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d) d_z(v, h * D + d) += d_er(v, h) * a_r_.value(h, d);
+                    for (int d = 0; d < D; ++d)
+                        d_z(v, h * D + d) += d_er(v, h) * a_r_.value(h, d);
             c.d_msg.resize(L, HD + H);
             c.d_msg.leftCols(HD) = d_z;
             c.d_msg.rightCols(H) = d_el;
@@ -435,23 +464,26 @@ void gnn_layer<T>::message_backward(const matrix<T>& x, const matrix<T>& msg, la
         const matrix<T> d_el = dm.rightCols(H);
         a_l_.grad.setZero();
         if (exact_mode) {
-            a_l_.exact_k = mode.scale_for({static_cast<double>(max_abs_of(d_el)), static_cast<double>(max_abs_of(msg))});
+            a_l_.exact_k =
+                mode.scale_for({static_cast<double>(max_abs_of(d_el)), static_cast<double>(max_abs_of(msg))});
             a_l_.exact.assign(static_cast<std::size_t>(HD), 0);
             const double scale = std::ldexp(1.0, a_l_.exact_k);
             for (node_t u = 0; u < n; ++u)
                 for (int h = 0; h < H; ++h)
                     for (int d = 0; d < D; ++d)
-                        a_l_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(msg(u, h * D + d)) * scale *
-                                                                           static_cast<double>(d_el(u, h)));
+                        a_l_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(msg(u, h * D + d)) *
+                                                                           scale * static_cast<double>(d_el(u, h)));
         } else {
             for (node_t u = 0; u < n; ++u)
                 for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d) a_l_.grad(h, d) += d_el(u, h) * msg(u, h * D + d);
+                    for (int d = 0; d < D; ++d)
+                        a_l_.grad(h, d) += d_el(u, h) * msg(u, h * D + d);
         }
 #pragma omp parallel for schedule(static)
         for (node_t u = 0; u < n; ++u)
             for (int h = 0; h < H; ++h)
-                for (int d = 0; d < D; ++d) d_z(u, h * D + d) += d_el(u, h) * a_l_.value(h, d);
+                for (int d = 0; d < D; ++d)
+                    d_z(u, h * D + d) += d_el(u, h) * a_l_.value(h, d);
         weight_gradient(w_, *lin_, x.data(), d_z.data(), n, mode);
         if (d_x != nullptr) {
             d_x->resize(n, in_);
@@ -466,7 +498,8 @@ template <typename T>
 void gnn_layer<T>::add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const
 {
     if (kind_ != layer_kind::sage_mean && kind_ != layer_kind::sage_pool) return;
-    for (std::size_t i = 0; i < plan.rows.size(); ++i) d_x.row(plan.rows[i]) += c.d_self.row(static_cast<Eigen::Index>(i));
+    for (std::size_t i = 0; i < plan.rows.size(); ++i)
+        d_x.row(plan.rows[i]) += c.d_self.row(static_cast<Eigen::Index>(i));
 }
 
 template <typename T>
@@ -489,7 +522,8 @@ void dense_layer<T>::backward(const matrix<T>& x, const matrix<T>& dy, matrix<T>
 }
 
 template <typename T>
-layer_norm<T>::layer_norm(int width, const std::string& name) : gamma(name + ".gamma", 1, width), beta(name + ".beta", 1, width)
+layer_norm<T>::layer_norm(int width, const std::string& name)
+    : gamma(name + ".gamma", 1, width), beta(name + ".beta", 1, width)
 {
     gamma.value.setOnes();
 }
@@ -501,8 +535,8 @@ void layer_norm<T>::forward(const matrix<T>& x, matrix<T>& y)
     y.resize(x.rows(), x.cols());
     mean.resize(x.rows(), 1);
     rstd.resize(x.rows(), 1);
-    layer_norm_forward(x.data(), x.rows(), static_cast<int>(x.cols()), gamma.value.data(), beta.value.data(), eps, y.data(),
-                       mean.data(), rstd.data());
+    layer_norm_forward(x.data(), x.rows(), static_cast<int>(x.cols()), gamma.value.data(), beta.value.data(), eps,
+                       y.data(), mean.data(), rstd.data());
 }
 
 template <typename T>
@@ -513,10 +547,12 @@ void layer_norm<T>::backward(const matrix<T>& x, const matrix<T>& dy, matrix<T>&
     dx.resize(n, w);
     if (mode.exact && std::is_same_v<T, float>) {
         if constexpr (std::is_same_v<T, float>) {
-            layer_norm_backward_data(x.data(), dy.data(), n, w, gamma.value.data(), mean.data(), rstd.data(), dx.data());
+            layer_norm_backward_data(x.data(), dy.data(), n, w, gamma.value.data(), mean.data(), rstd.data(),
+                                     dx.data());
             matrix<T> xhat(n, w);
             layer_norm_xhat(x.data(), n, w, mean.data(), rstd.data(), xhat.data());
-            gamma.exact_k = mode.scale_for({static_cast<double>(max_abs_of(xhat)), static_cast<double>(max_abs_of(dy))});
+            gamma.exact_k =
+                mode.scale_for({static_cast<double>(max_abs_of(xhat)), static_cast<double>(max_abs_of(dy))});
             gamma.exact.assign(static_cast<std::size_t>(w), 0);
             exact::colsum_product(xhat.data(), dy.data(), n, w, gamma.exact_k, gamma.exact.data());
             bias_gradient(beta, dy.data(), n, mode);
@@ -534,4 +570,4 @@ template struct dense_layer<double>;
 template struct layer_norm<float>;
 template struct layer_norm<double>;
 
-}  // namespace retexo::nn
+} // namespace retexo::nn

@@ -28,8 +28,8 @@ struct matmul_prim {
     dnnl::matmul prim;
 };
 
-matmul_prim make_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool a_transposed,
-                        bool b_transposed, bool with_bias)
+matmul_prim make_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool a_transposed, bool b_transposed,
+                        bool with_bias)
 {
     matmul_prim p;
     p.a = a_transposed ? dnnl::memory::desc(dims{m, k}, dt::f32, dims{1, m})
@@ -54,7 +54,7 @@ matmul_prim make_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool a_t
     return p;
 }
 
-}  // namespace
+} // namespace
 
 struct linear_kernel::impl {
     // key: (m, k, n, a_transposed, b_transposed, bias)
@@ -62,8 +62,8 @@ struct linear_kernel::impl {
     std::map<key, matmul_prim> cache;
     std::mutex mutex;
     std::vector<dnnl::stream> streams;
-    std::vector<std::vector<std::uint8_t>> scratch;  // one scratchpad per thread
-    std::vector<float> partial, bias_partial;        // weight-gradient chunk partials, reused
+    std::vector<std::vector<std::uint8_t>> scratch; // one scratchpad per thread
+    std::vector<float> partial, bias_partial;       // weight-gradient chunk partials, reused
 
     const matmul_prim& get(std::int64_t m, std::int64_t k, std::int64_t n, bool at, bool bt, bool bias)
     {
@@ -84,8 +84,10 @@ struct linear_kernel::impl {
     {
         std::lock_guard lock(mutex);
         const auto want = static_cast<std::size_t>(omp_get_max_threads());
-        while (streams.size() < want) streams.emplace_back(cpu_engine());
-        while (scratch.size() < want) scratch.emplace_back(scratch_size);
+        while (streams.size() < want)
+            streams.emplace_back(cpu_engine());
+        while (scratch.size() < want)
+            scratch.emplace_back(scratch_size);
     }
     /// Run p on this thread's stream with its scratchpad.
     void run(const matmul_prim& p, std::unordered_map<int, dnnl::memory> args)
@@ -154,8 +156,8 @@ void linear_kernel::backward_data<float>(const float* dy, std::int64_t n, const 
 }
 
 template <>
-void linear_kernel::backward_weights<float>(const float* x, const float* dy, std::int64_t n, float* dw,
-                                            float* db, bool accumulate) const
+void linear_kernel::backward_weights<float>(const float* x, const float* dy, std::int64_t n, float* dw, float* db,
+                                            bool accumulate) const
 {
     const std::size_t wsize = static_cast<std::size_t>(in_) * out_;
     if (n == 0) {
@@ -169,7 +171,8 @@ void linear_kernel::backward_weights<float>(const float* x, const float* dy, std
     const int chunks = reduction_blocks(n);
     auto& partial = impl_->partial;
     auto& bias_partial = impl_->bias_partial;
-    if (partial.size() < static_cast<std::size_t>(chunks) * wsize) partial.resize(static_cast<std::size_t>(chunks) * wsize);
+    if (partial.size() < static_cast<std::size_t>(chunks) * wsize)
+        partial.resize(static_cast<std::size_t>(chunks) * wsize);
     bias_partial.assign(static_cast<std::size_t>(chunks) * out_, 0.0F);
     // Chunk row counts differ by at most one: create both shapes before the parallel loop.
     for (int c = 0; c < chunks; ++c) {
@@ -189,20 +192,23 @@ void linear_kernel::backward_weights<float>(const float* x, const float* dy, std
         if (db != nullptr) {
             float* bp = bias_partial.data() + static_cast<std::size_t>(c) * out_;
             for (std::int64_t r = r0; r < r1; ++r)
-                for (int j = 0; j < out_; ++j) bp[j] += dy[r * out_ + j];
+                for (int j = 0; j < out_; ++j)
+                    bp[j] += dy[r * out_ + j];
         }
     }
     // Fixed-order sum of the chunk partials.
 #pragma omp parallel for schedule(static)
     for (std::size_t i = 0; i < wsize; ++i) {
         float s = accumulate ? dw[i] : 0.0F;
-        for (int c = 0; c < chunks; ++c) s += partial[static_cast<std::size_t>(c) * wsize + i];
+        for (int c = 0; c < chunks; ++c)
+            s += partial[static_cast<std::size_t>(c) * wsize + i];
         dw[i] = s;
     }
     if (db != nullptr)
         for (int j = 0; j < out_; ++j) {
             float s = accumulate ? db[j] : 0.0F;
-            for (int c = 0; c < chunks; ++c) s += bias_partial[static_cast<std::size_t>(c) * out_ + j];
+            for (int c = 0; c < chunks; ++c)
+                s += bias_partial[static_cast<std::size_t>(c) * out_ + j];
             db[j] = s;
         }
 }
@@ -211,7 +217,7 @@ void linear_kernel::backward_weights<float>(const float* x, const float* dy, std
 namespace {
 using md = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
 using mdw = Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>;
-}  // namespace
+} // namespace
 
 template <>
 void linear_kernel::forward<double>(const double* x, std::int64_t n, const double* w, const double* b, double* y) const
@@ -229,8 +235,8 @@ void linear_kernel::backward_data<double>(const double* dy, std::int64_t n, cons
 }
 
 template <>
-void linear_kernel::backward_weights<double>(const double* x, const double* dy, std::int64_t n, double* dw,
-                                             double* db, bool accumulate) const
+void linear_kernel::backward_weights<double>(const double* x, const double* dy, std::int64_t n, double* dw, double* db,
+                                             bool accumulate) const
 {
     mdw DW(dw, in_, out_);
     if (!accumulate) DW.setZero();
@@ -249,7 +255,8 @@ void linear_forward(const T* x, std::int64_t n, int in, int out, const T* w, con
     for (std::int64_t r = 0; r < n; ++r)
         for (int j = 0; j < out; ++j) {
             double s = b != nullptr ? static_cast<double>(b[j]) : 0.0;
-            for (int i = 0; i < in; ++i) s += static_cast<double>(x[r * in + i]) * static_cast<double>(w[i * out + j]);
+            for (int i = 0; i < in; ++i)
+                s += static_cast<double>(x[r * in + i]) * static_cast<double>(w[i * out + j]);
             y[r * out + j] = static_cast<T>(s);
         }
 }
@@ -259,26 +266,31 @@ void linear_backward(const T* x, const T* dy, std::int64_t n, int in, int out, c
     for (std::int64_t r = 0; r < n; ++r)
         for (int i = 0; i < in; ++i) {
             double s = 0;
-            for (int j = 0; j < out; ++j) s += static_cast<double>(dy[r * out + j]) * static_cast<double>(w[i * out + j]);
+            for (int j = 0; j < out; ++j)
+                s += static_cast<double>(dy[r * out + j]) * static_cast<double>(w[i * out + j]);
             dx[r * in + i] = static_cast<T>(s);
         }
     for (int i = 0; i < in; ++i)
         for (int j = 0; j < out; ++j) {
             double s = 0;
-            for (std::int64_t r = 0; r < n; ++r) s += static_cast<double>(x[r * in + i]) * static_cast<double>(dy[r * out + j]);
+            for (std::int64_t r = 0; r < n; ++r)
+                s += static_cast<double>(x[r * in + i]) * static_cast<double>(dy[r * out + j]);
             dw[i * out + j] = static_cast<T>(s);
         }
     for (int j = 0; j < out; ++j) {
         double s = 0;
-        for (std::int64_t r = 0; r < n; ++r) s += static_cast<double>(dy[r * out + j]);
+        for (std::int64_t r = 0; r < n; ++r)
+            s += static_cast<double>(dy[r * out + j]);
         db[j] = static_cast<T>(s);
     }
 }
 template void linear_forward<float>(const float*, std::int64_t, int, int, const float*, const float*, float*);
 template void linear_forward<double>(const double*, std::int64_t, int, int, const double*, const double*, double*);
-template void linear_backward<float>(const float*, const float*, std::int64_t, int, int, const float*, float*, float*, float*);
-template void linear_backward<double>(const double*, const double*, std::int64_t, int, int, const double*, double*, double*, double*);
-}  // namespace reference
+template void linear_backward<float>(const float*, const float*, std::int64_t, int, int, const float*, float*, float*,
+                                     float*);
+template void linear_backward<double>(const double*, const double*, std::int64_t, int, int, const double*, double*,
+                                      double*, double*);
+} // namespace reference
 
 double measure_sgemm_gflops(int m, int k, int n, int repeats)
 {
@@ -292,7 +304,7 @@ double measure_sgemm_gflops(int m, int k, int n, int repeats)
         ms(p.scratch, eng, scratch.data());
     const std::unordered_map<int, dnnl::memory> args{
         {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}};
-    p.prim.execute(s, args);  // warm up
+    p.prim.execute(s, args); // warm up
     s.wait();
     double best = 0;
     for (int r = 0; r < repeats; ++r) {
@@ -305,4 +317,4 @@ double measure_sgemm_gflops(int m, int k, int n, int repeats)
     return best;
 }
 
-}  // namespace retexo
+} // namespace retexo

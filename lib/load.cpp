@@ -30,8 +30,8 @@ csbm_options data_options::embedded_graph_options()
 
 namespace {
 
-std::vector<part_t> assignment_for(const csr& in_edges, bool directed, node_t num_nodes,
-                                   const data_options& o, part_t parts)
+std::vector<part_t> assignment_for(const csr& in_edges, bool directed, node_t num_nodes, const data_options& o,
+                                   part_t parts)
 {
     partition_options po;
     po.parts = parts;
@@ -50,7 +50,7 @@ std::vector<part_t> assignment_for(const csr& in_edges, bool directed, node_t nu
     return make_partition(in_edges, directed, po);
 }
 
-}  // namespace
+} // namespace
 
 local_partition load_rank_partition(const mpi::communicator& comm, const data_options& o)
 {
@@ -64,31 +64,31 @@ local_partition load_rank_partition(const mpi::communicator& comm, const data_op
             lp = extract_partition(g, a, parts, part);
         } else if (fs::is_directory(o.data)) {
             const auto m = read_manifest(o.data);
-            RETEXO_ENSURE(m.num_parts == parts,
-                          o.data << ": holds " << m.num_parts << " partitions but the job has "
-                                 << parts << " ranks (mpirun -np must equal the partition count)");
+            RETEXO_ENSURE(m.num_parts == parts, o.data << ": holds " << m.num_parts << " partitions but the job has "
+                                                       << parts
+                                                       << " ranks (mpirun -np must equal the partition count)");
             lp = load_partition(o.data, part);
         } else {
             const graph_file_reader reader(o.data);
-            const auto a = assignment_for(reader.read_csr(), reader.info().directed,
-                                          reader.info().num_nodes, o, parts);
+            const auto a = assignment_for(reader.read_csr(), reader.info().directed, reader.info().num_nodes, o, parts);
             lp = load_partition_from_graph(o.data, a, parts, part);
         }
     });
     // Every rank must hold a piece of the same assignment.
     const auto hashes = comm.allgather(lp.assignment_hash, purpose::setup);
     for (int r = 0; r < parts; ++r)
-        RETEXO_ENSURE(hashes[r] == hashes[0],
-                      "rank " << r << " loaded a partition with assignment hash "
-                              << hash_to_hex(hashes[r]) << " but rank 0 has "
-                              << hash_to_hex(hashes[0]) << ": the partition files do not belong together");
+        RETEXO_ENSURE(hashes[r] == hashes[0], "rank " << r << " loaded a partition with assignment hash "
+                                                      << hash_to_hex(hashes[r]) << " but rank 0 has "
+                                                      << hash_to_hex(hashes[0])
+                                                      << ": the partition files do not belong together");
     return lp;
 }
 
 std::string gather_partition_table(const mpi::communicator& comm, const local_partition& lp)
 {
     offset_t cut = 0;
-    for (node_t c : lp.in_edges.sources) cut += c >= lp.num_owned() ? 1 : 0;
+    for (node_t c : lp.in_edges.sources)
+        cut += c >= lp.num_owned() ? 1 : 0;
     const std::int64_t mine[7] = {lp.num_owned(),
                                   lp.num_halo(),
                                   lp.in_edges.num_edges(),
@@ -110,9 +110,10 @@ std::string gather_partition_table(const mpi::communicator& comm, const local_pa
         o << "\n";
     }
     o << " all";
-    for (int k = 0; k < 7; ++k) o << std::setw(k == 2 ? 14 : k == 3 ? 12 : k >= 4 ? 9 : 11) << total[k];
+    for (int k = 0; k < 7; ++k)
+        o << std::setw(k == 2 ? 14 : k == 3 ? 12 : k >= 4 ? 9 : 11) << total[k];
     o << "\n";
     return o.str();
 }
 
-}  // namespace retexo
+} // namespace retexo

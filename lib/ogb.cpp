@@ -39,9 +39,8 @@ std::vector<node_t> read_split_file(const std::string& path, node_t n)
     std::vector<node_t> ids;
     ids.reserve(values.size());
     for (std::size_t i = 0; i < values.size(); ++i) {
-        RETEXO_ENSURE(values[i] >= 0 && values[i] < n, path << ":" << i + 1 << ": node id "
-                                                            << values[i] << " outside [0, " << n
-                                                            << ")");
+        RETEXO_ENSURE(values[i] >= 0 && values[i] < n,
+                      path << ":" << i + 1 << ": node id " << values[i] << " outside [0, " << n << ")");
         ids.push_back(static_cast<node_t>(values[i]));
     }
     std::sort(ids.begin(), ids.end());
@@ -75,7 +74,7 @@ meta_info read_meta(const fs::path& dir)
     return m;
 }
 
-}  // namespace
+} // namespace
 
 std::vector<std::string> ogb_splits(const std::string& dir)
 {
@@ -88,8 +87,7 @@ std::vector<std::string> ogb_splits(const std::string& dir)
     return names;
 }
 
-ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
-                       const ogb_options& options)
+ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path, const ogb_options& options)
 {
     const fs::path dir(dir_name);
     RETEXO_ENSURE(fs::is_directory(dir), dir_name << ": not a directory");
@@ -108,7 +106,8 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     const auto splits = ogb_splits(dir_name);
     if (split.empty()) {
         std::string list;
-        for (const auto& s : splits) list += " " + s;
+        for (const auto& s : splits)
+            list += " " + s;
         RETEXO_ENSURE(splits.size() == 1, dir_name << ": choose a split with --split (available:"
                                                    << (list.empty() ? " none" : list) << ")");
         split = splits[0];
@@ -127,20 +126,18 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
         while (in.next(line)) {
             if (line.empty()) continue;
             const auto comma = line.find(',');
-            RETEXO_ENSURE(comma != std::string_view::npos,
-                          in.where() << ": expected 'src,dst', got '" << line << "'");
+            RETEXO_ENSURE(comma != std::string_view::npos, in.where() << ": expected 'src,dst', got '" << line << "'");
             const auto u = parse_number<std::int64_t>(line.substr(0, comma), in.where());
             const auto v = parse_number<std::int64_t>(line.substr(comma + 1), in.where());
             RETEXO_ENSURE(u >= 0 && u < n && v >= 0 && v < n,
-                          in.where() << ": edge " << u << "," << v << " has a node id outside [0, "
-                                     << n << ")");
+                          in.where() << ": edge " << u << "," << v << " has a node id outside [0, " << n << ")");
             src.push_back(static_cast<node_t>(u));
             dst.push_back(static_cast<node_t>(v));
         }
         rep.edge_lines = static_cast<offset_t>(src.size());
-        RETEXO_ENSURE(rep.edge_lines == expected_edges,
-                      in.path() << ": " << rep.edge_lines << " edge lines but num-edge-list says "
-                                << expected_edges << " (truncated file?)");
+        RETEXO_ENSURE(rep.edge_lines == expected_edges, in.path() << ": " << rep.edge_lines
+                                                                  << " edge lines but num-edge-list says "
+                                                                  << expected_edges << " (truncated file?)");
     }
     const bool directed = options.directed.value_or(meta.directed.value_or(false));
     csr_build_report build;
@@ -157,8 +154,8 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
         text_reader in(data_file(raw, "node-label"));
         std::string_view line;
         while (in.next(line)) {
-            RETEXO_ENSURE(line.find(',') == std::string_view::npos,
-                          in.where() << ": multi-column labels are not supported");
+            RETEXO_ENSURE(line.find(',') == std::string_view::npos, in.where()
+                                                                        << ": multi-column labels are not supported");
             const auto y = parse_number<std::int64_t>(line, in.where());
             RETEXO_ENSURE(y >= 0 && y < (1 << 30), in.where() << ": label " << y << " is negative or too large");
             labels.push_back(static_cast<std::int32_t>(y));
@@ -170,8 +167,7 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     const int max_label = labels.empty() ? -1 : *std::max_element(labels.begin(), labels.end());
     if (num_classes <= 0) num_classes = max_label + 1;
     RETEXO_ENSURE(max_label < num_classes, data_file(raw, "node-label")
-                                               << ": label " << max_label << " is outside 0.."
-                                               << num_classes - 1);
+                                               << ": label " << max_label << " is outside 0.." << num_classes - 1);
 
     const auto train = read_split_file(data_file(split_dir, "train"), n);
     const auto valid = read_split_file(data_file(split_dir, "valid"), n);
@@ -195,8 +191,8 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
 
     graph_info info;
     info.name = !options.name.empty() ? options.name
-                : !meta.name.empty() ? meta.name
-                                     : fs::absolute(dir).lexically_normal().filename().string();
+                : !meta.name.empty()  ? meta.name
+                                      : fs::absolute(dir).lexically_normal().filename().string();
     if (info.name.empty()) info.name = fs::absolute(dir).parent_path().filename().string();
     info.directed = directed;
     info.num_nodes = n;
@@ -222,8 +218,7 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
         RETEXO_ENSURE(total + rows < n, feat.where() << ": more feature rows than the " << n << " nodes");
         const auto got = parse_csv_numbers<float>(line, feat.where(), block);
         RETEXO_ENSURE(got == static_cast<std::size_t>(num_features),
-                      feat.where() << ": ragged feature rows: " << got << " values, expected "
-                                   << num_features);
+                      feat.where() << ": ragged feature rows: " << got << " values, expected " << num_features);
         ++rows;
     }
     flush();
@@ -232,4 +227,4 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     return rep;
 }
 
-}  // namespace retexo
+} // namespace retexo

@@ -17,9 +17,11 @@ void save_model(const std::string& path, const std::vector<named_tensor>& tensor
         auto f = h5::file::create(out.temp_path(), path);
         f.set_attr("retexo_format", std::string("retexo-model"));
         f.set_attr("format_version", std::int64_t{1});
-        for (const auto& [k, v] : attributes) f.set_attr(k, v);
+        for (const auto& [k, v] : attributes)
+            f.set_attr(k, v);
         for (const auto& t : tensors)
-            f.write<float>("parameters/" + t.name, std::span<const float>(t.value.data(), static_cast<std::size_t>(t.value.size())),
+            f.write<float>("parameters/" + t.name,
+                           std::span<const float>(t.value.data(), static_cast<std::size_t>(t.value.size())),
                            {static_cast<hsize_t>(t.value.rows()), static_cast<hsize_t>(t.value.cols())});
     }
     out.commit();
@@ -60,14 +62,18 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
     auto block_start = [&](int r) { return static_cast<node_t>(N * r / P); };
     auto block_of = [&](node_t g) {
         int r = static_cast<int>(static_cast<std::int64_t>(g) * P / N);
-        while (r + 1 < P && g >= block_start(r + 1)) ++r;
-        while (r > 0 && g < block_start(r)) --r;
+        while (r + 1 < P && g >= block_start(r + 1))
+            ++r;
+        while (r > 0 && g < block_start(r))
+            --r;
         return r;
     };
     // Redistribute rows to the rank whose contiguous block holds them.
     std::vector<int> scount(static_cast<std::size_t>(P), 0), sdispl(static_cast<std::size_t>(P), 0);
-    for (node_t g : part.owned_global) ++scount[block_of(g)];
-    for (int q = 1; q < P; ++q) sdispl[q] = sdispl[q - 1] + scount[q - 1];
+    for (node_t g : part.owned_global)
+        ++scount[block_of(g)];
+    for (int q = 1; q < P; ++q)
+        sdispl[q] = sdispl[q - 1] + scount[q - 1];
     std::vector<node_t> send_ids(static_cast<std::size_t>(own));
     std::vector<float> send_rows(static_cast<std::size_t>(own) * W);
     {
@@ -81,10 +87,12 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
     }
     const auto rcount = comm.alltoall(scount, purpose::output);
     std::vector<int> rdispl(static_cast<std::size_t>(P), 0);
-    for (int q = 1; q < P; ++q) rdispl[q] = rdispl[q - 1] + rcount[q - 1];
+    for (int q = 1; q < P; ++q)
+        rdispl[q] = rdispl[q - 1] + rcount[q - 1];
     const int nrecv = rdispl[P - 1] + rcount[P - 1];
     std::vector<node_t> recv_ids(static_cast<std::size_t>(nrecv));
-    comm.alltoallv(send_ids.data(), scount.data(), sdispl.data(), recv_ids.data(), rcount.data(), rdispl.data(), purpose::output);
+    comm.alltoallv(send_ids.data(), scount.data(), sdispl.data(), recv_ids.data(), rcount.data(), rdispl.data(),
+                   purpose::output);
     std::vector<int> sc(scount), sd(sdispl), rc(rcount), rd(rdispl);
     for (int q = 0; q < P; ++q) {
         sc[q] *= W;
@@ -128,11 +136,12 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
         auto em = f->create_dataset<float>("embedding", de);
         h5::handle xfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
         H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE);
-        f->write_rows<std::int32_t>(pred, "prediction", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn), 1, block_pred.data(), xfer.get());
+        f->write_rows<std::int32_t>(pred, "prediction", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn), 1,
+                                    block_pred.data(), xfer.get());
         f->write_rows<float>(lg, "logits", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn), static_cast<hsize_t>(C),
                              block_logits.data(), xfer.get());
-        f->write_rows<float>(em, "embedding", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn), static_cast<hsize_t>(E),
-                             block_emb.data(), xfer.get());
+        f->write_rows<float>(em, "embedding", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn),
+                             static_cast<hsize_t>(E), block_emb.data(), xfer.get());
         pred.reset();
         lg.reset();
         em.reset();
@@ -141,8 +150,9 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
         err = e.what();
     }
     comm.agree(err);
-    if (comm.rank() == 0 && std::rename(temp.c_str(), path.c_str()) != 0) err = path + ": cannot move the predictions into place";
+    if (comm.rank() == 0 && std::rename(temp.c_str(), path.c_str()) != 0)
+        err = path + ": cannot move the predictions into place";
     comm.agree(err);
 }
 
-}  // namespace retexo
+} // namespace retexo

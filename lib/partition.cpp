@@ -20,17 +20,20 @@ partition_method parse_partition_method(const std::string& name)
     if (name == "metis") return partition_method::metis;
     if (name == "blocks") return partition_method::blocks;
     if (name == "given") return partition_method::given;
-    RETEXO_THROW("--method: unknown partition method '" << name
-                                                        << "' (expected random, metis, blocks or given)");
+    RETEXO_THROW("--method: unknown partition method '" << name << "' (expected random, metis, blocks or given)");
 }
 
 std::string to_string(partition_method m)
 {
     switch (m) {
-    case partition_method::random: return "random";
-    case partition_method::metis: return "metis";
-    case partition_method::blocks: return "blocks";
-    case partition_method::given: return "given";
+    case partition_method::random:
+        return "random";
+    case partition_method::metis:
+        return "metis";
+    case partition_method::blocks:
+        return "blocks";
+    case partition_method::given:
+        return "given";
     }
     return "?";
 }
@@ -42,7 +45,10 @@ metis_objective parse_metis_objective(const std::string& name)
     RETEXO_THROW("--objective: unknown METIS objective '" << name << "' (expected cut or vol)");
 }
 
-std::string to_string(metis_objective o) { return o == metis_objective::cut ? "cut" : "vol"; }
+std::string to_string(metis_objective o)
+{
+    return o == metis_objective::cut ? "cut" : "vol";
+}
 
 std::vector<part_t> partition_random(node_t num_nodes, part_t parts, std::uint64_t seed)
 {
@@ -51,7 +57,8 @@ std::vector<part_t> partition_random(node_t num_nodes, part_t parts, std::uint64
     std::iota(perm.begin(), perm.end(), 0);
     seeded_shuffle(perm.begin(), perm.end(), counter_rng(seed, rng_stream::partition_random));
     std::vector<part_t> a(static_cast<std::size_t>(num_nodes));
-    for (std::size_t i = 0; i < perm.size(); ++i) a[perm[i]] = static_cast<part_t>(i % parts);
+    for (std::size_t i = 0; i < perm.size(); ++i)
+        a[perm[i]] = static_cast<part_t>(i % parts);
     return a;
 }
 
@@ -64,8 +71,8 @@ std::vector<part_t> partition_blocks(node_t num_nodes, part_t parts)
     return a;
 }
 
-std::vector<part_t> partition_metis(const csr& in_edges, bool directed, part_t parts,
-                                    metis_objective objective, std::uint64_t seed)
+std::vector<part_t> partition_metis(const csr& in_edges, bool directed, part_t parts, metis_objective objective,
+                                    std::uint64_t seed)
 {
     RETEXO_ENSURE(parts >= 1, "number of partitions must be positive, got " << parts);
     const node_t n = in_edges.num_rows();
@@ -99,14 +106,12 @@ std::vector<part_t> partition_metis(const csr& in_edges, bool directed, part_t p
     idx_t nvtxs = n, ncon = 1, nparts = parts, edgecut = 0;
     idx_t options[METIS_NOPTIONS];
     METIS_SetDefaultOptions(options);
-    options[METIS_OPTION_OBJTYPE] =
-        objective == metis_objective::vol ? METIS_OBJTYPE_VOL : METIS_OBJTYPE_CUT;
+    options[METIS_OPTION_OBJTYPE] = objective == metis_objective::vol ? METIS_OBJTYPE_VOL : METIS_OBJTYPE_CUT;
     options[METIS_OPTION_SEED] = static_cast<idx_t>(seed % 2147483647);
     options[METIS_OPTION_NUMBERING] = 0;
     std::vector<idx_t> part(static_cast<std::size_t>(n), 0);
-    const int rc = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.data(), nullptr, nullptr,
-                                       nullptr, &nparts, nullptr, nullptr, options, &edgecut,
-                                       part.data());
+    const int rc = METIS_PartGraphKway(&nvtxs, &ncon, xadj.data(), adjncy.data(), nullptr, nullptr, nullptr, &nparts,
+                                       nullptr, nullptr, options, &edgecut, part.data());
     RETEXO_ENSURE(rc == METIS_OK, "METIS_PartGraphKway failed with status "
                                       << rc << (rc == METIS_ERROR_MEMORY ? " (out of memory)" : ""));
     return {part.begin(), part.end()};
@@ -121,16 +126,14 @@ std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, p
     while (in.next(line)) {
         if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
         const auto p = parse_number<std::int64_t>(line, in.where());
-        RETEXO_ENSURE(p >= 0 && p < parts, in.where() << ": partition id " << p << " is outside [0, "
-                                                      << parts << ")");
+        RETEXO_ENSURE(p >= 0 && p < parts, in.where() << ": partition id " << p << " is outside [0, " << parts << ")");
         RETEXO_ENSURE(static_cast<node_t>(a.size()) < num_nodes,
-                      path << ": more than " << num_nodes << " lines; the graph has " << num_nodes
-                           << " nodes");
+                      path << ": more than " << num_nodes << " lines; the graph has " << num_nodes << " nodes");
         a.push_back(static_cast<part_t>(p));
     }
-    RETEXO_ENSURE(static_cast<node_t>(a.size()) == num_nodes,
-                  path << ": " << a.size() << " lines, but the graph has " << num_nodes
-                       << " nodes (one partition id per node expected)");
+    RETEXO_ENSURE(static_cast<node_t>(a.size()) == num_nodes, path << ": " << a.size() << " lines, but the graph has "
+                                                                   << num_nodes
+                                                                   << " nodes (one partition id per node expected)");
     return a;
 }
 
@@ -141,7 +144,8 @@ void write_assignment(const std::string& path, std::span<const part_t> assignmen
         std::FILE* f = std::fopen(out.temp_path().c_str(), "wb");
         RETEXO_ENSURE(f != nullptr, path << ": cannot open for writing");
         bool ok = true;
-        for (part_t p : assignment) ok = ok && std::fprintf(f, "%d\n", p) > 0;
+        for (part_t p : assignment)
+            ok = ok && std::fprintf(f, "%d\n", p) > 0;
         ok = (std::fclose(f) == 0) && ok;
         RETEXO_ENSURE(ok, path << ": write failed");
     }
@@ -151,26 +155,29 @@ void write_assignment(const std::string& path, std::span<const part_t> assignmen
 void check_no_empty_part(std::span<const part_t> assignment, part_t parts)
 {
     std::vector<node_t> count(static_cast<std::size_t>(parts), 0);
-    for (part_t p : assignment) ++count[p];
+    for (part_t p : assignment)
+        ++count[p];
     for (part_t p = 0; p < parts; ++p)
-        RETEXO_ENSURE(count[p] > 0, "partition " << p << " of " << parts
-                                                 << " is empty (more partitions than the graph supports?)");
+        RETEXO_ENSURE(count[p] > 0,
+                      "partition " << p << " of " << parts << " is empty (more partitions than the graph supports?)");
 }
 
-std::vector<part_t> make_partition(const csr& in_edges, bool directed,
-                                   const partition_options& options)
+std::vector<part_t> make_partition(const csr& in_edges, bool directed, const partition_options& options)
 {
     const node_t n = in_edges.num_rows();
     std::vector<part_t> a;
     switch (options.method) {
-    case partition_method::random: a = partition_random(n, options.parts, options.seed); break;
-    case partition_method::blocks: a = partition_blocks(n, options.parts); break;
+    case partition_method::random:
+        a = partition_random(n, options.parts, options.seed);
+        break;
+    case partition_method::blocks:
+        a = partition_blocks(n, options.parts);
+        break;
     case partition_method::metis:
         a = partition_metis(in_edges, directed, options.parts, options.objective, options.seed);
         break;
     case partition_method::given:
-        RETEXO_ENSURE(!options.assignment_file.empty(),
-                      "--assignment FILE is required with --method given");
+        RETEXO_ENSURE(!options.assignment_file.empty(), "--assignment FILE is required with --method given");
         a = read_assignment(options.assignment_file, n, options.parts);
         break;
     }
@@ -189,7 +196,8 @@ std::uint64_t assignment_hash(std::span<const part_t> assignment, part_t parts)
     };
     feed(static_cast<std::uint32_t>(parts));
     feed(static_cast<std::uint32_t>(assignment.size()));
-    for (part_t p : assignment) feed(static_cast<std::uint32_t>(p));
+    for (part_t p : assignment)
+        feed(static_cast<std::uint32_t>(p));
     return h;
 }
 
@@ -243,8 +251,7 @@ partition_stats compute_partition_stats(const csr& in_edges, std::span<const spl
     return s;
 }
 
-partition_stats compute_partition_stats(const graph& g, std::span<const part_t> assignment,
-                                        part_t parts)
+partition_stats compute_partition_stats(const graph& g, std::span<const part_t> assignment, part_t parts)
 {
     const auto membership = split_membership(g.num_nodes(), g.train, g.valid, g.test);
     return compute_partition_stats(g.in_edges, membership, assignment, parts);
@@ -256,30 +263,28 @@ std::string format_partition_stats(const partition_stats& s, bool directed)
     o << "part      nodes       halo      in-edges   cut-edges    train    valid     test\n";
     for (std::size_t p = 0; p < s.parts.size(); ++p) {
         const auto& q = s.parts[p];
-        o << std::setw(4) << p << std::setw(11) << q.owned << std::setw(11) << q.halo
-          << std::setw(14) << q.edges << std::setw(12) << q.cut_edges << std::setw(9) << q.train
-          << std::setw(9) << q.valid << std::setw(9) << q.test << "\n";
+        o << std::setw(4) << p << std::setw(11) << q.owned << std::setw(11) << q.halo << std::setw(14) << q.edges
+          << std::setw(12) << q.cut_edges << std::setw(9) << q.train << std::setw(9) << q.valid << std::setw(9)
+          << q.test << "\n";
     }
     offset_t total_edges = 0;
-    for (const auto& q : s.parts) total_edges += q.edges;
+    for (const auto& q : s.parts)
+        total_edges += q.edges;
     const double pct = total_edges > 0 ? 100.0 * static_cast<double>(s.edge_cut) / total_edges : 0.0;
     o << "edge cut: " << (directed ? s.edge_cut : s.edge_cut / 2)
-      << (directed ? " directed edges" : " undirected edges") << " (" << std::fixed
-      << std::setprecision(2) << pct << "% of edges); halo (replicated boundary) nodes: "
-      << s.total_halo << "; balance (max/mean nodes): " << std::setprecision(3) << s.balance
-      << "\n";
+      << (directed ? " directed edges" : " undirected edges") << " (" << std::fixed << std::setprecision(2) << pct
+      << "% of edges); halo (replicated boundary) nodes: " << s.total_halo
+      << "; balance (max/mean nodes): " << std::setprecision(3) << s.balance << "\n";
     return o.str();
 }
 
-partition_structure build_partition_structure(const csr& global, std::span<const part_t> assignment,
-                                              part_t part)
+partition_structure build_partition_structure(const csr& global, std::span<const part_t> assignment, part_t part)
 {
     partition_structure s;
     const node_t n = global.num_rows();
-    RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == n,
-                  "retexo::build_partition_structure: assignment has " << assignment.size()
-                                                                      << " entries for " << n
-                                                                      << " nodes");
+    RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == n, "retexo::build_partition_structure: assignment has "
+                                                                   << assignment.size() << " entries for " << n
+                                                                   << " nodes");
     for (node_t v = 0; v < n; ++v)
         if (assignment[v] == part) s.owned_global.push_back(v);
     // Halo: remote sources, ordered by (owner, global id).
@@ -300,22 +305,20 @@ partition_structure build_partition_structure(const csr& global, std::span<const
     // Local CSR: owned by binary search in owned_global, halo by search in (owner, id).
     const node_t n_own = s.num_owned();
     s.in_edges.offsets.assign(static_cast<std::size_t>(n_own) + 1, 0);
-    s.in_edges.sources.reserve(static_cast<std::size_t>(
-        std::accumulate(s.owned_global.begin(), s.owned_global.end(), offset_t{0},
-                        [&](offset_t acc, node_t v) { return acc + global.degree(v); })));
+    s.in_edges.sources.reserve(
+        static_cast<std::size_t>(std::accumulate(s.owned_global.begin(), s.owned_global.end(), offset_t{0},
+                                                 [&](offset_t acc, node_t v) { return acc + global.degree(v); })));
     // Rows keep the global CSR's order (ascending global source id), so a row is summed in
     // the same order on every partitioning: aggregation results do not depend on the split.
     for (node_t i = 0; i < n_own; ++i) {
         for (node_t u : global.row(s.owned_global[i])) {
             node_t local;
             if (assignment[u] == part) {
-                local = static_cast<node_t>(
-                    std::lower_bound(s.owned_global.begin(), s.owned_global.end(), u) -
-                    s.owned_global.begin());
+                local = static_cast<node_t>(std::lower_bound(s.owned_global.begin(), s.owned_global.end(), u) -
+                                            s.owned_global.begin());
             } else {
                 local = n_own + static_cast<node_t>(
-                                    std::lower_bound(remote.begin(), remote.end(),
-                                                     std::make_pair(assignment[u], u)) -
+                                    std::lower_bound(remote.begin(), remote.end(), std::make_pair(assignment[u], u)) -
                                     remote.begin());
             }
             s.in_edges.sources.push_back(local);
@@ -333,8 +336,7 @@ std::vector<node_t> local_partition::nodes_in(split which) const
     return ids;
 }
 
-local_partition extract_partition(const graph& g, std::span<const part_t> assignment,
-                                  part_t num_parts, part_t part)
+local_partition extract_partition(const graph& g, std::span<const part_t> assignment, part_t num_parts, part_t part)
 {
     local_partition lp;
     static_cast<partition_structure&>(lp) = build_partition_structure(g.in_edges, assignment, part);
@@ -356,4 +358,4 @@ local_partition extract_partition(const graph& g, std::span<const part_t> assign
     return lp;
 }
 
-}  // namespace retexo
+} // namespace retexo

@@ -19,13 +19,14 @@ nlohmann::json stats_to_json(const partition_stats& s)
 {
     nlohmann::json parts = nlohmann::json::array();
     for (const auto& p : s.parts)
-        parts.push_back({{"nodes", p.owned},       {"halo", p.halo},   {"edges", p.edges},
-                         {"cut_edges", p.cut_edges}, {"train", p.train}, {"valid", p.valid},
+        parts.push_back({{"nodes", p.owned},
+                         {"halo", p.halo},
+                         {"edges", p.edges},
+                         {"cut_edges", p.cut_edges},
+                         {"train", p.train},
+                         {"valid", p.valid},
                          {"test", p.test}});
-    return {{"edge_cut", s.edge_cut},
-            {"total_halo", s.total_halo},
-            {"balance", s.balance},
-            {"parts", parts}};
+    return {{"edge_cut", s.edge_cut}, {"total_halo", s.total_halo}, {"balance", s.balance}, {"parts", parts}};
 }
 
 /// Writes one part file: structure at construction, feature rows appended in order.
@@ -38,8 +39,8 @@ struct part_writer {
     node_t pending_rows = 0;
     node_t chunk_rows = 1;
 
-    part_writer(const std::string& path, const partition_structure& s, const graph_info& info,
-                part_t part, part_t parts, std::uint64_t hash, std::span<const std::int32_t> labels,
+    part_writer(const std::string& path, const partition_structure& s, const graph_info& info, part_t part,
+                part_t parts, std::uint64_t hash, std::span<const std::int32_t> labels,
                 std::span<const split> membership)
         : out(path), file(h5::file::create(out.temp_path(), path))
     {
@@ -84,8 +85,7 @@ struct part_writer {
     {
         if (pending_rows == 0) return;
         file.write_rows<float>(features, "owned/features", static_cast<hsize_t>(written),
-                               static_cast<hsize_t>(pending_rows), static_cast<hsize_t>(f),
-                               pending.data());
+                               static_cast<hsize_t>(pending_rows), static_cast<hsize_t>(f), pending.data());
         written += pending_rows;
         pending_rows = 0;
         pending.clear();
@@ -104,23 +104,22 @@ split to_split(std::int8_t v, const std::string& where)
     return static_cast<split>(v);
 }
 
-}  // namespace
+} // namespace
 
 std::string partition_file_path(const std::string& dir, part_t part)
 {
     return (fs::path(dir) / ("part" + std::to_string(part) + ".h5")).string();
 }
 
-partition_manifest write_partitioned(const std::string& graph_path,
-                                     std::span<const part_t> assignment,
+partition_manifest write_partitioned(const std::string& graph_path, std::span<const part_t> assignment,
                                      const partition_options& options, const std::string& out_dir)
 {
     const graph_file_reader reader(graph_path);
     const auto& info = reader.info();
     const part_t parts = options.parts;
     RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == info.num_nodes,
-                  "assignment has " << assignment.size() << " entries, graph " << graph_path
-                                    << " has " << info.num_nodes << " nodes");
+                  "assignment has " << assignment.size() << " entries, graph " << graph_path << " has "
+                                    << info.num_nodes << " nodes");
     check_no_empty_part(assignment, parts);
     std::error_code ec;
     fs::create_directories(out_dir, ec);
@@ -128,8 +127,8 @@ partition_manifest write_partitioned(const std::string& graph_path,
 
     const csr global = reader.read_csr();
     const auto labels = reader.read_labels();
-    const auto membership = split_membership(info.num_nodes, reader.read_split("train"),
-                                             reader.read_split("valid"), reader.read_split("test"));
+    const auto membership = split_membership(info.num_nodes, reader.read_split("train"), reader.read_split("valid"),
+                                             reader.read_split("test"));
     const std::uint64_t hash = assignment_hash(assignment, parts);
 
     partition_manifest m;
@@ -145,8 +144,8 @@ partition_manifest write_partitioned(const std::string& graph_path,
     std::vector<std::unique_ptr<part_writer>> writers;
     for (part_t p = 0; p < parts; ++p) {
         const auto s = build_partition_structure(global, assignment, p);
-        writers.push_back(std::make_unique<part_writer>(partition_file_path(out_dir, p), s, info, p,
-                                                        parts, hash, labels, membership));
+        writers.push_back(std::make_unique<part_writer>(partition_file_path(out_dir, p), s, info, p, parts, hash,
+                                                        labels, membership));
     }
     // One pass over the features, each row routed to its partition's file.
     const int f = info.num_features;
@@ -157,28 +156,29 @@ partition_manifest write_partitioned(const std::string& graph_path,
         for (node_t r = 0; r < rows; ++r)
             writers[assignment[row + r]]->add_row(block.data() + static_cast<std::ptrdiff_t>(r) * f, f);
     }
-    for (auto& w : writers) w->flush(f);
-    for (auto& w : writers) w->commit();
+    for (auto& w : writers)
+        w->flush(f);
+    for (auto& w : writers)
+        w->commit();
 
     write_assignment((fs::path(out_dir) / "assignment.txt").string(), assignment);
-    nlohmann::json j = {
-        {"format", "retexo-partitioned"},
-        {"format_version", partition_format_version},
-        {"graph",
-         {{"name", info.name},
-          {"num_nodes", info.num_nodes},
-          {"num_edges", info.num_edges},
-          {"num_features", info.num_features},
-          {"num_classes", info.num_classes},
-          {"directed", info.directed}}},
-        {"num_parts", parts},
-        {"method", m.method},
-        {"objective", m.objective},
-        {"seed", m.seed},
-        {"assignment_hash", hash_to_hex(hash)},
-        {"assignment_file", "assignment.txt"},
-        {"source", graph_path},
-        {"stats", stats_to_json(m.stats)}};
+    nlohmann::json j = {{"format", "retexo-partitioned"},
+                        {"format_version", partition_format_version},
+                        {"graph",
+                         {{"name", info.name},
+                          {"num_nodes", info.num_nodes},
+                          {"num_edges", info.num_edges},
+                          {"num_features", info.num_features},
+                          {"num_classes", info.num_classes},
+                          {"directed", info.directed}}},
+                        {"num_parts", parts},
+                        {"method", m.method},
+                        {"objective", m.objective},
+                        {"seed", m.seed},
+                        {"assignment_hash", hash_to_hex(hash)},
+                        {"assignment_file", "assignment.txt"},
+                        {"source", graph_path},
+                        {"stats", stats_to_json(m.stats)}};
     write_text_atomic((fs::path(out_dir) / "manifest.json").string(), j.dump(2) + "\n");
     return m;
 }
@@ -225,24 +225,21 @@ local_partition load_partition(const std::string& dir, part_t part)
                   dir << ": has " << m.num_parts << " partitions, no partition " << part);
     const auto path = partition_file_path(dir, part);
     const auto file = h5::file::open(path);
-    RETEXO_ENSURE(file.has_attr("retexo_format") &&
-                      file.attr_string("retexo_format") == partition_format_name,
+    RETEXO_ENSURE(file.has_attr("retexo_format") && file.attr_string("retexo_format") == partition_format_name,
                   path << ": not a retexo partition file");
     RETEXO_ENSURE(file.attr_int("format_version") == partition_format_version,
                   path << ": unsupported partition format version");
     RETEXO_ENSURE(file.attr_int("part") == part,
                   path << ": holds partition " << file.attr_int("part") << ", expected " << part);
     RETEXO_ENSURE(file.attr_int("num_parts") == m.num_parts,
-                  path << ": made for " << file.attr_int("num_parts") << " partitions, manifest says "
-                       << m.num_parts);
+                  path << ": made for " << file.attr_int("num_parts") << " partitions, manifest says " << m.num_parts);
     local_partition lp;
     lp.part = part;
     lp.num_parts = m.num_parts;
     lp.assignment_hash = hash_from_hex(file.attr_string("assignment_hash"));
     RETEXO_ENSURE(lp.assignment_hash == m.assignment_hash,
-                  path << ": assignment hash " << hash_to_hex(lp.assignment_hash)
-                       << " does not match manifest.json (" << hash_to_hex(m.assignment_hash)
-                       << "): the partition files come from different runs");
+                  path << ": assignment hash " << hash_to_hex(lp.assignment_hash) << " does not match manifest.json ("
+                       << hash_to_hex(m.assignment_hash) << "): the partition files come from different runs");
     lp.global = m.graph;
     RETEXO_ENSURE(file.attr_int("num_features") == m.graph.num_features &&
                       file.attr_int("num_nodes") == m.graph.num_nodes,
@@ -254,7 +251,8 @@ local_partition load_partition(const std::string& dir, part_t part)
     lp.labels = file.read_vector<std::int32_t>("owned/labels", n_own);
     const auto codes = file.read_vector<std::int8_t>("owned/split", n_own);
     lp.membership.reserve(codes.size());
-    for (auto c : codes) lp.membership.push_back(to_split(c, path));
+    for (auto c : codes)
+        lp.membership.push_back(to_split(c, path));
     lp.in_edges.offsets = file.read_vector<offset_t>("csr/offsets", n_own + 1);
     lp.in_edges.sources = file.read_vector<node_t>("csr/sources");
     lp.halo_global = file.read_vector<node_t>("halo/global_ids");
@@ -267,8 +265,7 @@ local_partition load_partition(const std::string& dir, part_t part)
                   path << ": owned/features must be " << n_own << " x " << m.graph.num_features);
     lp.features.resize(n_own, m.graph.num_features);
     if (n_own > 0 && m.graph.num_features > 0)
-        file.read_rows<float>(file.open_dataset("owned/features"), "owned/features", 0,
-                              static_cast<hsize_t>(n_own),
+        file.read_rows<float>(file.open_dataset("owned/features"), "owned/features", 0, static_cast<hsize_t>(n_own),
                               static_cast<hsize_t>(m.graph.num_features), lp.features.data());
 
     // Consistency of what was read.
@@ -278,29 +275,27 @@ local_partition load_partition(const std::string& dir, part_t part)
                           (i == 0 || lp.owned_global[i - 1] < lp.owned_global[i]),
                       path << ": owned/global_ids must be ascending ids in [0, " << m.graph.num_nodes << ")");
         RETEXO_ENSURE(lp.labels[i] >= 0 && lp.labels[i] < m.graph.num_classes,
-                      path << ": label " << lp.labels[i] << " of node " << lp.owned_global[i]
-                           << " is outside 0.." << m.graph.num_classes - 1);
+                      path << ": label " << lp.labels[i] << " of node " << lp.owned_global[i] << " is outside 0.."
+                           << m.graph.num_classes - 1);
     }
     for (std::int64_t i = 0; i < n_halo; ++i)
-        RETEXO_ENSURE(lp.halo_owner[i] >= 0 && lp.halo_owner[i] < m.num_parts &&
-                          lp.halo_owner[i] != part && lp.halo_global[i] >= 0 &&
-                          lp.halo_global[i] < m.graph.num_nodes &&
+        RETEXO_ENSURE(lp.halo_owner[i] >= 0 && lp.halo_owner[i] < m.num_parts && lp.halo_owner[i] != part &&
+                          lp.halo_global[i] >= 0 && lp.halo_global[i] < m.graph.num_nodes &&
                           (i == 0 || std::make_pair(lp.halo_owner[i - 1], lp.halo_global[i - 1]) <
                                          std::make_pair(lp.halo_owner[i], lp.halo_global[i])),
-                      path << ": halo entry " << i << " is invalid (owner " << lp.halo_owner[i]
-                           << ", node " << lp.halo_global[i] << ")");
+                      path << ": halo entry " << i << " is invalid (owner " << lp.halo_owner[i] << ", node "
+                           << lp.halo_global[i] << ")");
     return lp;
 }
 
-local_partition load_partition_from_graph(const std::string& graph_path,
-                                          std::span<const part_t> assignment, part_t parts,
-                                          part_t part)
+local_partition load_partition_from_graph(const std::string& graph_path, std::span<const part_t> assignment,
+                                          part_t parts, part_t part)
 {
     const graph_file_reader reader(graph_path);
     const auto& info = reader.info();
     RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == info.num_nodes,
-                  "assignment has " << assignment.size() << " entries, graph " << graph_path
-                                    << " has " << info.num_nodes << " nodes");
+                  "assignment has " << assignment.size() << " entries, graph " << graph_path << " has "
+                                    << info.num_nodes << " nodes");
     local_partition lp;
     static_cast<partition_structure&>(lp) = build_partition_structure(reader.read_csr(), assignment, part);
     RETEXO_ENSURE(lp.num_owned() > 0, "partition " << part << " of " << parts << " is empty");
@@ -309,8 +304,8 @@ local_partition load_partition_from_graph(const std::string& graph_path,
     lp.assignment_hash = assignment_hash(assignment, parts);
     lp.global = info;
     const auto labels = reader.read_labels();
-    const auto membership = split_membership(info.num_nodes, reader.read_split("train"),
-                                             reader.read_split("valid"), reader.read_split("test"));
+    const auto membership = split_membership(info.num_nodes, reader.read_split("train"), reader.read_split("valid"),
+                                             reader.read_split("test"));
     const node_t n_own = lp.num_owned();
     lp.labels.resize(static_cast<std::size_t>(n_own));
     lp.membership.resize(static_cast<std::size_t>(n_own));
@@ -334,4 +329,4 @@ local_partition load_partition_from_graph(const std::string& graph_path,
     return lp;
 }
 
-}  // namespace retexo
+} // namespace retexo

@@ -10,13 +10,14 @@ int reduce_mode::scale_for(std::initializer_list<double> local_max) const
     std::vector<double> m(local_max);
     global_max(m);
     double bound = global_terms;
-    for (double v : m) bound *= v;
+    for (double v : m)
+        bound *= v;
     return exact::scale_exponent(bound);
 }
 
 template <>
-void weight_gradient<float>(parameter<float>& p, const linear_kernel& k, const float* x, const float* d,
-                            std::int64_t n, const reduce_mode& mode)
+void weight_gradient<float>(parameter<float>& p, const linear_kernel& k, const float* x, const float* d, std::int64_t n,
+                            const reduce_mode& mode)
 {
     const auto a = static_cast<int>(p.value.rows());
     const auto b = static_cast<int>(p.value.cols());
@@ -24,8 +25,8 @@ void weight_gradient<float>(parameter<float>& p, const linear_kernel& k, const f
         k.backward_weights(x, d, n, p.grad.data(), static_cast<decltype(p.grad.data())>(nullptr));
         return;
     }
-    p.exact_k = mode.scale_for({exact::max_abs(x, static_cast<std::size_t>(n) * a),
-                                exact::max_abs(d, static_cast<std::size_t>(n) * b)});
+    p.exact_k = mode.scale_for(
+        {exact::max_abs(x, static_cast<std::size_t>(n) * a), exact::max_abs(d, static_cast<std::size_t>(n) * b)});
     p.exact.assign(static_cast<std::size_t>(p.size()), 0);
     exact::gemm_tn(x, d, n, a, b, p.exact_k, p.exact.data());
 }
@@ -66,4 +67,4 @@ void finish_exact_gradient(parameter<T>& p)
 template void finish_exact_gradient<float>(parameter<float>&);
 template void finish_exact_gradient<double>(parameter<double>&);
 
-}  // namespace retexo::nn
+} // namespace retexo::nn

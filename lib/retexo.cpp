@@ -22,7 +22,10 @@ retexo_variant parse_variant(const std::string& name)
     RETEXO_THROW("--variant: unknown variant '" << name << "' (expected hidden or logits)");
 }
 
-std::string to_string(retexo_variant v) { return v == retexo_variant::hidden ? "hidden" : "logits"; }
+std::string to_string(retexo_variant v)
+{
+    return v == retexo_variant::hidden ? "hidden" : "logits";
+}
 
 void retexo_options::validate() const
 {
@@ -31,7 +34,8 @@ void retexo_options::validate() const
         const auto& s = stages[k];
         RETEXO_ENSURE(s.rounds >= 1, "--rounds: stage " << k << " needs at least 1 round, got " << s.rounds);
         RETEXO_ENSURE(s.hidden >= 1, "--hidden: stage " << k << " width must be positive, got " << s.hidden);
-        RETEXO_ENSURE(s.dropout >= 0 && s.dropout < 1, "--dropout: stage " << k << " rate must be in [0, 1), got " << s.dropout);
+        RETEXO_ENSURE(s.dropout >= 0 && s.dropout < 1,
+                      "--dropout: stage " << k << " rate must be in [0, 1), got " << s.dropout);
         RETEXO_ENSURE(s.lr > 0, "--lr: stage " << k << " must be positive, got " << s.lr);
         RETEXO_ENSURE(model != nn::layer_kind::gat || s.hidden % heads == 0,
                       "--hidden " << s.hidden << " must be divisible by --heads " << heads << " for GAT");
@@ -42,12 +46,15 @@ void retexo_options::validate() const
 
 namespace {
 
-int loss_exponent(std::int64_t rows) { return exact::scale_exponent(static_cast<double>(rows) * 1024.0); }
+int loss_exponent(std::int64_t rows)
+{
+    return exact::scale_exponent(static_cast<double>(rows) * 1024.0);
+}
 
 /// One stage's model: transform (dense over precomputed aggregates, or a graph layer),
 /// then LayerNorm, ReLU and a head, unless this is the hidden variant's last stage.
 struct stage_model {
-    bool graph = false;  // SAGE-pool / GAT: aggregation trained every round
+    bool graph = false; // SAGE-pool / GAT: aggregation trained every round
     bool has_head = true;
     std::optional<nn::dense_layer<float>> dense;
     std::optional<nn::gnn_layer<float>> layer;
@@ -74,9 +81,9 @@ struct stage_model {
 /// Activations of one forward pass over a set of rows.
 struct stage_pass {
     std::vector<node_t> rows;
-    std::vector<node_t> ids;         // global ids of rows (dropout keys)
+    std::vector<node_t> ids; // global ids of rows (dropout keys)
     matrix_f x_rows, x_all, msg, t, u, h, hd, logits;
-    matrix_f d_logits, d_hd, d_t;  // backward
+    matrix_f d_logits, d_hd, d_t; // backward
     nn::layer_cache<float> cache;
     const nn::layer_plan* plan = nullptr;
 };
@@ -122,7 +129,8 @@ matrix_f read_matrix(const h5::file& f, const std::string& name)
 std::vector<std::uint64_t> ledger_words(const byte_ledger& l)
 {
     std::vector<std::uint64_t> w;
-    for (const auto* a : {&l.sent, &l.received, &l.messages, &l.calls}) w.insert(w.end(), a->begin(), a->end());
+    for (const auto* a : {&l.sent, &l.received, &l.messages, &l.calls})
+        w.insert(w.end(), a->begin(), a->end());
     return w;
 }
 
@@ -155,9 +163,12 @@ void save_state(const std::string& path, const retexo_state& s, const checkpoint
         f.set_attr("rank", static_cast<std::int64_t>(id.rank));
         f.set_attr("config", id.config);
         f.set_attr("seq", s.seq);
-        for (const auto& [k, v] : std::map<std::string, std::int64_t>{{"stage", s.stage}, {"next_round", s.next_round},
-                                                                      {"rounds_done", s.rounds_done}, {"best_round", s.best_round},
-                                                                      {"step", s.step}, {"opt_steps", s.opt_steps}})
+        for (const auto& [k, v] : std::map<std::string, std::int64_t>{{"stage", s.stage},
+                                                                      {"next_round", s.next_round},
+                                                                      {"rounds_done", s.rounds_done},
+                                                                      {"best_round", s.best_round},
+                                                                      {"step", s.step},
+                                                                      {"opt_steps", s.opt_steps}})
             f.set_attr(k, v);
         f.set_attr("best_valid", s.best_valid);
         f.set_attr("elapsed", s.elapsed);
@@ -174,20 +185,25 @@ void save_state(const std::string& path, const retexo_state& s, const checkpoint
             f.set_attr("finished_name." + std::to_string(i), s.finished[i].name);
         }
         f.set_attr("num_finished", static_cast<std::int64_t>(s.finished.size()));
-        for (const auto& [name, m] : std::map<std::string, const matrix_f*>{{"h_own", &s.h_own}, {"h_train_own", &s.h_train_own},
-                                                                             {"input", &s.input}, {"input_train", &s.input_train},
-                                                                             {"x_all", &s.x_all}, {"x_all_train", &s.x_all_train}})
+        for (const auto& [name, m] : std::map<std::string, const matrix_f*>{{"h_own", &s.h_own},
+                                                                            {"h_train_own", &s.h_train_own},
+                                                                            {"input", &s.input},
+                                                                            {"input_train", &s.input_train},
+                                                                            {"x_all", &s.x_all},
+                                                                            {"x_all_train", &s.x_all_train}})
             write_matrix(f, "inputs/" + name, *m);
         std::vector<double> hist;
         for (const auto& e : s.history)
-            hist.insert(hist.end(), {static_cast<double>(e.stage), static_cast<double>(e.epoch), e.loss, e.acc.train, e.acc.valid,
-                                     e.acc.test, static_cast<double>(e.bytes), static_cast<double>(e.calls), e.seconds});
+            hist.insert(hist.end(),
+                        {static_cast<double>(e.stage), static_cast<double>(e.epoch), e.loss, e.acc.train, e.acc.valid,
+                         e.acc.test, static_cast<double>(e.bytes), static_cast<double>(e.calls), e.seconds});
         f.write<double>("history", hist, {s.history.size(), 9});
         std::vector<double> st;
         std::vector<std::uint64_t> st_bytes;
         for (const auto& r : s.stages) {
-            st.insert(st.end(), {static_cast<double>(r.stage), static_cast<double>(r.rounds), static_cast<double>(r.best_round),
-                                 r.best.train, r.best.valid, r.best.test, r.seconds});
+            st.insert(st.end(),
+                      {static_cast<double>(r.stage), static_cast<double>(r.rounds), static_cast<double>(r.best_round),
+                       r.best.train, r.best.valid, r.best.test, r.seconds});
             const auto w = ledger_words(r.bytes);
             st_bytes.insert(st_bytes.end(), w.begin(), w.end());
         }
@@ -197,9 +213,11 @@ void save_state(const std::string& path, const retexo_state& s, const checkpoint
         const auto sw = ledger_words(s.stage_done);
         words.insert(words.end(), sw.begin(), sw.end());
         f.write<std::uint64_t>("ledger", words);
-        for (const auto& [k, v] : s.timer) f.set_attr("timer." + k, v);
+        for (const auto& [k, v] : s.timer)
+            f.set_attr("timer." + k, v);
         std::string names;
-        for (const auto& [k, v] : s.timer) names += (names.empty() ? "" : ",") + k;
+        for (const auto& [k, v] : s.timer)
+            names += (names.empty() ? "" : ",") + k;
         f.set_attr("timer_names", names);
     }
     out.commit(true);
@@ -214,8 +232,8 @@ retexo_state load_state(const std::string& path, const checkpoint_id& id)
                   path << ": made by a run with " << f.attr_int("ranks") << " ranks; this run has " << id.ranks);
     RETEXO_ENSURE(f.attr_int("rank") == id.rank, path << ": belongs to rank " << f.attr_int("rank"));
     RETEXO_ENSURE(f.attr_string("assignment_hash") == hash_to_hex(id.hash),
-                  path << ": made with another partition (assignment hash " << f.attr_string("assignment_hash") << ", this run "
-                       << hash_to_hex(id.hash) << ")");
+                  path << ": made with another partition (assignment hash " << f.attr_string("assignment_hash")
+                       << ", this run " << hash_to_hex(id.hash) << ")");
     RETEXO_ENSURE(f.attr_string("config") == id.config,
                   path << ": made with another model configuration (checkpoint: " << f.attr_string("config")
                        << "; this run: " << id.config << ")");
@@ -237,7 +255,8 @@ retexo_state load_state(const std::string& path, const checkpoint_id& id)
         s.best.push_back(read_matrix(f, "best/" + std::to_string(i)));
     }
     for (std::int64_t i = 0; i < f.attr_int("num_finished"); ++i)
-        s.finished.push_back({f.attr_string("finished_name." + std::to_string(i)), read_matrix(f, "finished/" + std::to_string(i))});
+        s.finished.push_back(
+            {f.attr_string("finished_name." + std::to_string(i)), read_matrix(f, "finished/" + std::to_string(i))});
     s.h_own = read_matrix(f, "inputs/h_own");
     s.h_train_own = read_matrix(f, "inputs/h_train_own");
     s.input = read_matrix(f, "inputs/input");
@@ -266,7 +285,8 @@ retexo_state load_state(const std::string& path, const checkpoint_id& id)
     const auto st = read2("stages", 7);
     const auto sd = f.dims("stage_bytes");
     std::vector<std::uint64_t> sb(sd[0] * (sd.size() > 1 ? sd[1] : 1));
-    if (!sb.empty()) f.read_rows<std::uint64_t>(f.open_dataset("stage_bytes"), "stage_bytes", 0, sd[0], sd[1], sb.data());
+    if (!sb.empty())
+        f.read_rows<std::uint64_t>(f.open_dataset("stage_bytes"), "stage_bytes", 0, sd[0], sd[1], sb.data());
     for (std::size_t i = 0; i * 7 < st.size(); ++i) {
         stage_record r;
         r.stage = static_cast<int>(st[i * 7]);
@@ -318,7 +338,7 @@ retexo_state resume_state(const mpi::communicator& comm, const std::string& dir,
     return cur && cur->seq == pick ? std::move(*cur) : std::move(*prev);
 }
 
-}  // namespace
+} // namespace
 
 run_result train_retexo(const rank_context& ctx, const retexo_options& o, const progress_fn& progress)
 {
@@ -350,7 +370,8 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
     local_ids.insert(local_ids.end(), part.halo_global.begin(), part.halo_global.end());
     auto ids_of = [&](const std::vector<node_t>& rows) {
         std::vector<node_t> ids(rows.size());
-        for (std::size_t i = 0; i < rows.size(); ++i) ids[i] = local_ids[rows[i]];
+        for (std::size_t i = 0; i < rows.size(); ++i)
+            ids[i] = local_ids[rows[i]];
         return ids;
     };
 
@@ -361,20 +382,22 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
     result.ranks = comm.size();
     result.seed = o.seed;
 
-    matrix_f h_own = part.features;  // this stage's inputs, owned rows (whole graph)
-    matrix_f h_train_own;            // inductive: the same computed on the training graph
+    matrix_f h_own = part.features; // this stage's inputs, owned rows (whole graph)
+    matrix_f h_train_own;           // inductive: the same computed on the training graph
     if (ctx.inductive) {
         h_train_own = part.features;
         ctx.hide_evaluation_rows(h_train_own);
     }
     std::int64_t step = 0;
     int first_stage = 0;
-    if (resumed) {  // continue where the checkpoint was taken, with everything it had counted
+    if (resumed) { // continue where the checkpoint was taken, with everything it had counted
         first_stage = resumed->stage;
         step = resumed->step;
         start_ledger = comm.ledger() - resumed->done;
-        t_start -= std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(resumed->elapsed));
-        for (const auto& [k, v] : resumed->timer) timer.add(k, v);
+        t_start -= std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(resumed->elapsed));
+        for (const auto& [k, v] : resumed->timer)
+            timer.add(k, v);
         result.history = resumed->history;
         result.stages = resumed->stages;
         result.parameters = resumed->finished;
@@ -409,13 +432,13 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
     };
     for (int k = first_stage; k < K; ++k) {
         const auto& so = o.stages[static_cast<std::size_t>(k)];
-        const bool mid = resumed && k == resumed->stage && resumed->next_round > 1;  // resuming inside this stage
+        const bool mid = resumed && k == resumed->stage && resumed->next_round > 1; // resuming inside this stage
         const byte_ledger stage_start = mid ? comm.ledger() - resumed->stage_done : comm.ledger();
-        const auto stage_t0 = std::chrono::steady_clock::now() -
-                              std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                  std::chrono::duration<double>(mid ? resumed->stage_elapsed : 0.0));
+        const auto stage_t0 =
+            std::chrono::steady_clock::now() - std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                   std::chrono::duration<double>(mid ? resumed->stage_elapsed : 0.0));
         const bool last = k == K - 1;
-        const bool mlp_only = logits_variant && k == 0;  // raw features never cross a partition
+        const bool mlp_only = logits_variant && k == 0; // raw features never cross a partition
         const int F = static_cast<int>(h_own.cols());
 
         // 1. The stage's one exchange: halo rows of h_k (inductive: also of the training
@@ -436,12 +459,13 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 {
                     phase_timer::scope s(timer, "exchange");
                     ctx.halo->forward(sent.data(), got.data(), w);
-                    ctx.halo->release_buffers();  // the stage exchanges nothing more
+                    ctx.halo->release_buffers(); // the stage exchanges nothing more
                 }
                 dequantize_int8(got.data(), part.num_halo(), F, x.data() + n_own);
                 return x;
             }
-            for (std::ptrdiff_t i = 0; i < n_own; ++i) x.data()[i] = bf16(h.data()[i]);
+            for (std::ptrdiff_t i = 0; i < n_own; ++i)
+                x.data()[i] = bf16(h.data()[i]);
             phase_timer::scope s(timer, "exchange");
             ctx.halo->forward(h.data(), x.data() + n_own, F);
             ctx.halo->release_buffers();
@@ -500,7 +524,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                         agg.forward(x.data(), F, a.data() + static_cast<std::ptrdiff_t>(r0) * F);
                     }
                     if (gcn && !logits_variant) return a;
-                    matrix_f cat(own, 2 * F);  // the node's own input next to its neighbours' aggregate
+                    matrix_f cat(own, 2 * F); // the node's own input next to its neighbours' aggregate
                     cat.leftCols(F) = h;
                     cat.rightCols(F) = a;
                     return cat;
@@ -518,7 +542,8 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             if (ctx.inductive) input_train = precompute(ctx.train_graph, h_train_own, true);
         }
         if (!m.graph) {
-            m.dense.emplace(static_cast<int>(input.cols()), t_out, o.seed, init_index, "stage" + std::to_string(k) + ".transform");
+            m.dense.emplace(static_cast<int>(input.cols()), t_out, o.seed, init_index,
+                            "stage" + std::to_string(k) + ".transform");
         } else {
             nn::layer_options lo;
             lo.heads = o.heads;
@@ -532,7 +557,11 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         auto params = m.parameters();
         optimizer<float> opt({.kind = so.optimizer, .lr = so.lr, .weight_decay = so.weight_decay}, params);
         if (mid) {
-            RETEXO_ENSURE(resumed->params.size() == params.size(), "checkpoint: the stage model has another shape (" << resumed->params.size() << " tensors, expected " << params.size() << ", stage " << resumed->stage << " round " << resumed->next_round << ", k " << k << " of " << K << " model " << nn::to_string(o.model) << ")");
+            RETEXO_ENSURE(resumed->params.size() == params.size(),
+                          "checkpoint: the stage model has another shape ("
+                              << resumed->params.size() << " tensors, expected " << params.size() << ", stage "
+                              << resumed->stage << " round " << resumed->next_round << ", k " << k << " of " << K
+                              << " model " << nn::to_string(o.model) << ")");
             restore(params, resumed->params);
             opt.first_moments() = resumed->m;
             opt.second_moments() = resumed->v;
@@ -542,7 +571,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         }
 
         // Plans of the graph path, per row set (training rows over the graph training sees).
-        std::vector<node_t> eval_rows = ctx.valid_rows;  // every round: validation (and test) rows
+        std::vector<node_t> eval_rows = ctx.valid_rows; // every round: validation (and test) rows
         if (o.track_test) eval_rows.insert(eval_rows.end(), ctx.test_rows.begin(), ctx.test_rows.end());
         std::optional<nn::layer_plan> plan_train, plan_valid, plan_own, plan_own_train;
         if (m.graph) {
@@ -603,7 +632,8 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 auto& d_hd = p.d_hd;
                 m.head->backward(p.hd, p.d_logits, &d_hd, mode);
                 dropout_backward(d_hd.data(), p.ids, so.hidden, so.dropout, hid_key(st), d_hd.data());
-                activation_backward(activation::relu, p.u.data(), d_hd.data(), static_cast<std::size_t>(d_hd.size()), d_hd.data());
+                activation_backward(activation::relu, p.u.data(), d_hd.data(), static_cast<std::size_t>(d_hd.size()),
+                                    d_hd.data());
                 m.ln->backward(p.t, d_hd, d_t, mode);
             } else {
                 d_t = p.d_logits;
@@ -631,9 +661,8 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
 
         // Mini-batches: batch of a training node = hash(global id, stage, round) mod batches,
         // the same on every partitioning.
-        const int batches = o.batch_size > 0
-                                ? static_cast<int>((ctx.global_train + o.batch_size - 1) / o.batch_size)
-                                : 1;
+        const int batches =
+            o.batch_size > 0 ? static_cast<int>((ctx.global_train + o.batch_size - 1) / o.batch_size) : 1;
 
         // 3. Rounds.
         double best_valid = mid ? resumed->best_valid : -1;
@@ -674,21 +703,27 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             } else {
                 const counter_rng rng(o.seed, rng_stream::shuffle + static_cast<std::uint64_t>(k) * 1000003ULL);
                 for (node_t r : ctx.train_rows)
-                    batch_rows[rng.below(static_cast<std::uint64_t>(local_ids[r]) * 100003ULL + static_cast<std::uint64_t>(round),
+                    batch_rows[rng.below(static_cast<std::uint64_t>(local_ids[r]) * 100003ULL +
+                                             static_cast<std::uint64_t>(round),
                                          static_cast<std::uint64_t>(batches))]
                         .push_back(r);
             }
             std::vector<std::int64_t> batch_counts(static_cast<std::size_t>(batches));
-            for (int b = 0; b < batches; ++b) batch_counts[static_cast<std::size_t>(b)] = static_cast<std::int64_t>(batch_rows[static_cast<std::size_t>(b)].size());
-            if (batches > 1) comm.allreduce(std::span<std::int64_t>(batch_counts), MPI_SUM, purpose::control);
-            else batch_counts[0] = ctx.global_train;
+            for (int b = 0; b < batches; ++b)
+                batch_counts[static_cast<std::size_t>(b)] =
+                    static_cast<std::int64_t>(batch_rows[static_cast<std::size_t>(b)].size());
+            if (batches > 1)
+                comm.allreduce(std::span<std::int64_t>(batch_counts), MPI_SUM, purpose::control);
+            else
+                batch_counts[0] = ctx.global_train;
 
             for (int b = 0; b < batches; ++b) {
                 ++step;
                 p.rows = batch_rows[static_cast<std::size_t>(b)];
                 std::optional<nn::layer_plan> batch_plan;
                 if (m.graph) {
-                    if (batches == 1) p.plan = &*plan_train;
+                    if (batches == 1)
+                        p.plan = &*plan_train;
                     else {
                         batch_plan = m.layer->make_plan(ctx.train_graph, p.rows);
                         p.plan = &*batch_plan;
@@ -720,8 +755,11 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                     phase_timer::scope s(timer, "compute");
                     opt.step();
                 }
-                round_loss += reduce_loss(comm, lr, std::max<std::int64_t>(1, batch_counts[static_cast<std::size_t>(b)]), loss_k) *
-                              static_cast<double>(batch_counts[static_cast<std::size_t>(b)]) / static_cast<double>(ctx.global_train);
+                round_loss +=
+                    reduce_loss(comm, lr, std::max<std::int64_t>(1, batch_counts[static_cast<std::size_t>(b)]),
+                                loss_k) *
+                    static_cast<double>(batch_counts[static_cast<std::size_t>(b)]) /
+                    static_cast<double>(ctx.global_train);
             }
 
             // Validation accuracy every round (no traffic but the counts).
@@ -743,7 +781,9 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 std::int64_t correct[2] = {count_correct(pe.logits.data(), C, labels, seq_valid),
                                            count_correct(pe.logits.data(), C, labels, seq_test)};
                 comm.allreduce(std::span<std::int64_t>(correct, o.track_test ? 2 : 1), MPI_SUM, purpose::metrics);
-                auto ratio = [](std::int64_t a, std::int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+                auto ratio = [](std::int64_t a, std::int64_t b) {
+                    return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+                };
                 rec.acc.valid = ratio(correct[0], ctx.global_valid);
                 if (o.track_test) rec.acc.test = ratio(correct[1], ctx.global_test);
             }
@@ -760,12 +800,14 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             if (checkpointing) {
                 // Every rank takes the same decision: stop (signal, wall-time limit) and/or
                 // write a timed checkpoint.
-                const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+                const double elapsed =
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
                 const double per_round = elapsed / std::max<std::size_t>(1, result.history.size());
                 int flags[2] = {ck.stop_requested && ck.stop_requested() ? 1 : 0, 0};
                 if (ck.max_hours > 0 && elapsed + 2 * per_round >= ck.max_hours * 3600) flags[0] = 1;
                 if (ck.every_minutes > 0 &&
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint).count() >= ck.every_minutes * 60)
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - last_checkpoint).count() >=
+                        ck.every_minutes * 60)
                     flags[1] = 1;
                 comm.allreduce(std::span<int>(flags, 2), MPI_MAX, purpose::control);
                 const bool stage_over = round == so.rounds || (o.patience > 0 && round - best_round >= o.patience);
@@ -805,7 +847,8 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         {
             phase_timer::scope s(timer, "eval");
             embed(full, m.graph ? &*plan_own : nullptr, logits, hidden);
-            if (ctx.inductive && !last) embed(train_view, m.graph ? &*plan_own_train : nullptr, train_logits, train_hidden);
+            if (ctx.inductive && !last)
+                embed(train_view, m.graph ? &*plan_own_train : nullptr, train_logits, train_hidden);
         }
         stage_record sr;
         sr.stage = k;
@@ -815,7 +858,8 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         sr.bytes = comm.sum(comm.ledger() - stage_start);
         sr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - stage_t0).count();
         result.stages.push_back(sr);
-        for (auto& t : named_values(params)) result.parameters.push_back(std::move(t));
+        for (auto& t : named_values(params))
+            result.parameters.push_back(std::move(t));
         if (last) {
             result.final_acc = sr.best;
             result.logits = std::move(logits);
@@ -845,4 +889,4 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
     return finish();
 }
 
-}  // namespace retexo::train
+} // namespace retexo::train

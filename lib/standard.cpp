@@ -23,14 +23,17 @@ void standard_options::validate() const
 namespace {
 
 /// Fixed-point exponent for summing per-node losses (each below 2^10).
-int loss_exponent(std::int64_t rows) { return exact::scale_exponent(static_cast<double>(rows) * 1024.0); }
+int loss_exponent(std::int64_t rows)
+{
+    return exact::scale_exponent(static_cast<double>(rows) * 1024.0);
+}
 
 struct standard_model {
     std::vector<nn::gnn_layer<float>> layers;
     // A plan depends on the layer kind, heads and graph only, all alike across layers: one
     // plan serves every layer (at products scale each costs about half a GB per rank).
-    std::optional<nn::layer_plan> plan;       // over the graph training sees
-    std::optional<nn::layer_plan> eval_plan;  // over the whole graph (inductive only)
+    std::optional<nn::layer_plan> plan;      // over the graph training sees
+    std::optional<nn::layer_plan> eval_plan; // over the whole graph (inductive only)
     activation act;
 
     standard_model(const rank_context& ctx, const standard_options& o)
@@ -43,7 +46,7 @@ struct standard_model {
             const int out = last ? C : o.hidden;
             nn::layer_options lo;
             lo.heads = o.heads;
-            lo.concat = !last;  // GAT: hidden layers concatenate heads, the output layer averages them
+            lo.concat = !last; // GAT: hidden layers concatenate heads, the output layer averages them
             layers.emplace_back(o.model, in, out, lo, o.seed, static_cast<std::uint64_t>(l));
             if (l > 0) continue;
             plan = layers.back().make_plan(ctx.train_graph, ctx.owned_rows);
@@ -55,12 +58,13 @@ struct standard_model {
     {
         std::vector<parameter<float>*> ps;
         for (auto& l : layers)
-            for (auto* p : l.parameters()) ps.push_back(p);
+            for (auto* p : l.parameters())
+                ps.push_back(p);
         return ps;
     }
 };
 
-}  // namespace
+} // namespace
 
 run_result train_standard(const rank_context& ctx, const standard_options& o, const progress_fn& progress)
 {
@@ -93,11 +97,12 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
     // BNS: the boundary nodes kept at (epoch, layer), decided from global ids on every rank.
     const bool bns = o.bns_p < 1.0;
     auto keep = [&](int epoch, int layer) {
-        const counter_rng rng(o.seed, rng_stream::sampling + static_cast<std::uint64_t>(epoch) * 1000003ULL + static_cast<std::uint64_t>(layer));
+        const counter_rng rng(o.seed, rng_stream::sampling + static_cast<std::uint64_t>(epoch) * 1000003ULL +
+                                          static_cast<std::uint64_t>(layer));
         const float p = static_cast<float>(o.bns_p);
         return [rng, p](node_t g) { return rng.uniform(static_cast<std::uint64_t>(g)) < p; };
     };
-    matrix_f train_features;  // inductive: features with the evaluation nodes' rows hidden
+    matrix_f train_features; // inductive: features with the evaluation nodes' rows hidden
     if (ctx.inductive) {
         train_features = part.features;
         ctx.hide_evaluation_rows(train_features);
@@ -113,8 +118,10 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
                 phase_timer::scope s(timer, training ? "compute" : "eval");
                 if (training && o.dropout > 0) {
                     xs[li].resize(own, layer.in());
-                    dropout_forward(h->data(), ids, layer.in(), o.dropout,
-                                    dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)}, xs[li].data());
+                    dropout_forward(
+                        h->data(), ids, layer.in(), o.dropout,
+                        dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)},
+                        xs[li].data());
                     inputs[li] = &xs[li];
                 } else {
                     inputs[li] = h;
@@ -127,8 +134,8 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
                 phase_timer::scope s(timer, "exchange");
                 float* halo_rows = msg.data() + static_cast<std::ptrdiff_t>(own) * mw;
                 if (training && bns)
-                    ctx.halo->forward_sampled(msg.data(), halo_rows, mw, keep(epoch, l), 1.0F / static_cast<float>(o.bns_p),
-                                              exchange_purpose);
+                    ctx.halo->forward_sampled(msg.data(), halo_rows, mw, keep(epoch, l),
+                                              1.0F / static_cast<float>(o.bns_p), exchange_purpose);
                 else
                     ctx.halo->forward(msg.data(), halo_rows, mw, exchange_purpose);
             }
@@ -178,11 +185,13 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
                 phase_timer::scope s(timer, "exchange");
                 const int w = layer.msg_width();
                 const auto off = static_cast<std::ptrdiff_t>(own) * w;
-                if (o.exact) ctx.halo->reverse_add(c.d_msg_exact.data() + off, c.d_msg_exact.data(), w);
+                if (o.exact)
+                    ctx.halo->reverse_add(c.d_msg_exact.data() + off, c.d_msg_exact.data(), w);
                 else if (bns)
                     ctx.halo->reverse_add_sampled(c.d_msg.data() + off, c.d_msg.data(), w, keep(epoch, l),
                                                   1.0F / static_cast<float>(o.bns_p));
-                else ctx.halo->reverse_add(c.d_msg.data() + off, c.d_msg.data(), w);
+                else
+                    ctx.halo->reverse_add(c.d_msg.data() + off, c.d_msg.data(), w);
             }
             phase_timer::scope s(timer, "compute");
             matrix_f dx;
@@ -190,10 +199,12 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
             if (need_in) {
                 layer.add_self_gradient(plan, c, dx);
                 dropout_backward(dx.data(), ids, layer.in(), o.dropout,
-                                 dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)}, dx.data());
+                                 dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)},
+                                 dx.data());
                 const auto& pre = out[static_cast<std::size_t>(l - 1)];
                 d.resize(dx.rows(), dx.cols());
-                activation_backward(model.act, pre.data(), dx.data(), static_cast<std::size_t>(dx.size()), d.data(), 1.0);
+                activation_backward(model.act, pre.data(), dx.data(), static_cast<std::size_t>(dx.size()), d.data(),
+                                    1.0);
             }
         }
         {
@@ -232,4 +243,4 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
     return result;
 }
 
-}  // namespace retexo::train
+} // namespace retexo::train

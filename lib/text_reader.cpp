@@ -6,13 +6,11 @@
 
 namespace retexo {
 
-text_reader::text_reader(std::string path, std::size_t buffer_bytes)
-    : path_(std::move(path)), buf_(buffer_bytes)
+text_reader::text_reader(std::string path, std::size_t buffer_bytes) : path_(std::move(path)), buf_(buffer_bytes)
 {
     errno = 0;
     gzFile f = gzopen(path_.c_str(), "rb");
-    RETEXO_ENSURE(f != nullptr, path_ << ": cannot open: "
-                                      << (errno != 0 ? std::strerror(errno) : "zlib error"));
+    RETEXO_ENSURE(f != nullptr, path_ << ": cannot open: " << (errno != 0 ? std::strerror(errno) : "zlib error"));
     gzbuffer(f, 1U << 20);
     gz_ = f;
 }
@@ -57,7 +55,7 @@ bool text_reader::next(std::string_view& line)
             begin_ = pos + 1;
             break;
         }
-        scan = end_ - begin_;  // offset of unscanned data after refill moves it to the front
+        scan = end_ - begin_; // offset of unscanned data after refill moves it to the front
         if (!refill()) {
             if (end_ == begin_) return false;
             // Last line without a newline.
@@ -83,4 +81,4 @@ std::vector<std::int64_t> read_integer_lines(const std::string& path)
     return values;
 }
 
-}  // namespace retexo
+} // namespace retexo

@@ -14,7 +14,8 @@ rank_context::rank_context(const mpi::communicator& c, const local_partition& p,
         // Split membership of every local row (halo rows from their owners).
         const node_t own = p.num_owned();
         std::vector<std::int8_t> member(static_cast<std::size_t>(p.num_local()));
-        for (node_t v = 0; v < own; ++v) member[v] = static_cast<std::int8_t>(p.membership[v]);
+        for (node_t v = 0; v < own; ++v)
+            member[v] = static_cast<std::int8_t>(p.membership[v]);
         halo->forward(member.data(), member.data() + own, 1, purpose::setup);
         auto evaluation = [&](node_t u) {
             const auto s = static_cast<split>(member[u]);
@@ -28,7 +29,8 @@ rank_context::rank_context(const mpi::communicator& c, const local_partition& p,
             train_edges.offsets[v + 1] = static_cast<offset_t>(train_edges.sources.size());
         }
         train_degree.resize(static_cast<std::size_t>(p.num_local()));
-        for (node_t v = 0; v < own; ++v) train_degree[v] = train_edges.degree(v);
+        for (node_t v = 0; v < own; ++v)
+            train_degree[v] = train_edges.degree(v);
         halo->forward(train_degree.data(), train_degree.data() + own, 1, purpose::setup);
         train_graph = {&train_edges, own, p.num_local(), train_degree};
         for (node_t u = 0; u < p.num_local(); ++u)
@@ -38,9 +40,11 @@ rank_context::rank_context(const mpi::communicator& c, const local_partition& p,
     valid_rows = p.nodes_in(split::valid);
     test_rows = p.nodes_in(split::test);
     owned_rows.resize(static_cast<std::size_t>(p.num_owned()));
-    for (node_t v = 0; v < p.num_owned(); ++v) owned_rows[v] = v;
-    std::int64_t counts[5] = {static_cast<std::int64_t>(train_rows.size()), static_cast<std::int64_t>(valid_rows.size()),
-                              static_cast<std::int64_t>(test_rows.size()), p.num_owned(), p.in_edges.num_edges()};
+    for (node_t v = 0; v < p.num_owned(); ++v)
+        owned_rows[v] = v;
+    std::int64_t counts[5] = {static_cast<std::int64_t>(train_rows.size()),
+                              static_cast<std::int64_t>(valid_rows.size()), static_cast<std::int64_t>(test_rows.size()),
+                              p.num_owned(), p.in_edges.num_edges()};
     comm.allreduce(std::span<std::int64_t>(counts, 5), MPI_SUM, purpose::setup);
     global_train = counts[0];
     global_valid = counts[1];
@@ -64,7 +68,8 @@ nn::reduce_mode rank_context::reduce(bool exact) const
 void allreduce_gradients(const mpi::communicator& comm, const std::vector<parameter<float>*>& params, bool exact)
 {
     std::size_t total = 0;
-    for (auto* p : params) total += static_cast<std::size_t>(p->size());
+    for (auto* p : params)
+        total += static_cast<std::size_t>(p->size());
     if (exact) {
         std::vector<std::int64_t> buf;
         buf.reserve(total);
@@ -84,7 +89,8 @@ void allreduce_gradients(const mpi::communicator& comm, const std::vector<parame
     }
     std::vector<float> buf;
     buf.reserve(total);
-    for (auto* p : params) buf.insert(buf.end(), p->grad.data(), p->grad.data() + p->size());
+    for (auto* p : params)
+        buf.insert(buf.end(), p->grad.data(), p->grad.data() + p->size());
     comm.allreduce(std::span<float>(buf), MPI_SUM, purpose::gradients);
     std::size_t off = 0;
     for (auto* p : params) {
@@ -96,7 +102,8 @@ void allreduce_gradients(const mpi::communicator& comm, const std::vector<parame
 void broadcast_parameters(const mpi::communicator& comm, const std::vector<parameter<float>*>& params)
 {
     std::vector<float> buf;
-    for (auto* p : params) buf.insert(buf.end(), p->value.data(), p->value.data() + p->size());
+    for (auto* p : params)
+        buf.insert(buf.end(), p->value.data(), p->value.data() + p->size());
     comm.broadcast(std::span<float>(buf), 0, purpose::parameters);
     std::size_t off = 0;
     for (auto* p : params) {
@@ -108,13 +115,15 @@ void broadcast_parameters(const mpi::communicator& comm, const std::vector<param
 std::vector<matrix_f> snapshot(const std::vector<parameter<float>*>& params)
 {
     std::vector<matrix_f> v;
-    for (auto* p : params) v.push_back(p->value);
+    for (auto* p : params)
+        v.push_back(p->value);
     return v;
 }
 
 void restore(const std::vector<parameter<float>*>& params, const std::vector<matrix_f>& values)
 {
-    for (std::size_t i = 0; i < params.size(); ++i) params[i]->value = values[i];
+    for (std::size_t i = 0; i < params.size(); ++i)
+        params[i]->value = values[i];
 }
 
 void finish_bytes(const rank_context& ctx, const byte_ledger& start, run_result& r)
@@ -137,13 +146,15 @@ double emulated_seconds(const run_result& r, const network_model& m)
     const auto it = r.seconds.find("total");
     const double measured = it == r.seconds.end() ? 0.0 : it->second;
     const double calls_per_rank = static_cast<double>(r.bytes.total_calls()) / std::max(1, r.ranks);
-    return measured + 8.0 * static_cast<double>(r.max_rank_bytes) / m.bandwidth_bits_per_s + calls_per_rank * m.latency_s;
+    return measured + 8.0 * static_cast<double>(r.max_rank_bytes) / m.bandwidth_bits_per_s +
+           calls_per_rank * m.latency_s;
 }
 
 std::vector<named_tensor> named_values(const std::vector<parameter<float>*>& params, const std::string& prefix)
 {
     std::vector<named_tensor> v;
-    for (auto* p : params) v.push_back({prefix + p->name, p->value});
+    for (auto* p : params)
+        v.push_back({prefix + p->name, p->value});
     return v;
 }
 
@@ -155,7 +166,9 @@ accuracies reduce_accuracies(const rank_context& ctx, const matrix_f& logits)
                               count_correct(logits.data(), c, labels, ctx.valid_rows),
                               count_correct(logits.data(), c, labels, ctx.test_rows)};
     ctx.comm.allreduce(std::span<std::int64_t>(counts, 3), MPI_SUM, purpose::metrics);
-    auto ratio = [](std::int64_t a, std::int64_t b) { return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0; };
+    auto ratio = [](std::int64_t a, std::int64_t b) {
+        return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+    };
     return {ratio(counts[0], ctx.global_train), ratio(counts[1], ctx.global_valid), ratio(counts[2], ctx.global_test)};
 }
 
@@ -168,4 +181,4 @@ double reduce_loss(const mpi::communicator& comm, const loss_result& local, std:
     return comm.allreduce(local.sum, MPI_SUM, purpose::metrics) / static_cast<double>(global_count);
 }
 
-}  // namespace retexo::train
+} // namespace retexo::train

@@ -32,7 +32,7 @@ csr random_graph(node_t n, int degree, std::uint64_t seed)
 #pragma omp parallel for schedule(static)
     for (std::size_t e = 0; e < m; ++e) {
         src[e] = static_cast<node_t>(rng.below(2 * e, static_cast<std::uint64_t>(n)));
-        dst[e] = static_cast<node_t>(e / static_cast<std::size_t>(degree));  // exactly `degree` in-edges
+        dst[e] = static_cast<node_t>(e / static_cast<std::size_t>(degree)); // exactly `degree` in-edges
     }
     return build_csr(n, src, dst, {.drop_self_loops = false, .drop_duplicates = false});
 }
@@ -41,10 +41,11 @@ void fill(matrix_f& m, std::uint64_t seed)
 {
     const counter_rng rng(seed, 1);
 #pragma omp parallel for schedule(static)
-    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = rng.uniform(static_cast<std::uint64_t>(i)) - 0.5F;
+    for (Eigen::Index i = 0; i < m.size(); ++i)
+        m.data()[i] = rng.uniform(static_cast<std::uint64_t>(i)) - 0.5F;
 }
 
-}  // namespace
+} // namespace
 
 int main(int argc, char** argv)
 {
@@ -54,10 +55,14 @@ int main(int argc, char** argv)
     bool quick = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if (a == "--nodes" && i + 1 < argc) nodes = std::stoi(argv[++i]);
-        else if (a == "--degree" && i + 1 < argc) degree = std::stoi(argv[++i]);
-        else if (a == "--json" && i + 1 < argc) json_out = argv[++i];
-        else if (a == "--quick") quick = true;
+        if (a == "--nodes" && i + 1 < argc)
+            nodes = std::stoi(argv[++i]);
+        else if (a == "--degree" && i + 1 < argc)
+            degree = std::stoi(argv[++i]);
+        else if (a == "--json" && i + 1 < argc)
+            json_out = argv[++i];
+        else if (a == "--quick")
+            quick = true;
         else {
             std::cerr << "usage: bench_kernels [--nodes N] [--degree D] [--quick] [--json FILE]\n";
             return 2;
@@ -79,7 +84,8 @@ int main(int argc, char** argv)
     double gather[2];
     for (int k = 0; k < 2; ++k) {
         gather[k] = perf::measure_gather_gbs(nodes, k == 0 ? 128 : 256);
-        std::printf("machine: random row gather (width %d) %.2f GB/s = %.2f x triad\n", k == 0 ? 128 : 256, gather[k], gather[k] / triad);
+        std::printf("machine: random row gather (width %d) %.2f GB/s = %.2f x triad\n", k == 0 ? 128 : 256, gather[k],
+                    gather[k] / triad);
         report["gather_gbs"][k == 0 ? "128" : "256"] = gather[k];
     }
     std::printf("%-26s %6s %10s %10s %8s %9s\n", "kernel", "width", "time ms", "GB/s", "x triad", "x gather");
@@ -94,13 +100,17 @@ int main(int argc, char** argv)
             const double t = perf::best_time([&] { plan.forward(x.data(), width, out.data()); });
             const double gbs = moved / t * 1e-9;
             const double gl = gather[width == 256 ? 1 : 0];
-            std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", ("aggregate " + to_string(kind)).c_str(), width, t * 1e3, gbs, gbs / triad, gbs / gl);
-            report["aggregate"][to_string(kind)][std::to_string(width)] = {{"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}, {"ratio_gather", gbs / gl}};
+            std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", ("aggregate " + to_string(kind)).c_str(), width,
+                        t * 1e3, gbs, gbs / triad, gbs / gl);
+            report["aggregate"][to_string(kind)][std::to_string(width)] = {
+                {"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}, {"ratio_gather", gbs / gl}};
             if (kind == aggregator::gcn) {
                 const double tb = perf::best_time([&] { plan.backward(out.data(), width, dx.data()); });
                 const double gbb = moved / tb * 1e-9;
-                std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", "aggregate gcn backward", width, tb * 1e3, gbb, gbb / triad, gbb / gl);
-                report["aggregate"]["gcn_backward"][std::to_string(width)] = {{"ms", tb * 1e3}, {"gbs", gbb}, {"ratio_triad", gbb / triad}, {"ratio_gather", gbb / gl}};
+                std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", "aggregate gcn backward", width, tb * 1e3, gbb,
+                            gbb / triad, gbb / gl);
+                report["aggregate"]["gcn_backward"][std::to_string(width)] = {
+                    {"ms", tb * 1e3}, {"gbs", gbb}, {"ratio_triad", gbb / triad}, {"ratio_gather", gbb / gl}};
                 gcn_fb_time[width == 256 ? 1 : 0] = t + tb;
             }
         }
@@ -110,8 +120,10 @@ int main(int argc, char** argv)
             const double t = perf::best_time([&] { plan.forward(xb.data(), width, out.data()); });
             const double moved16 = (e * width * 2.0) + nodes * width * 4.0 + csr_bytes;
             const double gbs = moved16 / t * 1e-9;
-            std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", "aggregate gcn (bf16 in)", width, t * 1e3, gbs, gbs / triad, gbs / gather[width == 256 ? 1 : 0]);
-            report["aggregate"]["gcn_bf16"][std::to_string(width)] = {{"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}};
+            std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", "aggregate gcn (bf16 in)", width, t * 1e3, gbs,
+                        gbs / triad, gbs / gather[width == 256 ? 1 : 0]);
+            report["aggregate"]["gcn_bf16"][std::to_string(width)] = {
+                {"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}};
         }
     }
 
@@ -125,14 +137,19 @@ int main(int argc, char** argv)
         fill(z, 3);
         fill(el, 4);
         fill(er, 5);
-        const double tf = perf::best_time([&] { plan.forward(z.data(), el.data(), er.data(), hd, out.data(), alpha.data()); }, 2);
-        const double tb = perf::best_time([&] {
-            plan.backward(z.data(), el.data(), er.data(), alpha.data(), out.data(), hd, dz.data(), del.data(), der.data(), ds.data());
-        }, 2);
+        const double tf =
+            perf::best_time([&] { plan.forward(z.data(), el.data(), er.data(), hd, out.data(), alpha.data()); }, 2);
+        const double tb = perf::best_time(
+            [&] {
+                plan.backward(z.data(), el.data(), er.data(), alpha.data(), out.data(), hd, dz.data(), del.data(),
+                              der.data(), ds.data());
+            },
+            2);
         const double ratio = (tf + tb) / gcn_fb_time[width == 256 ? 1 : 0];
-        std::printf("GAT fwd+bwd width %d (%d heads): %.1f ms, %.2f ns/edge, %.2f x GCN aggregation fwd+bwd\n", width, heads,
-                    (tf + tb) * 1e3, (tf + tb) / e * 1e9, ratio);
-        report["gat"][std::to_string(width)] = {{"ms", (tf + tb) * 1e3}, {"ns_per_edge", (tf + tb) / e * 1e9}, {"ratio_gcn", ratio}};
+        std::printf("GAT fwd+bwd width %d (%d heads): %.1f ms, %.2f ns/edge, %.2f x GCN aggregation fwd+bwd\n", width,
+                    heads, (tf + tb) * 1e3, (tf + tb) / e * 1e9, ratio);
+        report["gat"][std::to_string(width)] = {
+            {"ms", (tf + tb) * 1e3}, {"ns_per_edge", (tf + tb) / e * 1e9}, {"ratio_gcn", ratio}};
     }
 
     // Linear forward + backward, N x F . F x 256.
@@ -151,8 +168,10 @@ int main(int argc, char** argv)
                 k.backward_data(y.data(), n, w.data(), dx.data());
             });
             const double gf = 3 * 2.0 * static_cast<double>(n) * f * out / t * 1e-9;
-            std::printf("%-26s %8lld %10.1f %10.1f %8.2f\n", ("F=" + std::to_string(f)).c_str(), static_cast<long long>(n), t * 1e3, gf, gf / sgemm);
-            report["linear"]["F" + std::to_string(f)][std::to_string(n)] = {{"ms", t * 1e3}, {"gflops", gf}, {"ratio_sgemm", gf / sgemm}};
+            std::printf("%-26s %8lld %10.1f %10.1f %8.2f\n", ("F=" + std::to_string(f)).c_str(),
+                        static_cast<long long>(n), t * 1e3, gf, gf / sgemm);
+            report["linear"]["F" + std::to_string(f)][std::to_string(n)] = {
+                {"ms", t * 1e3}, {"gflops", gf}, {"ratio_sgemm", gf / sgemm}};
         }
     }
     if (!json_out.empty()) std::ofstream(json_out) << report.dump(2) << "\n";

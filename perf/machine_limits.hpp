@@ -29,7 +29,8 @@ inline double measure_triad_gbs(std::size_t n = std::size_t{1} << 26, int repeat
         const float s = 0.5F + static_cast<float>(r);
         const auto t0 = std::chrono::steady_clock::now();
 #pragma omp parallel for simd schedule(static)
-        for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+        for (std::size_t i = 0; i < n; ++i)
+            a[i] = b[i] + s * c[i];
         const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         best = std::max(best, 3.0 * 4.0 * static_cast<double>(n) / sec * 1e-9);
     }
@@ -47,7 +48,8 @@ inline double measure_gather_gbs(std::int64_t rows, int width, int repeats = 3)
     std::vector<float> x(static_cast<std::size_t>(rows) * width, 1.0F);
     std::vector<std::int64_t> perm(static_cast<std::size_t>(rows));
     for (std::int64_t i = 0; i < rows; ++i)
-        perm[i] = static_cast<std::int64_t>((static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ULL) % static_cast<std::uint64_t>(rows));
+        perm[i] = static_cast<std::int64_t>((static_cast<std::uint64_t>(i) * 0x9E3779B97F4A7C15ULL) %
+                                            static_cast<std::uint64_t>(rows));
     double best = 0;
     float total = 0;
     for (int r = 0; r < repeats; ++r) {
@@ -59,11 +61,13 @@ inline double measure_gather_gbs(std::int64_t rows, int width, int repeats = 3)
             for (std::int64_t i = 0; i < rows; ++i) {
                 if (i + 8 < rows) {
                     const char* p = reinterpret_cast<const char*>(x.data() + perm[i + 8] * width);
-                    for (int b = 0; b < width * 4; b += 64) __builtin_prefetch(p + b);
+                    for (int b = 0; b < width * 4; b += 64)
+                        __builtin_prefetch(p + b);
                 }
                 const float* row = x.data() + perm[i] * width;
 #pragma omp simd
-                for (int f = 0; f < width; ++f) acc[f] += row[f];
+                for (int f = 0; f < width; ++f)
+                    acc[f] += row[f];
             }
             total += acc[0];
         }
@@ -94,4 +98,4 @@ double best_time(F&& f, int repeats = 3)
     return best;
 }
 
-}  // namespace retexo::perf
+} // namespace retexo::perf

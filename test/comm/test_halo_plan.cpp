@@ -16,7 +16,7 @@ graph test_graph()
     o.features = 2;
     return generate_csbm(o);
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("halo forward delivers every owner's row to the right halo slot", "[mpi][halo]")
 {
@@ -30,26 +30,32 @@ TEST_CASE("halo forward delivers every owner's row to the right halo slot", "[mp
     const int w = 3;
     matrix<double> owned(lp.num_owned(), w), halo(lp.num_halo(), w);
     for (node_t i = 0; i < lp.num_owned(); ++i)
-        for (int f = 0; f < w; ++f) owned(i, f) = lp.owned_global[i] * 10.0 + f;
+        for (int f = 0; f < w; ++f)
+            owned(i, f) = lp.owned_global[i] * 10.0 + f;
     halo.setConstant(-1);
     const auto before = comm.ledger();
     plan.forward(owned.data(), halo.data(), w);
     bool ok = true;
     for (node_t h = 0; h < lp.num_halo(); ++h)
-        for (int f = 0; f < w; ++f) ok = ok && halo(h, f) == lp.halo_global[h] * 10.0 + f;
+        for (int f = 0; f < w; ++f)
+            ok = ok && halo(h, f) == lp.halo_global[h] * 10.0 + f;
     CHECK(ok);
     // Exactly the sent rows are counted as halo_forward bytes.
     const auto delta = comm.ledger() - before;
-    CHECK(delta.sent_for(purpose::halo_forward) == static_cast<std::uint64_t>(plan.num_send_rows()) * w * sizeof(double));
-    CHECK(delta.received[static_cast<int>(purpose::halo_forward)] == static_cast<std::uint64_t>(lp.num_halo()) * w * sizeof(double));
+    CHECK(delta.sent_for(purpose::halo_forward) ==
+          static_cast<std::uint64_t>(plan.num_send_rows()) * w * sizeof(double));
+    CHECK(delta.received[static_cast<int>(purpose::halo_forward)] ==
+          static_cast<std::uint64_t>(lp.num_halo()) * w * sizeof(double));
 
     // float -> bf16 on the way (small integers are exact in bf16).
     matrix_f own_f(lp.num_owned(), 1);
-    for (node_t i = 0; i < lp.num_owned(); ++i) own_f(i, 0) = static_cast<float>(lp.owned_global[i] % 200);
+    for (node_t i = 0; i < lp.num_owned(); ++i)
+        own_f(i, 0) = static_cast<float>(lp.owned_global[i] % 200);
     std::vector<bf16> halo_b(static_cast<std::size_t>(lp.num_halo()));
     plan.forward(own_f.data(), halo_b.data(), 1);
     ok = true;
-    for (node_t h = 0; h < lp.num_halo(); ++h) ok = ok && static_cast<float>(halo_b[h]) == lp.halo_global[h] % 200;
+    for (node_t h = 0; h < lp.num_halo(); ++h)
+        ok = ok && static_cast<float>(halo_b[h]) == lp.halo_global[h] % 200;
     CHECK(ok);
 }
 
@@ -62,7 +68,8 @@ TEST_CASE("halo reverse adds every halo gradient into its owner", "[mpi][halo]")
     const halo_plan plan(comm, lp);
     // Every rank holding node v as a halo row sends (rank + 1) * v; the owner must receive
     // the sum over those ranks.  Expected values come from the whole graph.
-    std::vector<std::int64_t> halo(static_cast<std::size_t>(lp.num_halo()) * 2), owned(static_cast<std::size_t>(lp.num_owned()) * 2, 0);
+    std::vector<std::int64_t> halo(static_cast<std::size_t>(lp.num_halo()) * 2),
+        owned(static_cast<std::size_t>(lp.num_owned()) * 2, 0);
     for (node_t h = 0; h < lp.num_halo(); ++h) {
         halo[2 * h] = static_cast<std::int64_t>(comm.rank() + 1) * lp.halo_global[h];
         halo[2 * h + 1] = 1;
@@ -78,7 +85,8 @@ TEST_CASE("halo reverse adds every halo gradient into its owner", "[mpi][halo]")
         std::sort(ranks.begin(), ranks.end());
         ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
         std::int64_t want = 0;
-        for (auto r : ranks) want += static_cast<std::int64_t>(r + 1) * v;
+        for (auto r : ranks)
+            want += static_cast<std::int64_t>(r + 1) * v;
         ok = ok && owned[2 * i] == want && owned[2 * i + 1] == static_cast<std::int64_t>(ranks.size());
     }
     CHECK(ok);

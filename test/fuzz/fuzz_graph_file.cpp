@@ -12,7 +12,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 {
     static const std::string path =
         std::filesystem::temp_directory_path() / ("retexo-fuzz-graph-" + std::to_string(::getpid()) + ".h5");
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
     try {
         (void)retexo::read_graph(path);
     } catch (const retexo::error&) {

@@ -12,9 +12,10 @@
 namespace {
 void put(const std::string& path, const std::uint8_t* data, std::size_t size)
 {
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+    std::ofstream(path, std::ios::binary)
+        .write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
 }
-}  // namespace
+} // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
 {
@@ -23,14 +24,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     fs::create_directories(dir + "/raw");
     fs::create_directories(dir + "/split/s");
     // The first byte picks the file the input becomes; the others hold a small valid graph.
-    const char* names[] = {"raw/edge.csv", "raw/node-feat.csv", "raw/node-label.csv", "split/s/train.csv",
-                           "raw/num-node-list.csv", "raw/num-edge-list.csv"};
+    const char* names[] = {"raw/edge.csv",      "raw/node-feat.csv",     "raw/node-label.csv",
+                           "split/s/train.csv", "raw/num-node-list.csv", "raw/num-edge-list.csv"};
     const std::size_t which = size > 0 ? data[0] % 6 : 0;
     const std::string valid[] = {"0,1\n1,2\n2,3\n", "1,0\n0,1\n1,1\n0,0\n", "0\n1\n1\n0\n", "0\n2\n", "4\n", "3\n"};
     for (std::size_t i = 0; i < 6; ++i) {
         const std::string path = dir + "/" + names[i];
-        if (i == which && size > 0) put(path, data + 1, size - 1);
-        else std::ofstream(path) << valid[i];
+        if (i == which && size > 0)
+            put(path, data + 1, size - 1);
+        else
+            std::ofstream(path) << valid[i];
     }
     std::ofstream(dir + "/split/s/valid.csv") << "1\n";
     std::ofstream(dir + "/split/s/test.csv") << "3\n";

@@ -15,7 +15,7 @@ TEST_CASE("build_csr symmetrises, drops self loops and duplicates", "[graph]")
     // in-edges: 0 <- {1, 2, 3}; 1 <- {0}; 2 <- {0}; 3 <- {0}
     CHECK(g.offsets == std::vector<offset_t>{0, 3, 4, 5, 6});
     CHECK(g.sources == std::vector<node_t>{1, 2, 3, 0, 0, 0});
-    CHECK(rep.duplicates_dropped == 4);  // 1->0 twice and both directions of 0-1
+    CHECK(rep.duplicates_dropped == 4); // 1->0 twice and both directions of 0-1
 }
 
 TEST_CASE("build_csr keeps direction when not symmetrising", "[graph]")
@@ -25,7 +25,7 @@ TEST_CASE("build_csr keeps direction when not symmetrising", "[graph]")
     const csr g = build_csr(3, src, dst);
     CHECK(g.offsets == std::vector<offset_t>{0, 0, 1, 3});
     CHECK(g.sources == std::vector<node_t>{0, 0, 1});
-    const csr t = transpose(g, 3);  // out-edges
+    const csr t = transpose(g, 3); // out-edges
     CHECK(t.offsets == std::vector<offset_t>{0, 2, 3, 3});
     CHECK(t.sources == std::vector<node_t>{1, 2, 2});
 }

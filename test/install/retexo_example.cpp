@@ -20,7 +20,7 @@ int main(int argc, char** argv)
         g.features = 32;
         g.avg_degree = 10;
         g.homophily = 0.8;
-        const retexo::graph graph = retexo::generate_csbm(g);  // the same on every rank
+        const retexo::graph graph = retexo::generate_csbm(g); // the same on every rank
         const auto assignment = retexo::partition_random(graph.num_nodes(), comm.size(), 1);
         const auto part = retexo::extract_partition(graph, assignment, comm.size(), comm.rank());
 
@@ -30,8 +30,9 @@ int main(int argc, char** argv)
         o.stages = {{.rounds = 60, .lr = 0.01, .hidden = 64}, {.rounds = 60, .lr = 0.01, .hidden = 64}};
         const auto result = retexo::train::train_retexo(ctx, o);
         if (comm.rank() == 0)
-            std::printf("retexo %s on %d ranks: test accuracy %.4f, %llu bytes sent (%llu halo)\n", retexo::version_string,
-                        comm.size(), result.final_acc.test, static_cast<unsigned long long>(result.bytes.total_sent()),
+            std::printf("retexo %s on %d ranks: test accuracy %.4f, %llu bytes sent (%llu halo)\n",
+                        retexo::version_string, comm.size(), result.final_acc.test,
+                        static_cast<unsigned long long>(result.bytes.total_sent()),
                         static_cast<unsigned long long>(result.bytes.sent_for(retexo::purpose::halo_forward)));
         return result.final_acc.test > 0.5 ? 0 : 1;
     } catch (const std::exception& e) {

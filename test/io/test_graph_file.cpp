@@ -26,7 +26,8 @@ TEST_CASE("graph file round-trips exactly", "[io]")
     CHECK(h.test == g.test);
     // No temporary file left behind.
     int files = 0;
-    for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path())) ++files;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path()))
+        ++files;
     CHECK(files == 1);
 }
 
@@ -86,7 +87,8 @@ TEST_CASE("graph file errors name the file and the problem", "[io][bad-input]")
         }
         CHECK_FALSE(fs::exists(tmp / "partial.h5"));
         int files = 0;
-        for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path())) ++files;
+        for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path()))
+            ++files;
         CHECK(files == 1);
     }
 }

@@ -42,7 +42,7 @@ TEST_CASE("OGB directed graphs keep their direction", "[io][ogb]")
     CHECK(h.name == "dir");
     CHECK(h.num_classes == 5);
     CHECK(h.num_edges() == 2);
-    CHECK(h.in_edges.sources == std::vector<node_t>{0, 1});  // 1 <- 0, 2 <- 1
+    CHECK(h.in_edges.sources == std::vector<node_t>{0, 1}); // 1 <- 0, 2 <- 1
 }
 
 TEST_CASE("OGB conversion rejects bad input, leaving no output", "[io][ogb][bad-input]")
@@ -66,7 +66,8 @@ TEST_CASE("OGB conversion rejects bad input, leaving no output", "[io][ogb][bad-
     }
     SECTION("ragged feature rows")
     {
-        test::write_file(tmp / "ds/raw/node-feat.csv.gz", "1,2,3\n1,2,3\n1,2\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n");
+        test::write_file(tmp / "ds/raw/node-feat.csv.gz",
+                         "1,2,3\n1,2,3\n1,2\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n1,2,3\n");
         fails_with("node-feat.csv.gz:3: ragged feature rows: 2 values, expected 3");
     }
     SECTION("non-numeric feature")
@@ -102,8 +103,7 @@ TEST_CASE("OGB conversion rejects bad input, leaving no output", "[io][ogb][bad-
     }
     SECTION("unknown split")
     {
-        CHECK_THROWS_WITH(convert_ogb(tmp / "ds", out, {.split = "nosuch"}),
-                          Catch::Contains("nosuch: no such split"));
+        CHECK_THROWS_WITH(convert_ogb(tmp / "ds", out, {.split = "nosuch"}), Catch::Contains("nosuch: no such split"));
     }
     SECTION("split id out of range")
     {
@@ -113,7 +113,8 @@ TEST_CASE("OGB conversion rejects bad input, leaving no output", "[io][ogb][bad-
     SECTION("gzip file cut short")
     {
         std::string feats;
-        for (int v = 0; v < 10; ++v) feats += "1,2,3\n";
+        for (int v = 0; v < 10; ++v)
+            feats += "1,2,3\n";
         test::write_file(tmp / "ds/raw/node-feat.csv.gz", feats);
         const auto size = fs::file_size(tmp / "ds/raw/node-feat.csv.gz");
         fs::resize_file(tmp / "ds/raw/node-feat.csv.gz", size - 12);
@@ -139,7 +140,7 @@ TEST_CASE("shared datasets convert with the counts of their meta.json", "[io][og
             const graph_file_reader r(tmp / "g.h5");
             CHECK(r.info().name == meta["name"].get<std::string>());
             CHECK(r.info().num_nodes == meta["num_nodes"].get<node_t>());
-            CHECK(r.info().num_edges == 2 * meta["num_edges"].get<offset_t>());  // symmetrised
+            CHECK(r.info().num_edges == 2 * meta["num_edges"].get<offset_t>()); // symmetrised
             CHECK(r.info().num_features == meta["num_features"].get<int>());
             CHECK(r.info().num_classes == meta["num_classes"].get<int>());
             CHECK_FALSE(r.info().directed);
@@ -149,7 +150,8 @@ TEST_CASE("shared datasets convert with the counts of their meta.json", "[io][og
             CHECK(r.read_split("test").size() == sp["test"].get<std::size_t>());
             const auto labels = r.read_labels();
             std::vector<std::int64_t> counts(static_cast<std::size_t>(r.info().num_classes), 0);
-            for (auto y : labels) ++counts[y];
+            for (auto y : labels)
+                ++counts[y];
             CHECK(counts == meta["class_counts"].get<std::vector<std::int64_t>>());
             CHECK(rep.self_loops_dropped == 0);
         }

@@ -43,7 +43,7 @@ csr random_graph(node_t rows, node_t halo, int avg_deg, std::uint64_t seed)
     return full;
 }
 
-}  // namespace
+} // namespace
 
 // Edge weights are stored in float for every precision (one set of constants, half the
 // memory), so mean and gcn values in double agree with the exact ones to float rounding.
@@ -112,7 +112,8 @@ TEST_CASE("aggregation backward passes match finite differences", "[kernels][agg
     const csr g = random_graph(30, 10, 4, 3);
     const std::vector<offset_t> deg = [&] {
         std::vector<offset_t> d(40);
-        for (node_t v = 0; v < 40; ++v) d[v] = v < 30 ? g.degree(v) : v % 7;
+        for (node_t v = 0; v < 40; ++v)
+            d[v] = v < 30 ? g.degree(v) : v % 7;
         return d;
     }();
     const std::vector<node_t> subset = {0, 5, 7, 29, 13};
@@ -120,8 +121,11 @@ TEST_CASE("aggregation backward passes match finite differences", "[kernels][agg
         for (bool use_subset : {false, true}) {
             DYNAMIC_SECTION(to_string(kind) << (use_subset ? " (subset)" : ""))
             {
-                const aggregation plan(g, 40, {.kind = kind, .in_degree = deg,
-                                               .rows = use_subset ? std::span<const node_t>(subset) : std::span<const node_t>()});
+                const aggregation plan(
+                    g, 40,
+                    {.kind = kind,
+                     .in_degree = deg,
+                     .rows = use_subset ? std::span<const node_t>(subset) : std::span<const node_t>()});
                 auto x = random_matrix(40, 3, 11);
                 const auto r = random_matrix(plan.num_out(), 3, 12);
                 std::vector<node_t> am;
@@ -144,7 +148,8 @@ TEST_CASE("fast aggregation matches the sequential reference", "[kernels][aggreg
 {
     const csr g = random_graph(3000, 500, 12, 8);
     std::vector<offset_t> deg(3500);
-    for (node_t v = 0; v < 3500; ++v) deg[v] = v < 3000 ? g.degree(v) : 3 + v % 11;
+    for (node_t v = 0; v < 3500; ++v)
+        deg[v] = v < 3000 ? g.degree(v) : 3 + v % 11;
     for (auto kind : {aggregator::sum, aggregator::mean, aggregator::gcn, aggregator::max}) {
         const aggregation plan(g, 3500, {.kind = kind, .in_degree = deg});
         const matrix_f x = random_matrix(3500, 33, 2).cast<float>();
@@ -201,11 +206,12 @@ TEST_CASE("bf16 inputs stay within bf16 error of fp32", "[kernels][aggregate][bf
         const matrix_f ax = x.cwiseAbs();
         plan.forward(ax, bound);
         CHECK(((f32 - f16).cwiseAbs().array() <= bound.array() * (1.0F / 256) + 1e-5F).all());
-        CHECK((f32 - f16).cwiseAbs().maxCoeff() > 0.0F);  // bf16 really was used
+        CHECK((f32 - f16).cwiseAbs().maxCoeff() > 0.0F); // bf16 really was used
     }
 }
 
-TEST_CASE("exact backward equals the float backward up to float rounding, for any grouping", "[kernels][aggregate][exact]")
+TEST_CASE("exact backward equals the float backward up to float rounding, for any grouping",
+          "[kernels][aggregate][exact]")
 {
     const csr g = random_graph(500, 100, 8, 10);
     std::vector<offset_t> deg(600, 4);
@@ -221,7 +227,8 @@ TEST_CASE("exact backward equals the float backward up to float rounding, for an
     CHECK((viaexact - fast).cwiseAbs().maxCoeff() <= 1e-5F);
     // Two halves of the destination rows summed separately give the same integers.
     std::vector<node_t> lo, hi;
-    for (node_t v = 0; v < 500; ++v) (v % 2 == 0 ? lo : hi).push_back(v);
+    for (node_t v = 0; v < 500; ++v)
+        (v % 2 == 0 ? lo : hi).push_back(v);
     const aggregation pl(g, 600, {.kind = aggregator::gcn, .in_degree = deg, .rows = lo});
     const aggregation ph(g, 600, {.kind = aggregator::gcn, .in_degree = deg, .rows = hi});
     matrix_f dl(250, 16), dh(250, 16);
@@ -276,7 +283,8 @@ TEST_CASE("aggregation rejects bad input", "[kernels][aggregate][bad-input]")
         auto x = tiny_x();
         x(2, 1) = std::nan("");
         const aggregation plan(g, 4, {.kind = aggregator::sum});
-        CHECK_THROWS_WITH(plan.forward(x, out), Catch::Contains("aggregation::forward: input holds a non-finite value"));
+        CHECK_THROWS_WITH(plan.forward(x, out),
+                          Catch::Contains("aggregation::forward: input holds a non-finite value"));
         x(2, 1) = INFINITY;
         CHECK_THROWS_WITH(plan.forward(x, out), Catch::Contains("non-finite"));
         set_check_numerics(false);

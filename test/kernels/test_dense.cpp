@@ -26,7 +26,7 @@ TEST_CASE("activations: values and finite-difference gradients", "[kernels][dens
     for (auto a : {activation::relu, activation::leaky_relu, activation::elu}) {
         auto z = random_matrix(3, 5, 7);
         for (Eigen::Index i = 0; i < z.size(); ++i)
-            if (std::abs(z.data()[i]) < 1e-3) z.data()[i] = 0.1;  // stay off the kink
+            if (std::abs(z.data()[i]) < 1e-3) z.data()[i] = 0.1; // stay off the kink
         const auto r = random_matrix(3, 5, 8);
         auto f = [&] {
             matrix<double> o(3, 5);
@@ -57,7 +57,8 @@ TEST_CASE("layer norm: values and finite-difference gradients", "[kernels][dense
         return (o.array() * r.array()).sum();
     };
     matrix<double> dx(n, w), dg(1, w), db(1, w);
-    layer_norm_backward(x.data(), r.data(), n, w, gamma.data(), mean.data(), rstd.data(), dx.data(), dg.data(), db.data());
+    layer_norm_backward(x.data(), r.data(), n, w, gamma.data(), mean.data(), rstd.data(), dx.data(), dg.data(),
+                        db.data());
     test::check_gradient(f, x, dx, "layer norm x");
     test::check_gradient(f, gamma, dg, "layer norm gamma");
     test::check_gradient(f, beta, db, "layer norm beta");
@@ -67,7 +68,8 @@ TEST_CASE("dropout masks depend on global row ids only", "[kernels][dense][deter
 {
     const matrix_f x = matrix_f::Ones(1000, 50);
     std::vector<node_t> ids(1000);
-    for (int i = 0; i < 1000; ++i) ids[i] = 5000 + 3 * i;
+    for (int i = 0; i < 1000; ++i)
+        ids[i] = 5000 + 3 * i;
     const dropout_key key{.seed = 42, .layer = 1, .step = 7};
     matrix_f a(1000, 50), b(1000, 50);
     const int saved = omp_get_max_threads();
@@ -172,7 +174,8 @@ TEST_CASE("vectorisable exp is accurate", "[kernels][dense]")
 {
     double worst = 0;
     for (float x = -87.0F; x <= 88.0F; x += 0.0137F)
-        worst = std::max(worst, std::abs(static_cast<double>(vexp(x)) - std::exp(static_cast<double>(x))) / std::exp(static_cast<double>(x)));
+        worst = std::max(worst, std::abs(static_cast<double>(vexp(x)) - std::exp(static_cast<double>(x))) /
+                                    std::exp(static_cast<double>(x)));
     CHECK(worst < 3e-7);
     CHECK(vexp(-100.0F) == 0.0F);
     CHECK(vexp(0.0F) == 1.0F);

@@ -17,7 +17,7 @@ csr small_graph()
     g.sources = {1, 2, 0, 4, 0, 1, 2, 4};
     return g;
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("GAT forward: hand-computed attention on a tiny graph", "[kernels][gat]")
 {
@@ -64,8 +64,8 @@ TEST_CASE("GAT backward matches finite differences", "[kernels][gat][gradcheck]"
             matrix<double> out(4, H * D), alpha(plan.num_edges(), H), dz(5, H * D), del(5, H), der(5, H),
                 ds(plan.num_edges(), H);
             plan.forward(z.data(), el.data(), er.data(), D, out.data(), alpha.data());
-            plan.backward(z.data(), el.data(), er.data(), alpha.data(), r.data(), D, dz.data(), del.data(),
-                          der.data(), ds.data());
+            plan.backward(z.data(), el.data(), er.data(), alpha.data(), r.data(), D, dz.data(), del.data(), der.data(),
+                          ds.data());
             test::check_gradient(f, z, dz, "gat z");
             test::check_gradient(f, el, del, "gat el");
             test::check_gradient(f, er, der, "gat er");
@@ -95,7 +95,8 @@ TEST_CASE("GAT matches its reference and is thread-count independent", "[kernels
         dz.resize(4000, H * D);
         del.resize(4000, H);
         plan.forward(z.data(), el.data(), er.data(), D, out.data(), alpha.data());
-        plan.backward(z.data(), el.data(), er.data(), alpha.data(), d.data(), D, dz.data(), del.data(), der.data(), ds.data());
+        plan.backward(z.data(), el.data(), er.data(), alpha.data(), d.data(), D, dz.data(), del.data(), der.data(),
+                      ds.data());
     };
     const int saved = omp_get_max_threads();
     matrix_f o1, o2, z1, z2, l1, l2;

@@ -100,15 +100,19 @@ TEST_CASE("linear rejects mismatched shapes and non-finite input", "[kernels][li
 {
     const linear_kernel k(4, 3);
     matrix_f y, dx, dw, db;
-    CHECK_THROWS_WITH(k.forward(matrix_f(2, 5), matrix_f(4, 3), matrix_f(), y), Catch::Contains("x columns is 5, expected 4"));
-    CHECK_THROWS_WITH(k.forward(matrix_f(2, 4), matrix_f(3, 4), matrix_f(), y), Catch::Contains("weight is 3 x 4, expected 4 x 3"));
-    CHECK_THROWS_WITH(k.forward(matrix_f(2, 4), matrix_f(4, 3), matrix_f(1, 2), y), Catch::Contains("bias has 2 entries"));
+    CHECK_THROWS_WITH(k.forward(matrix_f(2, 5), matrix_f(4, 3), matrix_f(), y),
+                      Catch::Contains("x columns is 5, expected 4"));
+    CHECK_THROWS_WITH(k.forward(matrix_f(2, 4), matrix_f(3, 4), matrix_f(), y),
+                      Catch::Contains("weight is 3 x 4, expected 4 x 3"));
+    CHECK_THROWS_WITH(k.forward(matrix_f(2, 4), matrix_f(4, 3), matrix_f(1, 2), y),
+                      Catch::Contains("bias has 2 entries"));
     CHECK_THROWS_WITH(k.backward(matrix_f(2, 4), matrix_f(3, 3), matrix_f(4, 3), &dx, dw, &db),
                       Catch::Contains("dy rows is 3, expected 2"));
     CHECK_THROWS_WITH(linear_kernel(0, 3), Catch::Contains("dimensions must be positive"));
     set_check_numerics(true);
     matrix_f x = matrix_f::Ones(2, 4);
     x(1, 2) = INFINITY;
-    CHECK_THROWS_WITH(k.forward(x, matrix_f(matrix_f::Ones(4, 3)), matrix_f(), y), Catch::Contains("linear::forward: x holds a non-finite value"));
+    CHECK_THROWS_WITH(k.forward(x, matrix_f(matrix_f::Ones(4, 3)), matrix_f(), y),
+                      Catch::Contains("linear::forward: x holds a non-finite value"));
     set_check_numerics(false);
 }

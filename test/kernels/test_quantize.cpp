@@ -9,9 +9,9 @@ using test::random_matrix;
 TEST_CASE("int8 rows with a per-row scale stay within max|row| / 254", "[kernels][quantize]")
 {
     matrix_f x = random_matrix(300, 37, 4).cast<float>();
-    x.row(5).setZero();       // all-zero row: scale 0, values 0
-    x.row(7) *= 1e-30F;       // tiny row: still scaled to its own range
-    x(9, 3) = 1e6F;           // one large value dominates its row only
+    x.row(5).setZero(); // all-zero row: scale 0, values 0
+    x.row(7) *= 1e-30F; // tiny row: still scaled to its own range
+    x(9, 3) = 1e6F;     // one large value dominates its row only
     std::vector<std::uint8_t> packed(static_cast<std::size_t>(x.rows()) * int8_row_bytes(37));
     quantize_int8(x.data(), x.rows(), 37, packed.data());
     matrix_f y(x.rows(), 37);
@@ -20,10 +20,10 @@ TEST_CASE("int8 rows with a per-row scale stay within max|row| / 254", "[kernels
         const float m = x.row(r).cwiseAbs().maxCoeff();
         INFO("row " << r);
         CHECK((x.row(r) - y.row(r)).cwiseAbs().maxCoeff() <= m / 254.0F * 1.0001F);
-        CHECK(y.row(r).cwiseAbs().maxCoeff() == Approx(m).epsilon(1e-6));  // the row maximum survives
+        CHECK(y.row(r).cwiseAbs().maxCoeff() == Approx(m).epsilon(1e-6)); // the row maximum survives
     }
     CHECK(y.row(5).isZero(0));
-    CHECK((x - y).cwiseAbs().maxCoeff() > 0.0F);  // int8 really was used
+    CHECK((x - y).cwiseAbs().maxCoeff() > 0.0F); // int8 really was used
     matrix<bf16> yb(x.rows(), 37);
     dequantize_int8(packed.data(), x.rows(), 37, yb.data());
     CHECK(((yb.cast<float>() - y).cwiseAbs().array() <= y.cwiseAbs().array() * (1.0F / 256)).all());

@@ -69,7 +69,7 @@ void check_partition(const graph& g, const std::vector<part_t>& a, const local_p
         CHECK(lp.halo_in_degree[h] == g.in_edges.degree(lp.halo_global[h]));
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("every rank loads exactly its nodes and halo", "[mpi][load]")
 {
@@ -82,8 +82,7 @@ TEST_CASE("every rank loads exactly its nodes and halo", "[mpi][load]")
     const auto a = partition_metis(g.in_edges, false, comm.size(), metis_objective::vol, 3);
     if (comm.rank() == 0) {
         write_graph(g, tmp / "g.h5");
-        write_partitioned(tmp / "g.h5", a, {.method = partition_method::metis, .parts = comm.size()},
-                          tmp / "parts");
+        write_partitioned(tmp / "g.h5", a, {.method = partition_method::metis, .parts = comm.size()}, tmp / "parts");
         write_assignment(tmp / "a.txt", a);
     }
     comm.barrier();
@@ -117,8 +116,7 @@ TEST_CASE("cora: 4 partitions load on their ranks", "[mpi][load][datasets]")
     const graph g = read_graph(tmp / "cora.h5");
     const auto a = partition_metis(g.in_edges, false, comm.size(), metis_objective::vol, 42);
     if (comm.rank() == 0)
-        write_partitioned(tmp / "cora.h5", a, {.method = partition_method::metis, .parts = comm.size()},
-                          tmp / "parts");
+        write_partitioned(tmp / "cora.h5", a, {.method = partition_method::metis, .parts = comm.size()}, tmp / "parts");
     comm.barrier();
     const auto lp = load_rank_partition(comm, {.data = tmp / "parts"});
     check_partition(g, a, lp);
@@ -154,7 +152,8 @@ TEST_CASE("load errors are raised on every rank", "[mpi][load][bad-input]")
     }
     SECTION("missing data")
     {
-        CHECK_THROWS_WITH(load_rank_partition(comm, {.data = tmp / "none.h5"}), Catch::Contains("none.h5: cannot open"));
+        CHECK_THROWS_WITH(load_rank_partition(comm, {.data = tmp / "none.h5"}),
+                          Catch::Contains("none.h5: cannot open"));
     }
     SECTION("bad partition spec")
     {
@@ -165,7 +164,8 @@ TEST_CASE("load errors are raised on every rank", "[mpi][load][bad-input]")
     {
         if (comm.rank() == 0) {
             std::string text;
-            for (int v = 0; v < 40; ++v) text += std::to_string(v == 7 ? comm.size() : 0) + "\n";
+            for (int v = 0; v < 40; ++v)
+                text += std::to_string(v == 7 ? comm.size() : 0) + "\n";
             test::write_file(tmp / "bad.txt", text);
         }
         comm.barrier();

@@ -23,10 +23,11 @@ struct toy_graph {
             dst.push_back(static_cast<node_t>(rng.below(2 * e + 1, 12)));
         }
         g = build_csr(16, src, dst);
-        g.offsets.resize(13);  // keep the 12 owned rows
+        g.offsets.resize(13); // keep the 12 owned rows
         g.sources.resize(static_cast<std::size_t>(g.offsets.back()));
         degree.resize(16);
-        for (node_t v = 0; v < 16; ++v) degree[v] = v < 12 ? g.degree(v) : 1 + v % 3;
+        for (node_t v = 0; v < 16; ++v)
+            degree[v] = v < 12 ? g.degree(v) : 1 + v % 3;
         lg = {&g, 12, 16, degree};
     }
 };
@@ -38,7 +39,8 @@ void run_forward(const gnn_layer<T>& layer, const layer_plan& plan, const matrix
 {
     layer.message(x, c, msg);
     x_rows.resize(static_cast<Eigen::Index>(plan.rows.size()), x.cols());
-    for (std::size_t i = 0; i < plan.rows.size(); ++i) x_rows.row(static_cast<Eigen::Index>(i)) = x.row(plan.rows[i]);
+    for (std::size_t i = 0; i < plan.rows.size(); ++i)
+        x_rows.row(static_cast<Eigen::Index>(i)) = x.row(plan.rows[i]);
     layer.combine(plan, msg, x_rows, c, y);
 }
 
@@ -73,18 +75,39 @@ void check_layer(layer_kind kind, const layer_options& o, bool subset, int in = 
     test::check_gradient(f, x, dx, "input of " + to_string(kind));
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("graph layers: every gradient matches finite differences", "[nn][gradcheck]")
 {
     for (bool subset : {false, true}) {
-        DYNAMIC_SECTION("gcn subset=" << subset) { check_layer(layer_kind::gcn, {}, subset); }
-        DYNAMIC_SECTION("gcn transform-first subset=" << subset) { check_layer(layer_kind::gcn, {}, subset, 3, 5); }
-        DYNAMIC_SECTION("sage-mean subset=" << subset) { check_layer(layer_kind::sage_mean, {}, subset); }
-        DYNAMIC_SECTION("sage-mean transform-first subset=" << subset) { check_layer(layer_kind::sage_mean, {}, subset, 3, 5); }
-        DYNAMIC_SECTION("sage-pool subset=" << subset) { check_layer(layer_kind::sage_pool, {.pool_width = 4}, subset); }
-        DYNAMIC_SECTION("gat concat subset=" << subset) { check_layer(layer_kind::gat, {.heads = 2, .concat = true}, subset); }
-        DYNAMIC_SECTION("gat mean subset=" << subset) { check_layer(layer_kind::gat, {.heads = 3, .concat = false}, subset); }
+        DYNAMIC_SECTION("gcn subset=" << subset)
+        {
+            check_layer(layer_kind::gcn, {}, subset);
+        }
+        DYNAMIC_SECTION("gcn transform-first subset=" << subset)
+        {
+            check_layer(layer_kind::gcn, {}, subset, 3, 5);
+        }
+        DYNAMIC_SECTION("sage-mean subset=" << subset)
+        {
+            check_layer(layer_kind::sage_mean, {}, subset);
+        }
+        DYNAMIC_SECTION("sage-mean transform-first subset=" << subset)
+        {
+            check_layer(layer_kind::sage_mean, {}, subset, 3, 5);
+        }
+        DYNAMIC_SECTION("sage-pool subset=" << subset)
+        {
+            check_layer(layer_kind::sage_pool, {.pool_width = 4}, subset);
+        }
+        DYNAMIC_SECTION("gat concat subset=" << subset)
+        {
+            check_layer(layer_kind::gat, {.heads = 2, .concat = true}, subset);
+        }
+        DYNAMIC_SECTION("gat mean subset=" << subset)
+        {
+            check_layer(layer_kind::gat, {.heads = 3, .concat = false}, subset);
+        }
     }
 }
 
@@ -121,7 +144,8 @@ TEST_CASE("exact-mode layer gradients agree with fast mode", "[nn][exact]")
     for (auto kind : {layer_kind::gcn, layer_kind::sage_mean, layer_kind::sage_pool, layer_kind::gat}) {
         gnn_layer<float> fast(kind, 5, 4, {.heads = 2}, 3, 1), ex(kind, 5, 4, {.heads = 2}, 3, 1);
         std::vector<node_t> rows(12);
-        for (node_t v = 0; v < 12; ++v) rows[v] = v;
+        for (node_t v = 0; v < 12; ++v)
+            rows[v] = v;
         const auto plan = fast.make_plan(t.lg, rows);
         const matrix_f x = random_matrix(16, 5, 1).cast<float>();
         const matrix_f r = random_matrix(12, 4, 2).cast<float>();
@@ -156,7 +180,9 @@ TEST_CASE("layers reject bad shapes and names", "[nn][bad-input]")
     layer_cache<double> c;
     matrix<double> y;
     CHECK_THROWS_WITH(l.message(matrix<double>(16, 4), c, y), Catch::Contains("input width is 4, expected 5"));
-    CHECK_THROWS_WITH(l.combine(plan, matrix<double>(15, 5), matrix<double>(2, 5), c, y), Catch::Contains("message rows is 15, expected 16"));
-    CHECK_THROWS_WITH(gnn_layer<double>(layer_kind::gat, 5, 7, {.heads = 2}, 1, 1), Catch::Contains("not divisible by 2 heads"));
+    CHECK_THROWS_WITH(l.combine(plan, matrix<double>(15, 5), matrix<double>(2, 5), c, y),
+                      Catch::Contains("message rows is 15, expected 16"));
+    CHECK_THROWS_WITH(gnn_layer<double>(layer_kind::gat, 5, 7, {.heads = 2}, 1, 1),
+                      Catch::Contains("not divisible by 2 heads"));
     CHECK_THROWS_WITH(parse_layer_kind("gin"), Catch::Contains("unknown model 'gin'"));
 }

@@ -43,7 +43,8 @@ TEST_CASE("CSBM generator honours its parameters", "[generate]")
     CHECK(avg <= 10.0);
     offset_t same = 0;
     for (node_t v = 0; v < g.num_nodes(); ++v)
-        for (node_t u : g.in_edges.row(v)) same += g.labels[u] == g.labels[v];
+        for (node_t u : g.in_edges.row(v))
+            same += g.labels[u] == g.labels[v];
     const double h = static_cast<double>(same) / g.num_edges();
     CHECK(h == Approx(0.75).margin(0.02));
     CHECK(g.train.size() == 2000);
@@ -62,7 +63,8 @@ TEST_CASE("power-law degrees have a heavy tail", "[generate]")
     o.power_law = 2.2;
     const graph g = generate_csbm(o);
     offset_t max_deg = 0;
-    for (node_t v = 0; v < g.num_nodes(); ++v) max_deg = std::max(max_deg, g.in_edges.degree(v));
+    for (node_t v = 0; v < g.num_nodes(); ++v)
+        max_deg = std::max(max_deg, g.in_edges.degree(v));
     CHECK(max_deg > 100);
 }
 
@@ -70,7 +72,7 @@ TEST_CASE("streamed generation equals in-memory generation", "[generate]")
 {
     test::temp_dir tmp;
     csbm_options o;
-    o.nodes = 70000;  // more than one feature block
+    o.nodes = 70000; // more than one feature block
     o.features = 8;
     o.avg_degree = 4;
     generate_csbm_file(o, tmp / "g.h5");

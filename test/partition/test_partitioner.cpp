@@ -15,10 +15,11 @@ namespace {
 std::vector<node_t> counts_of(const std::vector<part_t>& a, part_t parts)
 {
     std::vector<node_t> c(static_cast<std::size_t>(parts), 0);
-    for (auto p : a) ++c[p];
+    for (auto p : a)
+        ++c[p];
     return c;
 }
-}  // namespace
+} // namespace
 
 TEST_CASE("random partition is balanced and seeded", "[partition]")
 {
@@ -48,7 +49,8 @@ TEST_CASE("METIS cuts fewer edges than random on a homophilous graph", "[partiti
         const auto s = compute_partition_stats(g, a, 4);
         CHECK(s.edge_cut < rnd.edge_cut / 2);
         CHECK(s.total_halo < rnd.total_halo);
-        for (auto c : counts_of(a, 4)) CHECK(c > 0);
+        for (auto c : counts_of(a, 4))
+            CHECK(c > 0);
     }
 }
 
@@ -70,7 +72,8 @@ TEST_CASE("a given assignment round-trips exactly", "[partition]")
     const auto g = test::make_graph(40, {{0, 1}, {1, 2}, {2, 39}, {20, 21}}, 3, 2);
     write_graph(g, tmp / "g.h5");
     std::vector<part_t> a(40);
-    for (node_t v = 0; v < 40; ++v) a[v] = static_cast<part_t>((v * 7 + 3) % 3);
+    for (node_t v = 0; v < 40; ++v)
+        a[v] = static_cast<part_t>((v * 7 + 3) % 3);
     write_assignment(tmp / "a.txt", a);
     partition_options o{.method = partition_method::given, .parts = 3, .assignment_file = tmp / "a.txt"};
     const auto b = make_partition(g.in_edges, false, o);
@@ -82,7 +85,8 @@ TEST_CASE("a given assignment round-trips exactly", "[partition]")
     CHECK(m.method == "given");
     for (part_t p = 0; p < 3; ++p) {
         const auto lp = load_partition(tmp / "parts", p);
-        for (node_t v : lp.owned_global) CHECK(a[v] == p);
+        for (node_t v : lp.owned_global)
+            CHECK(a[v] == p);
     }
 }
 
@@ -145,7 +149,7 @@ TEST_CASE("partition structure: owned rows, halo grouped by owner, local CSR", "
     CHECK(s.in_edges.offsets == std::vector<offset_t>{0, 2, 4, 6});
     CHECK(s.in_edges.sources == std::vector<node_t>{1, 4, 0, 2, 1, 3});
     // Rows keep global order even when a halo id sorts before an owned one locally.
-    const std::vector<part_t> b = {1, 0, 1, 1, 1, 1};  // part 1 owns 0,2,3,4,5; halo {1}
+    const std::vector<part_t> b = {1, 0, 1, 1, 1, 1}; // part 1 owns 0,2,3,4,5; halo {1}
     const auto t = build_partition_structure(g.in_edges, b, 1);
     // node 2 (local 1) <- {1 (halo, local 5), 3 (local 2)}: global order 1, 3
     CHECK(t.in_edges.sources[t.in_edges.offsets[1]] == 5);

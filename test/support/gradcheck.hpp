@@ -15,7 +15,8 @@ inline matrix<double> random_matrix(Eigen::Index rows, Eigen::Index cols, std::u
 {
     const counter_rng rng(seed, 1234);
     matrix<double> m(rows, cols);
-    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = scale * rng.normal(static_cast<std::uint64_t>(i));
+    for (Eigen::Index i = 0; i < m.size(); ++i)
+        m.data()[i] = scale * rng.normal(static_cast<std::uint64_t>(i));
     return m;
 }
 
@@ -45,4 +46,4 @@ inline void check_gradient(const std::function<double()>& f, matrix<double>& x, 
     CHECK(worst < tol);
 }
 
-}  // namespace retexo::test
+} // namespace retexo::test

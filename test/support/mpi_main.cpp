@@ -34,7 +34,8 @@ int main(int argc, char** argv)
     }
     if (rank == hang_rank) {
         std::cerr << "rank " << rank << " waiting for a debugger: gdb -p " << getpid() << "\n";
-        while (retexo_wait != 0) sleep(1);
+        while (retexo_wait != 0)
+            sleep(1);
     }
 
     Catch::Session session;

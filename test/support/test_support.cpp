@@ -1,7 +1,7 @@
 #include "support/test_support.hpp"
 
-#include <retexo/core/rng.hpp>
 #include <retexo/core/error.hpp>
+#include <retexo/core/rng.hpp>
 
 #include <cstdlib>
 #include <fstream>
@@ -48,10 +48,13 @@ std::optional<std::string> dataset_dir(const std::string& name)
     return std::nullopt;
 }
 
-std::string apps_dir() { return RETEXO_APPS_DIR; }
+std::string apps_dir()
+{
+    return RETEXO_APPS_DIR;
+}
 
-graph make_graph(node_t n, const std::vector<std::pair<node_t, node_t>>& undirected_edges,
-                 int features, int classes, std::uint64_t seed)
+graph make_graph(node_t n, const std::vector<std::pair<node_t, node_t>>& undirected_edges, int features, int classes,
+                 std::uint64_t seed)
 {
     graph g;
     g.name = "test";
@@ -98,7 +101,8 @@ void write_ogb_dir(const graph& g, const std::string& dir, const std::string& sp
     }
     auto ids = [](const std::vector<node_t>& s) {
         std::string t;
-        for (node_t v : s) t += std::to_string(v) + "\n";
+        for (node_t v : s)
+            t += std::to_string(v) + "\n";
         return t;
     };
     write_file(dir + "/raw/edge.csv.gz", edges);
@@ -111,4 +115,4 @@ void write_ogb_dir(const graph& g, const std::string& dir, const std::string& sp
     write_file(dir + "/split/" + split + "/test.csv.gz", ids(g.test));
 }
 
-}  // namespace retexo::test
+} // namespace retexo::test

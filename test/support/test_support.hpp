@@ -38,23 +38,23 @@ std::optional<std::string> dataset_dir(const std::string& name);
 std::string apps_dir();
 
 /// A small undirected graph from an edge list, with features, labels and a split.
-graph make_graph(node_t n, const std::vector<std::pair<node_t, node_t>>& undirected_edges,
-                 int features, int classes, std::uint64_t seed = 1);
+graph make_graph(node_t n, const std::vector<std::pair<node_t, node_t>>& undirected_edges, int features, int classes,
+                 std::uint64_t seed = 1);
 
 /// Write an OGB raw layout directory for g (undirected edges u<v once).
 void write_ogb_dir(const graph& g, const std::string& dir, const std::string& split = "s");
 
-}  // namespace retexo::test
+} // namespace retexo::test
 
 /// Skip the rest of a test case, printing a line ctest recognises as a skip.
-#define RETEXO_SKIP(msg)                                  \
-    do {                                                  \
-        WARN("SKIPPED: " << msg);                         \
-        return;                                           \
+#define RETEXO_SKIP(msg)                                                                                               \
+    do {                                                                                                               \
+        WARN("SKIPPED: " << msg);                                                                                      \
+        return;                                                                                                        \
     } while (false)
 
 /// Bind `var` to the shared dataset directory or skip the test.
-#define RETEXO_REQUIRE_DATASET(var, name)                                                     \
-    const auto var##_opt = ::retexo::test::dataset_dir(name);                                 \
-    if (!var##_opt) RETEXO_SKIP("dataset " << name << " not found under " RETEXO_DATASETS_DIR); \
+#define RETEXO_REQUIRE_DATASET(var, name)                                                                              \
+    const auto var##_opt = ::retexo::test::dataset_dir(name);                                                          \
+    if (!var##_opt) RETEXO_SKIP("dataset " << name << " not found under " RETEXO_DATASETS_DIR);                        \
     const std::string& var = *var##_opt

@@ -37,8 +37,8 @@ struct run_with {
     local_partition lp;
     std::unique_ptr<train::rank_context> ctx;
     train::run_result res;
-    run_with(const mpi::communicator& comm, const graph& g, const std::vector<part_t>& a, const train::retexo_options& o,
-             bool inductive = false)
+    run_with(const mpi::communicator& comm, const graph& g, const std::vector<part_t>& a,
+             const train::retexo_options& o, bool inductive = false)
         : lp(extract_partition(g, a, comm.size(), comm.rank()))
     {
         ctx = std::make_unique<train::rank_context>(comm, lp, inductive);
@@ -46,14 +46,15 @@ struct run_with {
     }
 };
 
-}  // namespace
+} // namespace
 
 TEST_CASE("retexo: every rank count reproduces the single-process run exactly", "[mpi][retexo]")
 {
     const mpi::communicator world;
     const mpi::communicator self(MPI_COMM_SELF);
     const graph g = small_graph();
-    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
+    for (auto model :
+         {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
         for (auto variant : {train::retexo_variant::hidden, train::retexo_variant::logits}) {
             for (int batch : {0, 150}) {
                 DYNAMIC_SECTION(nn::to_string(model) << " " << train::to_string(variant) << " batch " << batch)
@@ -94,7 +95,8 @@ TEST_CASE("retexo: bf16 and int8 exchanges round owned rows alike, so every rank
                 const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
                 const run_with dist(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
                 REQUIRE(single.res.history.size() == dist.res.history.size());
-                for (std::size_t e = 0; e < single.res.history.size(); ++e) CHECK(dist.res.history[e].loss == single.res.history[e].loss);
+                for (std::size_t e = 0; e < single.res.history.size(); ++e)
+                    CHECK(dist.res.history[e].loss == single.res.history[e].loss);
                 CHECK(dist.res.final_acc.test == single.res.final_acc.test);
             }
         }
@@ -109,12 +111,13 @@ TEST_CASE("retexo: each stage exchanges its inputs once; logits variant sends no
     for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
         auto o = small_options(model);
         const run_with hidden(world, g, a, o);
-        const auto rows = static_cast<std::uint64_t>(world.allreduce(hidden.ctx->halo->num_send_rows(), MPI_SUM, purpose::control));
+        const auto rows =
+            static_cast<std::uint64_t>(world.allreduce(hidden.ctx->halo->num_send_rows(), MPI_SUM, purpose::control));
         // Stage 0 sends the 20 raw features, stage 1 the 16-wide hidden embedding.
         CHECK(hidden.res.bytes.sent_for(purpose::halo_forward) == rows * (20 + 16) * 4);
         CHECK(hidden.res.stages[0].bytes.sent_for(purpose::halo_forward) == rows * 20 * 4);
         CHECK(hidden.res.bytes.sent_for(purpose::halo_eval) == 0);
-        CHECK(hidden.res.bytes.sent_for(purpose::halo_backward) == 0);  // fast mode: no gradient crosses
+        CHECK(hidden.res.bytes.sent_for(purpose::halo_backward) == 0); // fast mode: no gradient crosses
 
         o.variant = train::retexo_variant::logits;
         o.stages.push_back(o.stages.back());
@@ -136,7 +139,8 @@ TEST_CASE("retexo: each stage exchanges its inputs once; logits variant sends no
     }
 }
 
-TEST_CASE("retexo inductive: evaluation nodes never reach training; equal at every rank count", "[mpi][retexo][inductive]")
+TEST_CASE("retexo inductive: evaluation nodes never reach training; equal at every rank count",
+          "[mpi][retexo][inductive]")
 {
     const mpi::communicator world;
     const mpi::communicator self(MPI_COMM_SELF);
@@ -147,14 +151,17 @@ TEST_CASE("retexo inductive: evaluation nodes never reach training; equal at eve
         const auto a = partition_random(g.num_nodes(), world.size(), 2);
         const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o, true);
         const run_with dist(world, g, a, o, true);
-        for (std::size_t e = 0; e < single.res.history.size(); ++e) CHECK(dist.res.history[e].loss == single.res.history[e].loss);
+        for (std::size_t e = 0; e < single.res.history.size(); ++e)
+            CHECK(dist.res.history[e].loss == single.res.history[e].loss);
         CHECK(dist.res.final_acc.test == single.res.final_acc.test);
         // Changing the features of validation and test nodes leaves every training loss of
         // stage 0 as it was (later stages start from the parameters validation selected, so
         // they legitimately depend on validation nodes through that choice).
         graph h = g;
-        for (node_t v : h.valid) h.features.row(v).setConstant(7.0F);
-        for (node_t v : h.test) h.features.row(v).setConstant(-3.0F);
+        for (node_t v : h.valid)
+            h.features.row(v).setConstant(7.0F);
+        for (node_t v : h.test)
+            h.features.row(v).setConstant(-3.0F);
         const run_with changed(world, h, a, o, true);
         INFO("model " << nn::to_string(model));
         for (std::size_t e = 0; e < dist.res.history.size(); ++e)
@@ -173,7 +180,7 @@ TEST_CASE("retexo learns a homophilous graph", "[mpi][retexo]")
     auto o = small_options(nn::layer_kind::gcn);
     o.stages[0].rounds = o.stages[1].rounds = 40;
     const run_with r(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
-    CHECK(r.res.final_acc.test > 0.6);  // 4 classes: chance is 0.25
+    CHECK(r.res.final_acc.test > 0.6); // 4 classes: chance is 0.25
 }
 
 TEST_CASE("retexo: patience stops a stage early", "[mpi][retexo]")
@@ -218,7 +225,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
     world.broadcast(dir, 0, purpose::control);
     for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
         auto o = small_options(model);
-        o.stages.push_back(o.stages.back());  // three stages
+        o.stages.push_back(o.stages.back()); // three stages
         o.checkpoint.config = "test " + nn::to_string(model);
         o.checkpoint.dir = dir + "/full-" + nn::to_string(model);
         const auto full = train::train_retexo(ctx, o);
@@ -237,10 +244,12 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
             for (int p = 0; p < num_purposes; ++p)
                 if (static_cast<purpose>(p) != purpose::checkpoint) CHECK(r.bytes.sent[p] == full.bytes.sent[p]);
             REQUIRE(r.parameters.size() == full.parameters.size());
-            for (std::size_t i = 0; i < r.parameters.size(); ++i) CHECK(r.parameters[i].value == full.parameters[i].value);
+            for (std::size_t i = 0; i < r.parameters.size(); ++i)
+                CHECK(r.parameters[i].value == full.parameters[i].value);
             REQUIRE(r.stages.size() == full.stages.size());
             for (std::size_t i = 0; i < r.stages.size(); ++i)
-                CHECK(r.stages[i].bytes.sent_for(purpose::gradients) == full.stages[i].bytes.sent_for(purpose::gradients));
+                CHECK(r.stages[i].bytes.sent_for(purpose::gradients) ==
+                      full.stages[i].bytes.sent_for(purpose::gradients));
         };
 
         // Stop after stage 1 (a stage boundary), then resume.
@@ -278,7 +287,8 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
     o.checkpoint.config = "test gcn";
     o.checkpoint.dir = dir + "/full-gcn";
     o.checkpoint.resume = true;
-    if (world.size() > 1) CHECK_THROWS_WITH(train::train_retexo(ctx2, o), Catch::Contains("made with another partition"));
+    if (world.size() > 1)
+        CHECK_THROWS_WITH(train::train_retexo(ctx2, o), Catch::Contains("made with another partition"));
     // ... and resuming from nothing.
     o.checkpoint.dir = dir + "/none";
     CHECK_THROWS_WITH(train::train_retexo(ctx, o), Catch::Contains("no checkpoint to resume from"));

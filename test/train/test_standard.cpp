@@ -31,14 +31,15 @@ train::run_result run(const mpi::communicator& comm, const graph& g, const std::
     return train::train_standard(ctx, o);
 }
 
-}  // namespace
+} // namespace
 
 TEST_CASE("standard trainer: every rank count reproduces the single-process run exactly", "[mpi][standard]")
 {
     const mpi::communicator world;
     const mpi::communicator self(MPI_COMM_SELF);
     const graph g = small_graph();
-    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
+    for (auto model :
+         {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
         DYNAMIC_SECTION(nn::to_string(model))
         {
             train::standard_options o;
@@ -59,7 +60,7 @@ TEST_CASE("standard trainer: every rank count reproduces the single-process run 
                 CHECK(dist.history[e].acc.test == single.history[e].acc.test);
             }
             CHECK(dist.final_acc.test == single.final_acc.test);
-            CHECK(single.final_acc.train > single.history.front().acc.train);  // it learned something
+            CHECK(single.final_acc.train > single.history.front().acc.train); // it learned something
             if (world.size() > 1) {
                 CHECK(dist.bytes.sent_for(purpose::halo_forward) > 0);
                 CHECK(dist.bytes.sent_for(purpose::gradients) > 0);
@@ -80,12 +81,16 @@ TEST_CASE("standard trainer inductive: evaluation nodes never reach training", "
     const auto a = partition_random(g.num_nodes(), world.size(), 4);
     const auto single = run(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o, true);
     const auto dist = run(world, g, a, o, true);
-    for (std::size_t e = 0; e < single.history.size(); ++e) CHECK(dist.history[e].loss == single.history[e].loss);
+    for (std::size_t e = 0; e < single.history.size(); ++e)
+        CHECK(dist.history[e].loss == single.history[e].loss);
     graph h = g;
-    for (node_t v : h.valid) h.features.row(v).setConstant(5.0F);
-    for (node_t v : h.test) h.features.row(v).setConstant(-2.0F);
+    for (node_t v : h.valid)
+        h.features.row(v).setConstant(5.0F);
+    for (node_t v : h.test)
+        h.features.row(v).setConstant(-2.0F);
     const auto changed = run(world, h, a, o, true);
-    for (std::size_t e = 0; e < dist.history.size(); ++e) CHECK(changed.history[e].loss == dist.history[e].loss);
+    for (std::size_t e = 0; e < dist.history.size(); ++e)
+        CHECK(changed.history[e].loss == dist.history[e].loss);
 }
 
 TEST_CASE("standard trainer: fast mode stays within 1e-5 of the single-process run", "[mpi][standard]")
@@ -117,11 +122,13 @@ TEST_CASE("standard trainer: halo bytes are exactly the exchanged rows", "[mpi][
     const auto res = train::train_standard(ctx, o);
     // GCN exchanges the narrower of input and transformed input: 24 -> 16 sends 16 floats
     // per halo row, 16 -> 4 classes sends 4.  Forward: every epoch, each layer.
-    const std::int64_t rows = world.sum([&] {
-        byte_ledger l;
-        l.sent[0] = static_cast<std::uint64_t>(ctx.halo->num_send_rows());
-        return l;
-    }()).sent[0];
+    const std::int64_t rows = world
+                                  .sum([&] {
+                                      byte_ledger l;
+                                      l.sent[0] = static_cast<std::uint64_t>(ctx.halo->num_send_rows());
+                                      return l;
+                                  }())
+                                  .sent[0];
     CHECK(res.bytes.sent_for(purpose::halo_forward) == static_cast<std::uint64_t>(rows) * (16 + 4) * 4 * 3);
     // Backward: both layers' weights sit before the aggregation, so both send message
     // gradients back to the owners.

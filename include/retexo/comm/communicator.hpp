@@ -18,15 +18,15 @@
 #include <vector>
 
 /// Check the return code of an MPI call.
-#define RETEXO_CHECK_MPI(call)                                                           \
-    do {                                                                                 \
-        const int retexo_rc_ = (call);                                                   \
-        if (retexo_rc_ != MPI_SUCCESS) {                                                 \
-            char retexo_buf_[MPI_MAX_ERROR_STRING];                                      \
-            int retexo_len_ = 0;                                                         \
-            MPI_Error_string(retexo_rc_, retexo_buf_, &retexo_len_);                     \
-            RETEXO_THROW(#call << " failed: " << std::string(retexo_buf_, retexo_len_)); \
-        }                                                                                \
+#define RETEXO_CHECK_MPI(call)                                                                                         \
+    do {                                                                                                               \
+        const int retexo_rc_ = (call);                                                                                 \
+        if (retexo_rc_ != MPI_SUCCESS) {                                                                               \
+            char retexo_buf_[MPI_MAX_ERROR_STRING];                                                                    \
+            int retexo_len_ = 0;                                                                                       \
+            MPI_Error_string(retexo_rc_, retexo_buf_, &retexo_len_);                                                   \
+            RETEXO_THROW(#call << " failed: " << std::string(retexo_buf_, retexo_len_));                               \
+        }                                                                                                              \
     } while (false)
 
 namespace retexo::mpi {
@@ -42,17 +42,28 @@ public:
 template <typename T>
 MPI_Datatype datatype()
 {
-    if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-    else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-    else if constexpr (std::is_same_v<T, char>) return MPI_CHAR;
-    else if constexpr (std::is_same_v<T, std::int8_t>) return MPI_INT8_T;
-    else if constexpr (std::is_same_v<T, std::uint8_t>) return MPI_UINT8_T;
-    else if constexpr (std::is_same_v<T, std::uint16_t>) return MPI_UINT16_T;
-    else if constexpr (std::is_same_v<T, std::int32_t>) return MPI_INT32_T;
-    else if constexpr (std::is_same_v<T, std::int64_t>) return MPI_INT64_T;
-    else if constexpr (std::is_same_v<T, std::uint64_t>) return MPI_UINT64_T;
-    else if constexpr (sizeof(T) == 2 && std::is_trivially_copyable_v<T>) return MPI_UINT16_T;  // bf16 bits
-    else static_assert(sizeof(T) == 0, "retexo::mpi::datatype: unsupported type");
+    if constexpr (std::is_same_v<T, float>)
+        return MPI_FLOAT;
+    else if constexpr (std::is_same_v<T, double>)
+        return MPI_DOUBLE;
+    else if constexpr (std::is_same_v<T, char>)
+        return MPI_CHAR;
+    else if constexpr (std::is_same_v<T, std::int8_t>)
+        return MPI_INT8_T;
+    else if constexpr (std::is_same_v<T, std::uint8_t>)
+        return MPI_UINT8_T;
+    else if constexpr (std::is_same_v<T, std::uint16_t>)
+        return MPI_UINT16_T;
+    else if constexpr (std::is_same_v<T, std::int32_t>)
+        return MPI_INT32_T;
+    else if constexpr (std::is_same_v<T, std::int64_t>)
+        return MPI_INT64_T;
+    else if constexpr (std::is_same_v<T, std::uint64_t>)
+        return MPI_UINT64_T;
+    else if constexpr (sizeof(T) == 2 && std::is_trivially_copyable_v<T>)
+        return MPI_UINT16_T; // bf16 bits
+    else
+        static_assert(sizeof(T) == 0, "retexo::mpi::datatype: unsupported type");
 }
 
 /// MPI_Init_thread / MPI_Finalize for the lifetime of the object (FUNNELED: only the
@@ -113,8 +124,8 @@ public:
     std::vector<int> alltoall(std::span<const int> send_counts, purpose p) const;
     /// MPI_Alltoallv with precomputed counts/displacements in elements (collective).
     template <typename T>
-    void alltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
-                   const int* recv_counts, const int* recv_displs, purpose p) const;
+    void alltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv, const int* recv_counts,
+                   const int* recv_displs, purpose p) const;
 
     /// Error agreement (collective): every rank passes its local error message (empty if
     /// none).  If any rank failed, every rank throws the same retexo::error naming the first
@@ -144,6 +155,6 @@ private:
     network_model network_;
 };
 
-}  // namespace retexo::mpi
+} // namespace retexo::mpi
 
 #include <retexo/comm/communicator_impl.hpp>

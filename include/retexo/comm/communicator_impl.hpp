@@ -8,10 +8,8 @@ void communicator::allreduce(std::span<T> data, MPI_Op op, purpose p) const
 {
     RETEXO_ENSURE(data.size() <= static_cast<std::size_t>(INT32_MAX),
                   "retexo::mpi::allreduce: " << data.size() << " elements exceed an int count");
-    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()),
-                                   datatype<T>(), op, comm_));
-    const auto bytes = static_cast<std::uint64_t>(
-        2.0 * (size_ - 1) / size_ * static_cast<double>(data.size_bytes()));
+    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(data.size()), datatype<T>(), op, comm_));
+    const auto bytes = static_cast<std::uint64_t>(2.0 * (size_ - 1) / size_ * static_cast<double>(data.size_bytes()));
     charge(p, bytes, bytes);
 }
 
@@ -21,8 +19,10 @@ void communicator::broadcast(std::span<T> data, int root, purpose p) const
     RETEXO_ENSURE(data.size() <= static_cast<std::size_t>(INT32_MAX),
                   "retexo::mpi::broadcast: " << data.size() << " elements exceed an int count");
     RETEXO_CHECK_MPI(MPI_Bcast(data.data(), static_cast<int>(data.size()), datatype<T>(), root, comm_));
-    if (rank_ == root) charge(p, static_cast<std::uint64_t>(size_ - 1) * data.size_bytes(), 0);
-    else charge(p, 0, data.size_bytes());
+    if (rank_ == root)
+        charge(p, static_cast<std::uint64_t>(size_ - 1) * data.size_bytes(), 0);
+    else
+        charge(p, 0, data.size_bytes());
 }
 
 template <typename T>
@@ -30,8 +30,7 @@ std::vector<T> communicator::allgather(T value, purpose p) const
 {
     std::vector<T> out(static_cast<std::size_t>(size_));
     RETEXO_CHECK_MPI(MPI_Allgather(&value, 1, datatype<T>(), out.data(), 1, datatype<T>(), comm_));
-    charge(p, static_cast<std::uint64_t>(size_ - 1) * sizeof(T),
-                static_cast<std::uint64_t>(size_ - 1) * sizeof(T));
+    charge(p, static_cast<std::uint64_t>(size_ - 1) * sizeof(T), static_cast<std::uint64_t>(size_ - 1) * sizeof(T));
     return out;
 }
 
@@ -52,20 +51,19 @@ std::vector<T> communicator::allgatherv(std::span<const T> mine, purpose p) cons
     }
     RETEXO_ENSURE(total <= INT32_MAX, "retexo::mpi::allgatherv: total exceeds an int count");
     std::vector<T> out(static_cast<std::size_t>(total));
-    RETEXO_CHECK_MPI(MPI_Allgatherv(mine.data(), n, datatype<T>(), out.data(), counts.data(),
-                                    displs.data(), datatype<T>(), comm_));
+    RETEXO_CHECK_MPI(
+        MPI_Allgatherv(mine.data(), n, datatype<T>(), out.data(), counts.data(), displs.data(), datatype<T>(), comm_));
     charge(p, static_cast<std::uint64_t>(size_ - 1) * (mine.size_bytes() + sizeof(int)),
-                static_cast<std::uint64_t>(total - n) * sizeof(T) + (size_ - 1) * sizeof(int));
+           static_cast<std::uint64_t>(total - n) * sizeof(T) + (size_ - 1) * sizeof(int));
     return out;
 }
 
 template <typename T>
-void communicator::alltoallv(const T* send, const int* send_counts, const int* send_displs,
-                             T* recv, const int* recv_counts, const int* recv_displs,
-                             purpose p) const
+void communicator::alltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv,
+                             const int* recv_counts, const int* recv_displs, purpose p) const
 {
-    RETEXO_CHECK_MPI(MPI_Alltoallv(send, send_counts, send_displs, datatype<T>(), recv,
-                                   recv_counts, recv_displs, datatype<T>(), comm_));
+    RETEXO_CHECK_MPI(MPI_Alltoallv(send, send_counts, send_displs, datatype<T>(), recv, recv_counts, recv_displs,
+                                   datatype<T>(), comm_));
     std::uint64_t out = 0, in = 0, msgs = 0;
     for (int r = 0; r < size_; ++r) {
         if (r == rank_) continue;
@@ -76,4 +74,4 @@ void communicator::alltoallv(const T* send, const int* send_counts, const int* s
     charge(p, out, in, msgs);
 }
 
-}  // namespace retexo::mpi
+} // namespace retexo::mpi

@@ -57,7 +57,8 @@ public:
     /// set to zero.  Both sides evaluate keep() on global ids, so no ids are sent.
     /// Collective.
     template <typename T, typename Keep>
-    void forward_sampled(const T* owned, T* halo, int width, Keep&& keep, T scale, purpose p = purpose::halo_forward) const;
+    void forward_sampled(const T* owned, T* halo, int width, Keep&& keep, T scale,
+                         purpose p = purpose::halo_forward) const;
     /// The matching reverse: the kept halo rows' values (times scale) are added into owners.
     template <typename T, typename Keep>
     void reverse_add_sampled(const T* halo, T* owned, int width, Keep&& keep, T scale,
@@ -76,8 +77,7 @@ public:
 private:
     MPI_Datatype row_type(int bytes) const;
     void exchange(const void* send, void* recv, const std::vector<int>& scount, const std::vector<int>& sdispl,
-                  const std::vector<int>& rcount, const std::vector<int>& rdispl, int row_bytes,
-                  purpose p) const;
+                  const std::vector<int>& rcount, const std::vector<int>& rdispl, int row_bytes, purpose p) const;
 
     const mpi::communicator& comm_;
     node_t num_owned_ = 0;
@@ -85,12 +85,12 @@ private:
     std::vector<node_t> send_rows_;            // concatenated per peer
     std::vector<node_t> send_global_;          // their global ids
     std::vector<node_t> halo_global_;          // global id of every halo row
-    std::vector<int> send_count_, send_displ_;  // in rows
-    std::vector<int> recv_count_, recv_displ_;  // in rows (halo rows, grouped by owner)
+    std::vector<int> send_count_, send_displ_; // in rows
+    std::vector<int> recv_count_, recv_displ_; // in rows (halo rows, grouped by owner)
     mutable std::vector<std::byte> send_buf_, recv_buf_;
-    mutable std::map<int, MPI_Datatype> types_;  // row bytes -> contiguous datatype
+    mutable std::map<int, MPI_Datatype> types_; // row bytes -> contiguous datatype
 };
 
-}  // namespace retexo
+} // namespace retexo
 
 #include <retexo/comm/halo_plan_impl.hpp>

@@ -18,16 +18,16 @@
 namespace retexo {
 
 enum class purpose : int {
-    setup = 0,      ///< halo-plan construction, partition checks
-    halo_forward,   ///< node embeddings / features sent to the ranks that need them
-    halo_backward,  ///< gradients of halo rows sent back to their owners
-    halo_eval,      ///< halo exchanges of evaluation-only forward passes
-    gradients,      ///< gradient all-reduce
-    parameters,     ///< parameter broadcast / best-model sync
-    metrics,        ///< loss / accuracy reductions
-    control,        ///< error agreement, early-stop decisions, small control values
-    output,         ///< redistribution of results for writing (after training)
-    checkpoint,     ///< agreement around checkpoint writes and resumes
+    setup = 0,     ///< halo-plan construction, partition checks
+    halo_forward,  ///< node embeddings / features sent to the ranks that need them
+    halo_backward, ///< gradients of halo rows sent back to their owners
+    halo_eval,     ///< halo exchanges of evaluation-only forward passes
+    gradients,     ///< gradient all-reduce
+    parameters,    ///< parameter broadcast / best-model sync
+    metrics,       ///< loss / accuracy reductions
+    control,       ///< error agreement, early-stop decisions, small control values
+    output,        ///< redistribution of results for writing (after training)
+    checkpoint,    ///< agreement around checkpoint writes and resumes
     count_
 };
 
@@ -36,7 +36,8 @@ inline constexpr int num_purposes = static_cast<int>(purpose::count_);
 inline const char* to_string(purpose p)
 {
     static constexpr std::array<const char*, num_purposes> names = {
-        "setup", "halo_forward", "halo_backward", "halo_eval", "gradients", "parameters", "metrics", "control", "output", "checkpoint"};
+        "setup",      "halo_forward", "halo_backward", "halo_eval", "gradients",
+        "parameters", "metrics",      "control",       "output",    "checkpoint"};
     return names[static_cast<int>(p)];
 }
 
@@ -56,11 +57,10 @@ struct network_model {
 struct byte_ledger {
     std::array<std::uint64_t, num_purposes> sent{};
     std::array<std::uint64_t, num_purposes> received{};
-    std::array<std::uint64_t, num_purposes> messages{};  ///< point-to-point messages sent
-    std::array<std::uint64_t, num_purposes> calls{};     ///< communication calls (rounds of latency)
+    std::array<std::uint64_t, num_purposes> messages{}; ///< point-to-point messages sent
+    std::array<std::uint64_t, num_purposes> calls{};    ///< communication calls (rounds of latency)
 
-    void add(purpose p, std::uint64_t bytes_sent, std::uint64_t bytes_received,
-             std::uint64_t msgs = 0) noexcept
+    void add(purpose p, std::uint64_t bytes_sent, std::uint64_t bytes_received, std::uint64_t msgs = 0) noexcept
     {
         sent[static_cast<int>(p)] += bytes_sent;
         received[static_cast<int>(p)] += bytes_received;
@@ -70,13 +70,15 @@ struct byte_ledger {
     std::uint64_t total_calls() const noexcept
     {
         std::uint64_t t = 0;
-        for (auto c : calls) t += c;
+        for (auto c : calls)
+            t += c;
         return t;
     }
     std::uint64_t total_sent() const noexcept
     {
         std::uint64_t t = 0;
-        for (auto b : sent) t += b;
+        for (auto b : sent)
+            t += b;
         return t;
     }
     std::uint64_t sent_for(purpose p) const noexcept { return sent[static_cast<int>(p)]; }
@@ -105,4 +107,4 @@ struct byte_ledger {
     }
 };
 
-}  // namespace retexo
+} // namespace retexo

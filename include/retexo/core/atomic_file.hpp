@@ -14,7 +14,7 @@ public:
     explicit atomic_file(std::string path);
     atomic_file(const atomic_file&) = delete;
     atomic_file& operator=(const atomic_file&) = delete;
-    ~atomic_file();  ///< removes the temporary file unless committed
+    ~atomic_file(); ///< removes the temporary file unless committed
 
     const std::string& path() const noexcept { return path_; }
     const std::string& temp_path() const noexcept { return temp_; }
@@ -32,4 +32,4 @@ private:
 /// Write `text` to `path` atomically.
 void write_text_atomic(const std::string& path, const std::string& text);
 
-}  // namespace retexo
+} // namespace retexo

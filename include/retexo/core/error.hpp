@@ -17,7 +17,8 @@ class error : public std::runtime_error {
 public:
     error(const std::string& message, const char* file, int line)
         : std::runtime_error(message), file_(file), line_(line)
-    {}
+    {
+    }
 
     /// Source file of the check that raised the error.
     const char* file() const noexcept { return file_; }
@@ -34,26 +35,26 @@ namespace detail {
 {
     throw error(message, file, line);
 }
-}  // namespace detail
+} // namespace detail
 
-}  // namespace retexo
+} // namespace retexo
 
 /// Throw a retexo::error whose message is built from a stream expression:
 /// RETEXO_THROW("file " << path << ": bad header").
-#define RETEXO_THROW(msg_stream)                                                   \
-    do {                                                                           \
-        std::ostringstream retexo_msg_;                                            \
-        retexo_msg_ << msg_stream;                                                 \
-        ::retexo::detail::throw_error(retexo_msg_.str(), __FILE__, __LINE__);      \
+#define RETEXO_THROW(msg_stream)                                                                                       \
+    do {                                                                                                               \
+        std::ostringstream retexo_msg_;                                                                                \
+        retexo_msg_ << msg_stream;                                                                                     \
+        ::retexo::detail::throw_error(retexo_msg_.str(), __FILE__, __LINE__);                                          \
     } while (false)
 
 /// Throw a retexo::error with the given message unless cond holds.
-#define RETEXO_ENSURE(cond, msg_stream)                                            \
-    do {                                                                           \
-        if (!(cond)) RETEXO_THROW(msg_stream);                                     \
+#define RETEXO_ENSURE(cond, msg_stream)                                                                                \
+    do {                                                                                                               \
+        if (!(cond)) RETEXO_THROW(msg_stream);                                                                         \
     } while (false)
 
 /// Check that two dimensions agree; the message names the operation.
-#define RETEXO_ENSURE_DIMS(op, what, got, expected)                                \
-    RETEXO_ENSURE((got) == (expected), "retexo::" << (op) << ": " << (what) << " is " \
-                                                  << (got) << ", expected " << (expected))
+#define RETEXO_ENSURE_DIMS(op, what, got, expected)                                                                    \
+    RETEXO_ENSURE((got) == (expected),                                                                                 \
+                  "retexo::" << (op) << ": " << (what) << " is " << (got) << ", expected " << (expected))

@@ -26,19 +26,14 @@ class counter_rng {
 public:
     constexpr counter_rng(std::uint64_t seed, std::uint64_t stream) noexcept
         : key_(mix64(mix64(seed) ^ (stream * 0xD1B54A32D192ED03ULL + 0x8CB92BA72F3D8DD7ULL)))
-    {}
+    {
+    }
 
     /// 64 random bits for this counter.
-    constexpr std::uint64_t bits(std::uint64_t counter) const noexcept
-    {
-        return mix64(key_ ^ mix64(counter));
-    }
+    constexpr std::uint64_t bits(std::uint64_t counter) const noexcept { return mix64(key_ ^ mix64(counter)); }
 
     /// Uniform float in [0, 1) with 24 random bits.
-    float uniform(std::uint64_t counter) const noexcept
-    {
-        return static_cast<float>(bits(counter) >> 40) * 0x1.0p-24F;
-    }
+    float uniform(std::uint64_t counter) const noexcept { return static_cast<float>(bits(counter) >> 40) * 0x1.0p-24F; }
 
     /// Uniform double in [0, 1) with 53 random bits.
     double uniform_double(std::uint64_t counter) const noexcept
@@ -79,7 +74,7 @@ inline constexpr std::uint64_t init = 20;
 inline constexpr std::uint64_t dropout = 21;
 inline constexpr std::uint64_t shuffle = 22;
 inline constexpr std::uint64_t sampling = 23;
-}  // namespace rng_stream
+} // namespace rng_stream
 
 /// Fisher-Yates shuffle driven by a counter_rng (deterministic, platform-independent).
 template <typename It>
@@ -93,4 +88,4 @@ void seeded_shuffle(It first, It last, const counter_rng& rng, std::uint64_t cou
     }
 }
 
-}  // namespace retexo
+} // namespace retexo

@@ -29,4 +29,4 @@ using vector_f = vector<float>;
 /// Membership of a node in the train / valid / test split.
 enum class split : std::int8_t { none = 0, train = 1, valid = 2, test = 3 };
 
-}  // namespace retexo
+} // namespace retexo

@@ -14,8 +14,8 @@ namespace retexo {
 /// graph (a partition's local rows keep ascending global order instead).
 /// Column ids index a source array that may be larger than the number of rows (halo rows).
 struct csr {
-    std::vector<offset_t> offsets{0};  ///< num_rows + 1 entries, offsets[0] == 0
-    std::vector<node_t> sources;       ///< num_edges source ids
+    std::vector<offset_t> offsets{0}; ///< num_rows + 1 entries, offsets[0] == 0
+    std::vector<node_t> sources;      ///< num_edges source ids
 
     node_t num_rows() const noexcept { return static_cast<node_t>(offsets.size() - 1); }
     offset_t num_edges() const noexcept { return static_cast<offset_t>(sources.size()); }
@@ -34,9 +34,9 @@ struct edge {
 
 /// Options for building a CSR from an edge list.
 struct csr_build_options {
-    bool symmetrise = false;         ///< also insert v -> u for every u -> v
-    bool drop_self_loops = true;     ///< remove u -> u
-    bool drop_duplicates = true;     ///< keep one copy of repeated edges
+    bool symmetrise = false;     ///< also insert v -> u for every u -> v
+    bool drop_self_loops = true; ///< remove u -> u
+    bool drop_duplicates = true; ///< keep one copy of repeated edges
 };
 
 /// Counts reported by build_csr.
@@ -58,4 +58,4 @@ csr transpose(const csr& in, node_t num_cols);
 /// Verify structure: monotone offsets, columns in [0, num_cols).  Throws naming `what`.
 void validate_csr(const csr& g, node_t num_cols, const std::string& what);
 
-}  // namespace retexo
+} // namespace retexo

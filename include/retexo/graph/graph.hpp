@@ -11,12 +11,12 @@ namespace retexo {
 /// Node classification graph: in-edge CSR, node features, labels and a train/valid/test split.
 struct graph {
     std::string name;
-    bool directed = false;             ///< false: in_edges is symmetric
+    bool directed = false; ///< false: in_edges is symmetric
     int num_classes = 0;
-    csr in_edges;                      ///< row v = sources of edges into v
-    matrix_f features;                 ///< num_nodes x num_features
-    std::vector<std::int32_t> labels;  ///< num_nodes entries in [0, num_classes)
-    std::vector<node_t> train, valid, test;  ///< sorted node ids, pairwise disjoint
+    csr in_edges;                           ///< row v = sources of edges into v
+    matrix_f features;                      ///< num_nodes x num_features
+    std::vector<std::int32_t> labels;       ///< num_nodes entries in [0, num_classes)
+    std::vector<node_t> train, valid, test; ///< sorted node ids, pairwise disjoint
 
     node_t num_nodes() const noexcept { return in_edges.num_rows(); }
     offset_t num_edges() const noexcept { return in_edges.num_edges(); }
@@ -39,11 +39,11 @@ inline graph_info info_of(const graph& g)
 }
 
 /// Per-node split membership from the three sorted id lists.
-std::vector<split> split_membership(node_t num_nodes, std::span<const node_t> train,
-                                    std::span<const node_t> valid, std::span<const node_t> test);
+std::vector<split> split_membership(node_t num_nodes, std::span<const node_t> train, std::span<const node_t> valid,
+                                    std::span<const node_t> test);
 
 /// Check a whole graph for consistency (sizes, id ranges, label range, disjoint splits).
 /// Throws a retexo::error whose message starts with `source`.
 void validate_graph(const graph& g, const std::string& source);
 
-}  // namespace retexo
+} // namespace retexo

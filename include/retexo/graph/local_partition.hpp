@@ -16,11 +16,11 @@ namespace retexo {
 
 /// The local structure of one partition (everything but features, labels and splits).
 struct partition_structure {
-    std::vector<node_t> owned_global;     ///< ascending
-    csr in_edges;                          ///< num_owned rows; columns in [0, num_owned + num_halo)
+    std::vector<node_t> owned_global; ///< ascending
+    csr in_edges;                     ///< num_owned rows; columns in [0, num_owned + num_halo)
     std::vector<node_t> halo_global;
-    std::vector<part_t> halo_owner;        ///< ascending
-    std::vector<offset_t> halo_in_degree;  ///< global in-degree of each halo node
+    std::vector<part_t> halo_owner;       ///< ascending
+    std::vector<offset_t> halo_in_degree; ///< global in-degree of each halo node
 
     node_t num_owned() const noexcept { return static_cast<node_t>(owned_global.size()); }
     node_t num_halo() const noexcept { return static_cast<node_t>(halo_global.size()); }
@@ -31,10 +31,10 @@ struct local_partition : partition_structure {
     part_t part = 0;
     part_t num_parts = 1;
     std::uint64_t assignment_hash = 0;
-    graph_info global;                     ///< whole-graph metadata
-    matrix_f features;                     ///< num_owned x num_features
-    std::vector<std::int32_t> labels;      ///< num_owned
-    std::vector<split> membership;         ///< num_owned
+    graph_info global;                ///< whole-graph metadata
+    matrix_f features;                ///< num_owned x num_features
+    std::vector<std::int32_t> labels; ///< num_owned
+    std::vector<split> membership;    ///< num_owned
 
     node_t num_local() const noexcept { return num_owned() + num_halo(); }
     /// Local ids of owned nodes in split s, ascending.
@@ -42,11 +42,9 @@ struct local_partition : partition_structure {
 };
 
 /// Build the local structure of partition `part` from the global in-edge CSR.
-partition_structure build_partition_structure(const csr& global, std::span<const part_t> assignment,
-                                              part_t part);
+partition_structure build_partition_structure(const csr& global, std::span<const part_t> assignment, part_t part);
 
 /// Slice a whole in-memory graph (for tests and the embedded default).
-local_partition extract_partition(const graph& g, std::span<const part_t> assignment,
-                                  part_t num_parts, part_t part);
+local_partition extract_partition(const graph& g, std::span<const part_t> assignment, part_t num_parts, part_t part);
 
-}  // namespace retexo
+} // namespace retexo

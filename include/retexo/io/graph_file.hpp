@@ -23,9 +23,8 @@ public:
     ~graph_file_writer();
 
     /// Write the CSR, labels and the split; sizes must match the info given at construction.
-    void write_structure(const csr& in_edges, std::span<const std::int32_t> labels,
-                         std::span<const node_t> train, std::span<const node_t> valid,
-                         std::span<const node_t> test);
+    void write_structure(const csr& in_edges, std::span<const std::int32_t> labels, std::span<const node_t> train,
+                         std::span<const node_t> valid, std::span<const node_t> test);
     /// Append `rows` feature rows (row-major, rows * num_features floats).
     void append_features(const float* data, node_t rows);
     /// Check completeness, close and move the file into place.
@@ -46,14 +45,14 @@ void write_graph(const graph& g, const std::string& path);
 /// Random access to a graph file: metadata, structure, and feature rows by hyperslab.
 class graph_file_reader {
 public:
-    explicit graph_file_reader(const std::string& path);  ///< checks layout and shapes
+    explicit graph_file_reader(const std::string& path); ///< checks layout and shapes
 
     const graph_info& info() const noexcept { return info_; }
     const std::string& path() const noexcept { return file_.path(); }
 
-    csr read_csr() const;                       ///< validated
-    std::vector<std::int32_t> read_labels() const;  ///< validated against num_classes
-    std::vector<node_t> read_split(const std::string& which) const;  ///< train|valid|test
+    csr read_csr() const;                                           ///< validated
+    std::vector<std::int32_t> read_labels() const;                  ///< validated against num_classes
+    std::vector<node_t> read_split(const std::string& which) const; ///< train|valid|test
     /// Feature rows [row0, row0 + rows) into out (rows * num_features floats).
     void read_features(node_t row0, node_t rows, float* out) const;
 
@@ -66,4 +65,4 @@ private:
 /// Read a whole graph (features in row blocks) and validate it.
 graph read_graph(const std::string& path);
 
-}  // namespace retexo
+} // namespace retexo

@@ -62,8 +62,7 @@ public:
     /// and `display_path` = the final name.
     static file create(const std::string& path, const std::string& display_path = {});
     /// Open or create with the MPI-IO driver, collectively over `comm` (parallel HDF5).
-    static file create_parallel(const std::string& path, MPI_Comm comm,
-                                const std::string& display_path = {});
+    static file create_parallel(const std::string& path, MPI_Comm comm, const std::string& display_path = {});
 
     hid_t id() const noexcept { return h_.get(); }
     const std::string& path() const noexcept { return display_; }
@@ -78,16 +77,15 @@ public:
 
     /// Create a dataset of shape dims, chunked along the first dimension (chunk_rows > 0).
     template <typename T>
-    handle create_dataset(const std::string& name, std::span<const hsize_t> dims,
-                          hsize_t chunk_rows = 0);
+    handle create_dataset(const std::string& name, std::span<const hsize_t> dims, hsize_t chunk_rows = 0);
     /// Write rows [row0, row0 + rows) of a 1-D or 2-D dataset; `cols` = row width.
     template <typename T>
-    void write_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows,
-                    hsize_t cols, const T* data, hid_t xfer = H5P_DEFAULT) const;
+    void write_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows, hsize_t cols,
+                    const T* data, hid_t xfer = H5P_DEFAULT) const;
     /// Read rows [row0, row0 + rows) into `out` (rows * cols values).
     template <typename T>
-    void read_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows,
-                   hsize_t cols, T* out) const;
+    void read_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows, hsize_t cols,
+                   T* out) const;
 
     /// Create and fill a whole dataset.
     template <typename T>
@@ -122,6 +120,6 @@ constexpr hsize_t chunk_rows_for(hsize_t cols, hsize_t elem_size = 4)
 /// Switch off HDF5's automatic error printing (done once, process-wide).
 void silence_errors();
 
-}  // namespace retexo::h5
+} // namespace retexo::h5
 
 #include <retexo/io/hdf5_impl.hpp>

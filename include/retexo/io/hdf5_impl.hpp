@@ -9,73 +9,77 @@ namespace retexo::h5 {
 template <typename T>
 hid_t native_type()
 {
-    if constexpr (std::is_same_v<T, float>) return H5T_NATIVE_FLOAT;
-    else if constexpr (std::is_same_v<T, double>) return H5T_NATIVE_DOUBLE;
-    else if constexpr (std::is_same_v<T, std::int8_t>) return H5T_NATIVE_INT8;
-    else if constexpr (std::is_same_v<T, std::uint8_t>) return H5T_NATIVE_UINT8;
-    else if constexpr (std::is_same_v<T, std::uint16_t>) return H5T_NATIVE_UINT16;
-    else if constexpr (std::is_same_v<T, std::int32_t>) return H5T_NATIVE_INT32;
-    else if constexpr (std::is_same_v<T, std::int64_t>) return H5T_NATIVE_INT64;
-    else if constexpr (std::is_same_v<T, std::uint64_t>) return H5T_NATIVE_UINT64;
-    else static_assert(sizeof(T) == 0, "retexo::h5::native_type: unsupported element type");
+    if constexpr (std::is_same_v<T, float>)
+        return H5T_NATIVE_FLOAT;
+    else if constexpr (std::is_same_v<T, double>)
+        return H5T_NATIVE_DOUBLE;
+    else if constexpr (std::is_same_v<T, std::int8_t>)
+        return H5T_NATIVE_INT8;
+    else if constexpr (std::is_same_v<T, std::uint8_t>)
+        return H5T_NATIVE_UINT8;
+    else if constexpr (std::is_same_v<T, std::uint16_t>)
+        return H5T_NATIVE_UINT16;
+    else if constexpr (std::is_same_v<T, std::int32_t>)
+        return H5T_NATIVE_INT32;
+    else if constexpr (std::is_same_v<T, std::int64_t>)
+        return H5T_NATIVE_INT64;
+    else if constexpr (std::is_same_v<T, std::uint64_t>)
+        return H5T_NATIVE_UINT64;
+    else
+        static_assert(sizeof(T) == 0, "retexo::h5::native_type: unsupported element type");
 }
 
 template <typename T>
-handle file::create_dataset(const std::string& name, std::span<const hsize_t> dims,
-                            hsize_t chunk_rows)
+handle file::create_dataset(const std::string& name, std::span<const hsize_t> dims, hsize_t chunk_rows)
 {
     make_groups(name);
     handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
     RETEXO_ENSURE(space.valid(), display_ << ": cannot create dataspace for " << name);
     handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
-    H5Pset_obj_track_times(dcpl.get(), false);  // no timestamps: the same content gives the same file
+    H5Pset_obj_track_times(dcpl.get(), false); // no timestamps: the same content gives the same file
     if (chunk_rows > 0 && !dims.empty() && dims[0] > 0) {
         std::vector<hsize_t> chunk(dims.begin(), dims.end());
         chunk[0] = std::min<hsize_t>(chunk_rows, dims[0]);
         H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
     }
-    handle ds(H5Dcreate2(h_.get(), name.c_str(), native_type<T>(), space.get(), H5P_DEFAULT,
-                         dcpl.get(), H5P_DEFAULT),
+    handle ds(H5Dcreate2(h_.get(), name.c_str(), native_type<T>(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
               H5Dclose);
     RETEXO_ENSURE(ds.valid(), display_ << ": cannot create dataset " << name);
     return ds;
 }
 
 template <typename T>
-void file::write_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows,
-                      hsize_t cols, const T* data, hid_t xfer) const
+void file::write_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows, hsize_t cols,
+                      const T* data, hid_t xfer) const
 {
     handle fspace(H5Dget_space(dataset.get()), H5Sclose);
     const int rank = H5Sget_simple_extent_ndims(fspace.get());
     hsize_t start[2] = {row0, 0};
     hsize_t count[2] = {rows, cols};
-    if (rows == 0) H5Sselect_none(fspace.get());
-    else H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
+    if (rows == 0)
+        H5Sselect_none(fspace.get());
+    else
+        H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr);
     hsize_t mdims[2] = {rows, cols};
     handle mspace(H5Screate_simple(rank, mdims, nullptr), H5Sclose);
     if (rows == 0) H5Sselect_none(mspace.get());
-    RETEXO_ENSURE(H5Dwrite(dataset.get(), native_type<T>(), mspace.get(), fspace.get(), xfer,
-                           data) >= 0,
-                  display_ << ": write of " << name << " rows " << row0 << ".." << row0 + rows
-                           << " failed");
+    RETEXO_ENSURE(H5Dwrite(dataset.get(), native_type<T>(), mspace.get(), fspace.get(), xfer, data) >= 0,
+                  display_ << ": write of " << name << " rows " << row0 << ".." << row0 + rows << " failed");
 }
 
 template <typename T>
-void file::read_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows,
-                     hsize_t cols, T* out) const
+void file::read_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows, hsize_t cols,
+                     T* out) const
 {
     handle fspace(H5Dget_space(dataset.get()), H5Sclose);
     const int rank = H5Sget_simple_extent_ndims(fspace.get());
     hsize_t start[2] = {row0, 0};
     hsize_t count[2] = {rows, cols};
-    RETEXO_ENSURE(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count,
-                                      nullptr) >= 0,
-                  display_ << ": rows " << row0 << ".." << row0 + rows << " of " << name
-                           << " are out of range");
+    RETEXO_ENSURE(H5Sselect_hyperslab(fspace.get(), H5S_SELECT_SET, start, nullptr, count, nullptr) >= 0,
+                  display_ << ": rows " << row0 << ".." << row0 + rows << " of " << name << " are out of range");
     hsize_t mdims[2] = {rows, cols};
     handle mspace(H5Screate_simple(rank, mdims, nullptr), H5Sclose);
-    RETEXO_ENSURE(H5Dread(dataset.get(), native_type<T>(), mspace.get(), fspace.get(),
-                          H5P_DEFAULT, out) >= 0,
+    RETEXO_ENSURE(H5Dread(dataset.get(), native_type<T>(), mspace.get(), fspace.get(), H5P_DEFAULT, out) >= 0,
                   display_ << ": reading " << name << " rows " << row0 << ".." << row0 + rows
                            << " failed (truncated or corrupt file?)");
 }
@@ -85,9 +89,10 @@ void file::write(const std::string& name, std::span<const T> data, std::vector<h
 {
     if (dims.empty()) dims.push_back(data.size());
     hsize_t total = 1;
-    for (auto d : dims) total *= d;
-    RETEXO_ENSURE(total == data.size(), display_ << ": dataset " << name << " given " << data.size()
-                                                 << " values for " << total << " elements");
+    for (auto d : dims)
+        total *= d;
+    RETEXO_ENSURE(total == data.size(), display_ << ": dataset " << name << " given " << data.size() << " values for "
+                                                 << total << " elements");
     auto ds = create_dataset<T>(name, dims, dims[0] > (1u << 16) ? (1u << 16) : 0);
     const hsize_t cols = dims.size() > 1 ? dims[1] : 1;
     write_rows<T>(ds, name, 0, dims[0], cols, data.data());
@@ -97,14 +102,12 @@ template <typename T>
 std::vector<T> file::read_vector(const std::string& name, std::int64_t expected_len) const
 {
     const auto d = dims(name);
-    RETEXO_ENSURE(d.size() == 1, display_ << ": dataset " << name << " must be 1-D, has "
-                                          << d.size() << " dimensions");
+    RETEXO_ENSURE(d.size() == 1, display_ << ": dataset " << name << " must be 1-D, has " << d.size() << " dimensions");
     RETEXO_ENSURE(expected_len < 0 || static_cast<std::int64_t>(d[0]) == expected_len,
-                  display_ << ": dataset " << name << " has " << d[0] << " entries, expected "
-                           << expected_len);
+                  display_ << ": dataset " << name << " has " << d[0] << " entries, expected " << expected_len);
     std::vector<T> out(d[0]);
     if (!out.empty()) read_rows<T>(open_dataset(name), name, 0, d[0], 1, out.data());
     return out;
 }
 
-}  // namespace retexo::h5
+} // namespace retexo::h5

@@ -33,4 +33,4 @@ local_partition load_rank_partition(const mpi::communicator& comm, const data_op
 /// (collective).
 std::string gather_partition_table(const mpi::communicator& comm, const local_partition& lp);
 
-}  // namespace retexo
+} // namespace retexo

@@ -11,10 +11,10 @@
 namespace retexo {
 
 struct ogb_options {
-    std::string split;               ///< split name; empty: the only split present
-    std::optional<bool> directed;    ///< overrides meta.json; default undirected
-    int num_classes = 0;             ///< 0: meta.json, else max label + 1
-    std::string name;                ///< graph name; empty: meta.json or the directory name
+    std::string split;            ///< split name; empty: the only split present
+    std::optional<bool> directed; ///< overrides meta.json; default undirected
+    int num_classes = 0;          ///< 0: meta.json, else max label + 1
+    std::string name;             ///< graph name; empty: meta.json or the directory name
 };
 
 /// What a conversion saw and did.
@@ -29,10 +29,9 @@ struct ogb_report {
 
 /// Convert an OGB raw directory into an HDF5 graph file, streaming the features (memory is
 /// the CSR plus one block of feature rows).  The output appears only on success.
-ogb_report convert_ogb(const std::string& dir, const std::string& out_path,
-                       const ogb_options& options = {});
+ogb_report convert_ogb(const std::string& dir, const std::string& out_path, const ogb_options& options = {});
 
 /// Split names present under dir/split.
 std::vector<std::string> ogb_splits(const std::string& dir);
 
-}  // namespace retexo
+} // namespace retexo

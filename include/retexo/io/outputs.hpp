@@ -28,4 +28,4 @@ std::vector<named_tensor> load_model(const std::string& path);
 void write_predictions(const mpi::communicator& comm, const std::string& path, const local_partition& part,
                        const matrix_f& logits, const matrix_f& embedding);
 
-}  // namespace retexo
+} // namespace retexo

@@ -17,19 +17,18 @@ inline constexpr std::int64_t partition_format_version = 1;
 struct partition_manifest {
     graph_info graph;
     part_t num_parts = 0;
-    std::string method;        ///< random | metis | blocks | given
-    std::string objective;     ///< METIS objective when method == metis
+    std::string method;    ///< random | metis | blocks | given
+    std::string objective; ///< METIS objective when method == metis
     std::uint64_t seed = 0;
     std::uint64_t assignment_hash = 0;
-    std::string source;        ///< graph file the partitions were made from
+    std::string source; ///< graph file the partitions were made from
     partition_stats stats;
 };
 
 /// Partition a graph file into out_dir (created if needed).  Features are streamed once
 /// from the graph file in row blocks.  Files appear only when complete; manifest.json is
 /// written last.
-partition_manifest write_partitioned(const std::string& graph_path,
-                                     std::span<const part_t> assignment,
+partition_manifest write_partitioned(const std::string& graph_path, std::span<const part_t> assignment,
                                      const partition_options& options, const std::string& out_dir);
 
 /// Read and check dir/manifest.json.
@@ -40,11 +39,10 @@ partition_manifest read_manifest(const std::string& dir);
 local_partition load_partition(const std::string& dir, part_t part);
 
 /// Load partition `part` of a single graph file under the given assignment.
-local_partition load_partition_from_graph(const std::string& graph_path,
-                                          std::span<const part_t> assignment, part_t parts,
-                                          part_t part);
+local_partition load_partition_from_graph(const std::string& graph_path, std::span<const part_t> assignment,
+                                          part_t parts, part_t part);
 
 /// Path of partition r's file inside dir.
 std::string partition_file_path(const std::string& dir, part_t part);
 
-}  // namespace retexo
+} // namespace retexo

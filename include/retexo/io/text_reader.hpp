@@ -45,15 +45,16 @@ private:
 template <typename T>
 T parse_number(std::string_view field, const std::string& where)
 {
-    while (!field.empty() && (field.front() == ' ' || field.front() == '\t')) field.remove_prefix(1);
-    while (!field.empty() && (field.back() == ' ' || field.back() == '\t')) field.remove_suffix(1);
+    while (!field.empty() && (field.front() == ' ' || field.front() == '\t'))
+        field.remove_prefix(1);
+    while (!field.empty() && (field.back() == ' ' || field.back() == '\t'))
+        field.remove_suffix(1);
     T value{};
     const auto* first = field.data();
     const auto* last = field.data() + field.size();
     const auto [ptr, ec] = std::from_chars(first, last, value);
     RETEXO_ENSURE(ec == std::errc() && ptr == last && !field.empty(),
-                  where << ": '" << field << "' is not a valid "
-                        << (std::is_integral_v<T> ? "integer" : "number"));
+                  where << ": '" << field << "' is not a valid " << (std::is_integral_v<T> ? "integer" : "number"));
     if constexpr (std::is_floating_point_v<T>)
         RETEXO_ENSURE(std::isfinite(value), where << ": non-finite value '" << field << "'");
     return value;
@@ -77,4 +78,4 @@ std::size_t parse_csv_numbers(std::string_view line, const std::string& where, s
 /// Read a file holding one integer per line (split files, assignment files, counts).
 std::vector<std::int64_t> read_integer_lines(const std::string& path);
 
-}  // namespace retexo
+} // namespace retexo

@@ -32,12 +32,12 @@ std::string to_string(aggregator a);
 
 struct aggregation_options {
     aggregator kind = aggregator::sum;
-    bool self_loops = false;               ///< add v -> v to every destination row (gcn: always)
-    std::span<const offset_t> in_degree;   ///< in-degree (no self loop) of every source row; gcn
-                                           ///< only; empty: the CSR's own row degrees
-    std::span<const node_t> rows;          ///< destination rows to produce; empty: every CSR row
-    bool backward = true;                  ///< false: forward only (no transposed plan is built,
-                                           ///< saving about half the plan's memory)
+    bool self_loops = false;             ///< add v -> v to every destination row (gcn: always)
+    std::span<const offset_t> in_degree; ///< in-degree (no self loop) of every source row; gcn
+                                         ///< only; empty: the CSR's own row degrees
+    std::span<const node_t> rows;        ///< destination rows to produce; empty: every CSR row
+    bool backward = true;                ///< false: forward only (no transposed plan is built,
+                                         ///< saving about half the plan's memory)
 };
 
 /// The aggregation plan.
@@ -68,8 +68,7 @@ public:
     void backward(const T* d_out, int width, T* d_x, const node_t* argmax = nullptr) const;
 
     /// Exact mode: acc (num_src x width) += fixed-point contributions of the backward pass.
-    void backward_exact(const float* d_out, int width, int k, std::int64_t* acc,
-                        const node_t* argmax = nullptr) const;
+    void backward_exact(const float* d_out, int width, int k, std::int64_t* acc, const node_t* argmax = nullptr) const;
 
     /// Eigen forms with dimension checks (x: num_src rows; d_out: num_out rows).
     template <typename T, typename In>
@@ -87,7 +86,8 @@ public:
         RETEXO_ENSURE(argmax == nullptr || argmax->size() == static_cast<std::size_t>(d_out.size()),
                       "retexo::aggregation::backward: argmax does not match the gradient's shape");
         d_x.resize(num_src_, d_out.cols());
-        backward(d_out.data(), static_cast<int>(d_out.cols()), d_x.data(), argmax != nullptr ? argmax->data() : nullptr);
+        backward(d_out.data(), static_cast<int>(d_out.cols()), d_x.data(),
+                 argmax != nullptr ? argmax->data() : nullptr);
     }
 
     /// Largest |edge weight| (bounds for exact mode).
@@ -97,10 +97,10 @@ private:
     aggregator kind_;
     node_t num_src_;
     std::vector<node_t> rows_;
-    csr plan_;                     // output rows x sources
-    std::vector<float> weight_;    // per plan edge
+    csr plan_;                  // output rows x sources
+    std::vector<float> weight_; // per plan edge
     bool has_backward_;
-    csr back_;                     // transpose: source rows x output rows
+    csr back_; // transpose: source rows x output rows
     std::vector<float> back_weight_;
     float max_weight_ = 0;
 };
@@ -111,10 +111,9 @@ template <typename T>
 void aggregate_forward(const aggregation& plan, const T* x, int width, T* out, node_t* argmax = nullptr);
 /// Scatter form of the backward pass (d_x overwritten).
 template <typename T>
-void aggregate_backward(const aggregation& plan, const T* d_out, int width, T* d_x,
-                        const node_t* argmax = nullptr);
-}  // namespace reference
+void aggregate_backward(const aggregation& plan, const T* d_out, int width, T* d_x, const node_t* argmax = nullptr);
+} // namespace reference
 
-}  // namespace retexo
+} // namespace retexo
 
 #include <retexo/kernels/aggregate_impl.hpp>

@@ -15,7 +15,7 @@ void aggregation::forward(const In* x, int width, T* out, node_t* argmax) const
                   "retexo::aggregation::forward: max aggregation needs an argmax buffer");
     if constexpr (std::is_same_v<In, float> || std::is_same_v<In, double>)
         check_finite("aggregation::forward", "input", x, static_cast<std::size_t>(num_src_) * width);
-    const float* w = weight_.data();  // float for every T: one set of constants
+    const float* w = weight_.data(); // float for every T: one set of constants
     const node_t n = num_out();
     const auto& off = plan_.offsets;
     const auto& src = plan_.sources;
@@ -53,12 +53,14 @@ void aggregation::forward(const In* x, int width, T* out, node_t* argmax) const
         for (offset_t e = e0; e < e1; ++e) {
             if (e + 4 < e1) {
                 const char* p = reinterpret_cast<const char*>(x + static_cast<std::ptrdiff_t>(src[e + 4]) * width);
-                for (std::size_t b = 0; b < width * sizeof(In); b += 64) __builtin_prefetch(p + b);
+                for (std::size_t b = 0; b < width * sizeof(In); b += 64)
+                    __builtin_prefetch(p + b);
             }
             const In* xu = x + static_cast<std::ptrdiff_t>(src[e]) * width;
             const T we = static_cast<T>(w[e]);
 #pragma omp simd
-            for (int f = 0; f < width; ++f) o[f] += we * static_cast<T>(load(xu[f]));
+            for (int f = 0; f < width; ++f)
+                o[f] += we * static_cast<T>(load(xu[f]));
         }
     }
 }
@@ -80,7 +82,8 @@ void aggregation::backward(const T* d_out, int width, T* d_x, const node_t* argm
         for (offset_t e = off[u]; e < off[u + 1]; ++e) {
             if (e + 4 < off[u + 1]) {
                 const char* p = reinterpret_cast<const char*>(d_out + static_cast<std::ptrdiff_t>(dst[e + 4]) * width);
-                for (std::size_t b = 0; b < width * sizeof(T); b += 64) __builtin_prefetch(p + b);
+                for (std::size_t b = 0; b < width * sizeof(T); b += 64)
+                    __builtin_prefetch(p + b);
             }
             const node_t o = dst[e];
             const T* d = d_out + static_cast<std::ptrdiff_t>(o) * width;
@@ -91,7 +94,8 @@ void aggregation::backward(const T* d_out, int width, T* d_x, const node_t* argm
             } else {
                 const T we = static_cast<T>(w[e]);
 #pragma omp simd
-                for (int f = 0; f < width; ++f) g[f] += we * d[f];
+                for (int f = 0; f < width; ++f)
+                    g[f] += we * d[f];
             }
         }
     }
@@ -140,16 +144,18 @@ void aggregate_backward(const aggregation& plan, const T* d_out, int width, T* d
             for (int f = 0; f < width; ++f) {
                 const double d = d_out[static_cast<std::ptrdiff_t>(i) * width + f];
                 if (plan.kind() == aggregator::max) {
-                    if (argmax[static_cast<std::ptrdiff_t>(i) * width + f] == u) acc[static_cast<std::size_t>(u) * width + f] += d;
+                    if (argmax[static_cast<std::ptrdiff_t>(i) * width + f] == u)
+                        acc[static_cast<std::size_t>(u) * width + f] += d;
                 } else {
                     acc[static_cast<std::size_t>(u) * width + f] += static_cast<double>(w[e]) * d;
                 }
             }
         }
-    for (std::size_t k = 0; k < acc.size(); ++k) d_x[k] = static_cast<T>(acc[k]);
+    for (std::size_t k = 0; k < acc.size(); ++k)
+        d_x[k] = static_cast<T>(acc[k]);
 }
 
-}  // namespace reference
+} // namespace reference
 
 extern template void aggregation::forward<float, float>(const float*, int, float*, node_t*) const;
 extern template void aggregation::forward<float, bf16>(const bf16*, int, float*, node_t*) const;
@@ -157,4 +163,4 @@ extern template void aggregation::forward<double, double>(const double*, int, do
 extern template void aggregation::backward<float>(const float*, int, float*, const node_t*) const;
 extern template void aggregation::backward<double>(const double*, int, double*, const node_t*) const;
 
-}  // namespace retexo
+} // namespace retexo

@@ -47,7 +47,7 @@ inline float vexp(float x) noexcept
 {
     const float xc = x < -87.0F ? -87.0F : (x > 88.0F ? 88.0F : x);
     const float n = std::nearbyint(xc * 1.44269504088896341F);
-    float r = xc - n * 0.693359375F;  // ln2 split in two for an exact first step
+    float r = xc - n * 0.693359375F; // ln2 split in two for an exact first step
     r = r - n * -2.12194440e-4F;
     float p = 1.9875691500e-4F;
     p = p * r + 1.3981999507e-3F;
@@ -61,7 +61,10 @@ inline float vexp(float x) noexcept
     std::memcpy(&scale, &bits, sizeof scale);
     return x < -87.0F ? 0.0F : p * scale;
 }
-inline double vexp(double x) noexcept { return std::exp(x); }
+inline double vexp(double x) noexcept
+{
+    return std::exp(x);
+}
 
 namespace detail {
 inline std::atomic<bool>& numerics_flag()
@@ -69,11 +72,17 @@ inline std::atomic<bool>& numerics_flag()
     static std::atomic<bool> flag{false};
     return flag;
 }
-}  // namespace detail
+} // namespace detail
 
 /// Turn NaN/Inf checking of kernel inputs on or off (process-wide; off by default).
-inline void set_check_numerics(bool on) noexcept { detail::numerics_flag().store(on); }
-inline bool check_numerics() noexcept { return detail::numerics_flag().load(std::memory_order_relaxed); }
+inline void set_check_numerics(bool on) noexcept
+{
+    detail::numerics_flag().store(on);
+}
+inline bool check_numerics() noexcept
+{
+    return detail::numerics_flag().load(std::memory_order_relaxed);
+}
 
 /// With checking on, throw naming op and argument at the first non-finite value.
 template <typename T>
@@ -83,8 +92,7 @@ void check_finite(const char* op, const char* what, const T* data, std::size_t n
     for (std::size_t i = 0; i < n; ++i)
         if (!std::isfinite(static_cast<double>(static_cast<float>(data[i]))))
             RETEXO_THROW("retexo::" << op << ": " << what << " holds a non-finite value ("
-                                    << static_cast<double>(static_cast<float>(data[i]))
-                                    << ") at element " << i);
+                                    << static_cast<double>(static_cast<float>(data[i])) << ") at element " << i);
 }
 
 /// Number of fixed reduction blocks for n rows: depends on n only, never on the thread
@@ -101,5 +109,4 @@ inline std::pair<std::int64_t, std::int64_t> block_range(std::int64_t n, int blo
     return {n * b / blocks, n * (b + 1) / blocks};
 }
 
-}  // namespace retexo
-
+} // namespace retexo

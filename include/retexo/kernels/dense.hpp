@@ -26,19 +26,19 @@ void activation_backward(activation a, const T* x, const T* dy, std::size_t n, T
 /// LayerNorm over each row of width w: y = (x - mean) / sqrt(var + eps) * gamma + beta.
 /// Saves the per-row mean and inverse std (n entries each) for the backward pass.
 template <typename T>
-void layer_norm_forward(const T* x, std::int64_t n, int w, const T* gamma, const T* beta, double eps,
-                        T* y, T* mean, T* rstd);
+void layer_norm_forward(const T* x, std::int64_t n, int w, const T* gamma, const T* beta, double eps, T* y, T* mean,
+                        T* rstd);
 /// dx (n x w); d_gamma, d_beta (w) overwritten with sums over the rows (fixed blocks).
 template <typename T>
-void layer_norm_backward(const T* x, const T* dy, std::int64_t n, int w, const T* gamma,
-                         const T* mean, const T* rstd, T* dx, T* d_gamma, T* d_beta);
+void layer_norm_backward(const T* x, const T* dy, std::int64_t n, int w, const T* gamma, const T* mean, const T* rstd,
+                         T* dx, T* d_gamma, T* d_beta);
 /// Normalised x-hat of the forward pass (for exact-mode parameter gradients).
 template <typename T>
 void layer_norm_xhat(const T* x, std::int64_t n, int w, const T* mean, const T* rstd, T* xhat);
 /// dx only (parameter gradients computed elsewhere, e.g. in exact mode).
 template <typename T>
-void layer_norm_backward_data(const T* x, const T* dy, std::int64_t n, int w, const T* gamma,
-                              const T* mean, const T* rstd, T* dx);
+void layer_norm_backward_data(const T* x, const T* dy, std::int64_t n, int w, const T* gamma, const T* mean,
+                              const T* rstd, T* dx);
 
 /// Dropout mask key: (seed, layer, step) -> a counter_rng stream.  Element (row id g, column
 /// f) is kept iff the 16-bit lane f % 4 of bits(g * ceil(w / 4) + f / 4) is >= p * 2^16: one
@@ -49,7 +49,8 @@ struct dropout_key {
     std::uint64_t step = 0;
     counter_rng rng() const noexcept
     {
-        return counter_rng(seed, rng_stream::dropout * 0x9E3779B97F4A7C15ULL + layer * 1000003ULL + step * 0x632BE59BD9B4E019ULL);
+        return counter_rng(seed, rng_stream::dropout * 0x9E3779B97F4A7C15ULL + layer * 1000003ULL +
+                                     step * 0x632BE59BD9B4E019ULL);
     }
 };
 /// y = dropout(x) for rows with global ids row_ids[i]; p = 0 copies.
@@ -70,6 +71,6 @@ void gather_rows(const T* x, std::span<const node_t> rows, int w, T* out);
 template <typename T>
 void scatter_add_rows(const T* in, std::span<const node_t> rows, int w, T* x);
 
-}  // namespace retexo
+} // namespace retexo
 
 #include <retexo/kernels/dense_impl.hpp>

@@ -17,15 +17,18 @@ void activation_forward(activation a, const T* x, std::size_t n, T* y, double pa
         break;
     case activation::relu:
 #pragma omp parallel for simd schedule(static)
-        for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : T(0);
+        for (std::size_t i = 0; i < n; ++i)
+            y[i] = x[i] > T(0) ? x[i] : T(0);
         break;
     case activation::leaky_relu:
 #pragma omp parallel for simd schedule(static)
-        for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : s * x[i];
+        for (std::size_t i = 0; i < n; ++i)
+            y[i] = x[i] > T(0) ? x[i] : s * x[i];
         break;
     case activation::elu:
 #pragma omp parallel for schedule(static)
-        for (std::size_t i = 0; i < n; ++i) y[i] = x[i] > T(0) ? x[i] : s * std::expm1(x[i]);
+        for (std::size_t i = 0; i < n; ++i)
+            y[i] = x[i] > T(0) ? x[i] : s * std::expm1(x[i]);
         break;
     }
 }
@@ -40,22 +43,25 @@ void activation_backward(activation a, const T* x, const T* dy, std::size_t n, T
         break;
     case activation::relu:
 #pragma omp parallel for simd schedule(static)
-        for (std::size_t i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dy[i] : T(0);
+        for (std::size_t i = 0; i < n; ++i)
+            dx[i] = x[i] > T(0) ? dy[i] : T(0);
         break;
     case activation::leaky_relu:
 #pragma omp parallel for simd schedule(static)
-        for (std::size_t i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dy[i] : s * dy[i];
+        for (std::size_t i = 0; i < n; ++i)
+            dx[i] = x[i] > T(0) ? dy[i] : s * dy[i];
         break;
     case activation::elu:
 #pragma omp parallel for schedule(static)
-        for (std::size_t i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dy[i] : dy[i] * s * std::exp(x[i]);
+        for (std::size_t i = 0; i < n; ++i)
+            dx[i] = x[i] > T(0) ? dy[i] : dy[i] * s * std::exp(x[i]);
         break;
     }
 }
 
 template <typename T>
-void layer_norm_forward(const T* x, std::int64_t n, int w, const T* gamma, const T* beta, double eps,
-                        T* y, T* mean, T* rstd)
+void layer_norm_forward(const T* x, std::int64_t n, int w, const T* gamma, const T* beta, double eps, T* y, T* mean,
+                        T* rstd)
 {
     check_finite("layer_norm::forward", "x", x, static_cast<std::size_t>(n) * w);
 #pragma omp parallel for schedule(static)
@@ -63,11 +69,13 @@ void layer_norm_forward(const T* x, std::int64_t n, int w, const T* gamma, const
         const T* xr = x + r * w;
         double m = 0;
 #pragma omp simd reduction(+ : m)
-        for (int j = 0; j < w; ++j) m += xr[j];
+        for (int j = 0; j < w; ++j)
+            m += xr[j];
         m /= w;
         double v = 0;
 #pragma omp simd reduction(+ : v)
-        for (int j = 0; j < w; ++j) v += (xr[j] - m) * (xr[j] - m);
+        for (int j = 0; j < w; ++j)
+            v += (xr[j] - m) * (xr[j] - m);
         v /= w;
         const double rs = 1.0 / std::sqrt(v + eps);
         mean[r] = static_cast<T>(m);
@@ -83,18 +91,19 @@ void layer_norm_xhat(const T* x, std::int64_t n, int w, const T* mean, const T* 
 {
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < n; ++r)
-        for (int j = 0; j < w; ++j) xhat[r * w + j] = (x[r * w + j] - mean[r]) * rstd[r];
+        for (int j = 0; j < w; ++j)
+            xhat[r * w + j] = (x[r * w + j] - mean[r]) * rstd[r];
 }
 
 template <typename T>
-void layer_norm_backward_data(const T* x, const T* dy, std::int64_t n, int w, const T* gamma,
-                              const T* mean, const T* rstd, T* dx)
+void layer_norm_backward_data(const T* x, const T* dy, std::int64_t n, int w, const T* gamma, const T* mean,
+                              const T* rstd, T* dx)
 {
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < n; ++r) {
         const T* xr = x + r * w;
         const T* dr = dy + r * w;
-        double s1 = 0, s2 = 0;  // sum(g), sum(g * xhat) with g = dy * gamma
+        double s1 = 0, s2 = 0; // sum(g), sum(g * xhat) with g = dy * gamma
 #pragma omp simd reduction(+ : s1, s2)
         for (int j = 0; j < w; ++j) {
             const double g = static_cast<double>(dr[j]) * gamma[j];
@@ -111,8 +120,8 @@ void layer_norm_backward_data(const T* x, const T* dy, std::int64_t n, int w, co
 }
 
 template <typename T>
-void layer_norm_backward(const T* x, const T* dy, std::int64_t n, int w, const T* gamma,
-                         const T* mean, const T* rstd, T* dx, T* d_gamma, T* d_beta)
+void layer_norm_backward(const T* x, const T* dy, std::int64_t n, int w, const T* gamma, const T* mean, const T* rstd,
+                         T* dx, T* d_gamma, T* d_beta)
 {
     layer_norm_backward_data(x, dy, n, w, gamma, mean, rstd, dx);
     const int blocks = reduction_blocks(n);
@@ -171,7 +180,7 @@ void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double 
 template <typename T>
 void dropout_backward(const T* dy, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* dx)
 {
-    dropout_forward(dy, row_ids, w, p, key, dx);  // the same mask and scale
+    dropout_forward(dy, row_ids, w, p, key, dx); // the same mask and scale
 }
 
 template <typename T>
@@ -184,11 +193,13 @@ void column_sums(const T* x, std::int64_t n, int w, T* out)
         const auto [r0, r1] = block_range(n, blocks, b);
         T* pb = part.data() + static_cast<std::size_t>(b) * w;
         for (std::int64_t r = r0; r < r1; ++r)
-            for (int j = 0; j < w; ++j) pb[j] += x[r * w + j];
+            for (int j = 0; j < w; ++j)
+                pb[j] += x[r * w + j];
     }
     for (int j = 0; j < w; ++j) {
         T s = 0;
-        for (int b = 0; b < blocks; ++b) s += part[static_cast<std::size_t>(b) * w + j];
+        for (int b = 0; b < blocks; ++b)
+            s += part[static_cast<std::size_t>(b) * w + j];
         out[j] = s;
     }
 }
@@ -199,7 +210,8 @@ void gather_rows(const T* x, std::span<const node_t> rows, int w, T* out)
     const auto n = static_cast<std::int64_t>(rows.size());
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < n; ++i)
-        std::copy(x + static_cast<std::ptrdiff_t>(rows[i]) * w, x + static_cast<std::ptrdiff_t>(rows[i] + 1) * w, out + i * w);
+        std::copy(x + static_cast<std::ptrdiff_t>(rows[i]) * w, x + static_cast<std::ptrdiff_t>(rows[i] + 1) * w,
+                  out + i * w);
 }
 
 template <typename T>
@@ -209,8 +221,9 @@ void scatter_add_rows(const T* in, std::span<const node_t> rows, int w, T* x)
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < n; ++i) {
         T* xr = x + static_cast<std::ptrdiff_t>(rows[i]) * w;
-        for (int j = 0; j < w; ++j) xr[j] += in[i * w + j];
+        for (int j = 0; j < w; ++j)
+            xr[j] += in[i * w + j];
     }
 }
 
-}  // namespace retexo
+} // namespace retexo

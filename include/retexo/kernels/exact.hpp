@@ -25,19 +25,23 @@ inline int scale_exponent(double bound)
                   "retexo::exact::scale_exponent: bound " << bound << " is not a finite non-negative number");
     if (bound == 0) return 0;
     int e = 0;
-    (void)std::frexp(bound, &e);  // bound < 2^e
+    (void)std::frexp(bound, &e); // bound < 2^e
     return 62 - e;
 }
 
 /// One contribution in fixed point (truncation toward zero: deterministic, vectorisable).
-inline std::int64_t fixed(double v, double scale) noexcept { return static_cast<std::int64_t>(v * scale); }
+inline std::int64_t fixed(double v, double scale) noexcept
+{
+    return static_cast<std::int64_t>(v * scale);
+}
 
 /// acc / 2^k as T.
 template <typename T>
 void to_real(const std::int64_t* acc, std::size_t n, int k, T* out)
 {
     const double inv = std::ldexp(1.0, -k);
-    for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<T>(static_cast<double>(acc[i]) * inv);
+    for (std::size_t i = 0; i < n; ++i)
+        out[i] = static_cast<T>(static_cast<double>(acc[i]) * inv);
 }
 
 /// acc (a x b, row-major) += X^T D, over rows n of X (ld a) and D (ld b), in fixed point.
@@ -52,4 +56,4 @@ void colsum_product(const float* x, const float* d, std::int64_t n, int b, int k
 /// Largest |value| of a float array (0 for an empty one).
 float max_abs(const float* v, std::size_t n);
 
-}  // namespace retexo::exact
+} // namespace retexo::exact

@@ -21,7 +21,7 @@ struct gat_options {
     int heads = 1;
     double negative_slope = 0.2;
     bool self_loops = true;
-    std::span<const node_t> rows;  ///< destination rows to produce; empty: every CSR row
+    std::span<const node_t> rows; ///< destination rows to produce; empty: every CSR row
 };
 
 class gat_attention {
@@ -42,34 +42,33 @@ public:
     /// d_z: num_src x (H*D), d_el: num_src x H, d_er: num_src x H (only destination rows
     /// non-zero); all overwritten.  d_score: scratch of num_edges x H.
     template <typename T>
-    void backward(const T* z, const T* el, const T* er, const T* alpha, const T* d_out,
-                  int head_dim, T* d_z, T* d_el, T* d_er, T* d_score) const;
+    void backward(const T* z, const T* el, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_z, T* d_el,
+                  T* d_er, T* d_score) const;
 
     /// Exact mode: acc_z (num_src x H*D) and acc_el (num_src x H) += fixed-point scatter
     /// contributions; d_er (num_src x H) overwritten as in backward().
-    void backward_exact(const float* z, const float* el, const float* er, const float* alpha,
-                        const float* d_out, int head_dim, int k, std::int64_t* acc_z,
-                        std::int64_t* acc_el, float* d_er, float* d_score) const;
+    void backward_exact(const float* z, const float* el, const float* er, const float* alpha, const float* d_out,
+                        int head_dim, int k, std::int64_t* acc_z, std::int64_t* acc_el, float* d_er,
+                        float* d_score) const;
 
 private:
     template <typename T>
-    void edge_gradients(const T* z, const T* el, const T* er, const T* alpha, const T* d_out,
-                        int head_dim, T* d_er, T* d_score) const;
+    void edge_gradients(const T* z, const T* el, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_er,
+                        T* d_score) const;
 
     int heads_;
     double slope_;
     node_t num_src_;
     std::vector<node_t> rows_;
     csr plan_;
-    csr back_;                        // source rows x (edge index into plan_)
-    std::vector<node_t> back_out_;    // output row of each back_ entry
+    csr back_;                     // source rows x (edge index into plan_)
+    std::vector<node_t> back_out_; // output row of each back_ entry
 };
 
 namespace reference {
 /// Sequential double-precision forward (oracle).
 template <typename T>
-void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er, int head_dim,
-                 double slope, T* out);
-}  // namespace reference
+void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er, int head_dim, double slope, T* out);
+} // namespace reference
 
-}  // namespace retexo
+} // namespace retexo

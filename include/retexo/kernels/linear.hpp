@@ -37,8 +37,7 @@ public:
     /// dw (in x out) = x^T dy, db (out) = column sums of dy (db may be null); overwritten,
     /// or added to when accumulate is set.
     template <typename T>
-    void backward_weights(const T* x, const T* dy, std::int64_t n, T* dw, T* db,
-                          bool accumulate = false) const;
+    void backward_weights(const T* x, const T* dy, std::int64_t n, T* dw, T* db, bool accumulate = false) const;
 
     /// Eigen forms: check every dimension (naming the argument), resize outputs, then call
     /// the pointer forms.  b may be empty (no bias).
@@ -50,8 +49,8 @@ public:
         forward(x.data(), x.rows(), w.data(), b.size() > 0 ? b.data() : nullptr, y.data());
     }
     template <typename T>
-    void backward(const matrix<T>& x, const matrix<T>& dy, const matrix<T>& w, matrix<T>* dx,
-                  matrix<T>& dw, matrix<T>* db, bool accumulate = false) const
+    void backward(const matrix<T>& x, const matrix<T>& dy, const matrix<T>& w, matrix<T>* dx, matrix<T>& dw,
+                  matrix<T>* db, bool accumulate = false) const
     {
         check_shapes("linear::backward", x.cols(), w, matrix<T>());
         RETEXO_ENSURE_DIMS("linear::backward", "dy rows", dy.rows(), x.rows());
@@ -73,33 +72,39 @@ private:
     {
         RETEXO_ENSURE_DIMS(op, "x columns", x_cols, Eigen::Index{in_});
         RETEXO_ENSURE(w.rows() == in_ && w.cols() == out_, "retexo::" << op << ": weight is " << w.rows() << " x "
-                                                                      << w.cols() << ", expected " << in_ << " x " << out_);
-        RETEXO_ENSURE(b.size() == 0 || b.size() == out_, "retexo::" << op << ": bias has " << b.size()
-                                                                    << " entries, expected " << out_);
+                                                                      << w.cols() << ", expected " << in_ << " x "
+                                                                      << out_);
+        RETEXO_ENSURE(b.size() == 0 || b.size() == out_,
+                      "retexo::" << op << ": bias has " << b.size() << " entries, expected " << out_);
     }
     struct impl;
     int in_, out_;
     std::unique_ptr<impl> impl_;
 };
 
-template <> void linear_kernel::forward<float>(const float*, std::int64_t, const float*, const float*, float*) const;
-template <> void linear_kernel::forward<double>(const double*, std::int64_t, const double*, const double*, double*) const;
-template <> void linear_kernel::backward_data<float>(const float*, std::int64_t, const float*, float*) const;
-template <> void linear_kernel::backward_data<double>(const double*, std::int64_t, const double*, double*) const;
-template <> void linear_kernel::backward_weights<float>(const float*, const float*, std::int64_t, float*, float*, bool) const;
-template <> void linear_kernel::backward_weights<double>(const double*, const double*, std::int64_t, double*, double*, bool) const;
+template <>
+void linear_kernel::forward<float>(const float*, std::int64_t, const float*, const float*, float*) const;
+template <>
+void linear_kernel::forward<double>(const double*, std::int64_t, const double*, const double*, double*) const;
+template <>
+void linear_kernel::backward_data<float>(const float*, std::int64_t, const float*, float*) const;
+template <>
+void linear_kernel::backward_data<double>(const double*, std::int64_t, const double*, double*) const;
+template <>
+void linear_kernel::backward_weights<float>(const float*, const float*, std::int64_t, float*, float*, bool) const;
+template <>
+void linear_kernel::backward_weights<double>(const double*, const double*, std::int64_t, double*, double*, bool) const;
 
 /// Sequential double-precision versions (test oracles).
 namespace reference {
 template <typename T>
 void linear_forward(const T* x, std::int64_t n, int in, int out, const T* w, const T* b, T* y);
 template <typename T>
-void linear_backward(const T* x, const T* dy, std::int64_t n, int in, int out, const T* w, T* dx,
-                     T* dw, T* db);
-}  // namespace reference
+void linear_backward(const T* x, const T* dy, std::int64_t n, int in, int out, const T* w, T* dx, T* dw, T* db);
+} // namespace reference
 
 /// Peak of oneDNN's f32 matmul on this machine for an m x k x n product, in GFLOP/s,
 /// measured with all threads (used by perf/ to report ratios).
 double measure_sgemm_gflops(int m, int k, int n, int repeats);
 
-}  // namespace retexo
+} // namespace retexo

@@ -12,9 +12,9 @@ namespace retexo {
 
 /// Result of a cross-entropy evaluation on one rank.
 struct loss_result {
-    double sum = 0;          ///< sum of -log p(label) over the rows
-    std::int64_t count = 0;  ///< rows
-    std::int64_t exact_sum = 0;  ///< the sum in fixed point (exact mode)
+    double sum = 0;             ///< sum of -log p(label) over the rows
+    std::int64_t count = 0;     ///< rows
+    std::int64_t exact_sum = 0; ///< the sum in fixed point (exact mode)
 };
 
 /// Per-row cross-entropy of softmax(logits[rows[i]]) against labels[rows[i]]; when d_logits
@@ -22,8 +22,7 @@ struct loss_result {
 /// exact_k >= 0 also accumulates the loss in fixed point with scale 2^exact_k.
 template <typename T>
 loss_result softmax_cross_entropy(const T* logits, int classes, std::span<const std::int32_t> labels,
-                                  std::span<const node_t> rows, T grad_scale, T* d_logits,
-                                  int exact_k = -1);
+                                  std::span<const node_t> rows, T grad_scale, T* d_logits, int exact_k = -1);
 
 /// Number of rows whose argmax (first maximum) equals the label.
 template <typename T>
@@ -42,6 +41,6 @@ template <typename T>
 std::vector<std::int64_t> confusion_matrix(const T* logits, int classes, std::span<const std::int32_t> labels,
                                            std::span<const node_t> rows);
 
-}  // namespace retexo
+} // namespace retexo
 
 #include <retexo/kernels/loss_impl.hpp>

@@ -17,9 +17,11 @@ loss_result softmax_cross_entropy(const T* logits, int classes, std::span<const 
         const T* z = logits + static_cast<std::ptrdiff_t>(r) * classes;
         const std::int32_t y = labels[r];
         double mx = z[0];
-        for (int c = 1; c < classes; ++c) mx = std::max(mx, static_cast<double>(z[c]));
+        for (int c = 1; c < classes; ++c)
+            mx = std::max(mx, static_cast<double>(z[c]));
         double s = 0;
-        for (int c = 0; c < classes; ++c) s += std::exp(static_cast<double>(z[c]) - mx);
+        for (int c = 0; c < classes; ++c)
+            s += std::exp(static_cast<double>(z[c]) - mx);
         const double lse = mx + std::log(s);
         per_row[i] = lse - static_cast<double>(z[y]);
         if (d_logits != nullptr) {
@@ -33,7 +35,7 @@ loss_result softmax_cross_entropy(const T* logits, int classes, std::span<const 
     loss_result res;
     res.count = n;
     const double scale = exact_k >= 0 ? std::ldexp(1.0, exact_k) : 0.0;
-    for (std::int64_t i = 0; i < n; ++i) {  // fixed order
+    for (std::int64_t i = 0; i < n; ++i) { // fixed order
         res.sum += per_row[i];
         if (exact_k >= 0) res.exact_sum += exact::fixed(per_row[i], scale);
     }
@@ -92,7 +94,8 @@ inline double micro_f1(std::span<const std::int64_t> confusion, int classes)
     for (int t = 0; t < classes; ++t)
         for (int p = 0; p < classes; ++p) {
             const auto c = confusion[static_cast<std::size_t>(t) * classes + p];
-            if (t == p) tp += c;
+            if (t == p)
+                tp += c;
             else {
                 fp += c;
                 fn += c;
@@ -102,4 +105,4 @@ inline double micro_f1(std::span<const std::int64_t> confusion, int classes)
     return denom > 0 ? 2.0 * static_cast<double>(tp) / denom : 0.0;
 }
 
-}  // namespace retexo
+} // namespace retexo

@@ -17,13 +17,14 @@ struct parameter {
     std::string name;
     matrix<T> value;
     matrix<T> grad;
-    std::vector<std::int64_t> exact;  ///< fixed-point gradient (exact mode), value.size() entries
-    int exact_k = 0;                  ///< scale exponent of `exact`
+    std::vector<std::int64_t> exact; ///< fixed-point gradient (exact mode), value.size() entries
+    int exact_k = 0;                 ///< scale exponent of `exact`
 
     parameter() = default;
     parameter(std::string n, Eigen::Index rows, Eigen::Index cols)
         : name(std::move(n)), value(matrix<T>::Zero(rows, cols)), grad(matrix<T>::Zero(rows, cols))
-    {}
+    {
+    }
     Eigen::Index size() const noexcept { return value.size(); }
     void zero_grad()
     {
@@ -63,11 +64,11 @@ std::string to_string(optimizer_kind k);
 struct optimizer_options {
     optimizer_kind kind = optimizer_kind::adam;
     double lr = 0.003;
-    double weight_decay = 0.0;  ///< adam/sgd: L2 added to the gradient; adamw: decoupled
+    double weight_decay = 0.0; ///< adam/sgd: L2 added to the gradient; adamw: decoupled
     double beta1 = 0.9;
     double beta2 = 0.999;
     double eps = 1e-8;
-    double momentum = 0.9;      ///< sgd
+    double momentum = 0.9; ///< sgd
 };
 
 /// Optimiser state over a fixed list of parameters.
@@ -93,6 +94,6 @@ private:
     std::int64_t t_ = 0;
 };
 
-}  // namespace retexo
+} // namespace retexo
 
 #include <retexo/kernels/optim_impl.hpp>

@@ -59,4 +59,4 @@ void optimizer<T>::step()
     }
 }
 
-}  // namespace retexo
+} // namespace retexo

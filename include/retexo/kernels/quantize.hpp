@@ -16,7 +16,10 @@
 namespace retexo {
 
 /// Bytes of one packed row.
-constexpr int int8_row_bytes(int width) noexcept { return width + static_cast<int>(sizeof(float)); }
+constexpr int int8_row_bytes(int width) noexcept
+{
+    return width + static_cast<int>(sizeof(float));
+}
 
 /// out (rows x int8_row_bytes(width)) = the packed rows of x (rows x width, row-major).
 inline void quantize_int8(const float* x, std::int64_t rows, int width, std::uint8_t* out)
@@ -28,7 +31,8 @@ inline void quantize_int8(const float* x, std::int64_t rows, int width, std::uin
         const float* xr = x + r * width;
         std::uint8_t* o = out + r * w;
         float m = 0;
-        for (int f = 0; f < width; ++f) m = std::max(m, std::fabs(xr[f]));
+        for (int f = 0; f < width; ++f)
+            m = std::max(m, std::fabs(xr[f]));
         const float s = m / 127.0F;
         const float inv = s > 0 ? 1.0F / s : 0.0F;
         std::memcpy(o, &s, sizeof s);
@@ -58,4 +62,4 @@ void dequantize_int8(const std::uint8_t* in, std::int64_t rows, int width, T* ou
     }
 }
 
-}  // namespace retexo
+} // namespace retexo

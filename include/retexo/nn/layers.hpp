@@ -23,19 +23,19 @@ std::string to_string(layer_kind k);
 
 /// The graph a layer works on: owned rows first, then halo rows.
 struct local_graph {
-    const csr* in_edges = nullptr;          ///< owned rows; sources in [0, num_local)
+    const csr* in_edges = nullptr; ///< owned rows; sources in [0, num_local)
     node_t num_owned = 0;
     node_t num_local = 0;
-    std::span<const offset_t> in_degree;    ///< global in-degree of every local row
+    std::span<const offset_t> in_degree; ///< global in-degree of every local row
 };
 
 /// Local graph of a loaded partition (degrees: owned rows from the CSR, halo rows from the file).
 local_graph make_local_graph(const local_partition& lp, std::vector<offset_t>& degree_storage);
 
 struct layer_options {
-    int heads = 8;              ///< gat
-    bool concat = true;         ///< gat: concatenate heads (else average them)
-    int pool_width = 0;         ///< sage-pool projection width (0: the input width, at most 512)
+    int heads = 8;      ///< gat
+    bool concat = true; ///< gat: concatenate heads (else average them)
+    int pool_width = 0; ///< sage-pool projection width (0: the input width, at most 512)
     double negative_slope = 0.2;
 };
 
@@ -52,13 +52,13 @@ struct layer_plan {
 template <typename T>
 struct layer_cache {
     // message phase (rows the message was computed for)
-    matrix<T> pre;                          ///< sage-pool: x W_pool + b_pool
+    matrix<T> pre; ///< sage-pool: x W_pool + b_pool
     // combine phase (plan rows)
     matrix<T> agg, z, el, er, alpha, d_score, att, d_self;
     std::vector<node_t> argmax;
     // message gradients, num_local x msg_width
-    matrix<T> d_msg;                        ///< fast mode
-    std::vector<std::int64_t> d_msg_exact;  ///< exact mode (fixed point, scale 2^msg_k)
+    matrix<T> d_msg;                       ///< fast mode
+    std::vector<std::int64_t> d_msg_exact; ///< exact mode (fixed point, scale 2^msg_k)
     int msg_k = 0;
 };
 
@@ -101,8 +101,8 @@ public:
                  matrix<T>& out) const;
     /// Parameter gradients of the combine phase and message gradients of every local row
     /// (c.d_msg, or c.d_msg_exact in exact mode), when need_messages.
-    void combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows,
-                          layer_cache<T>& c, const matrix<T>& d_out, bool need_messages, const reduce_mode& mode);
+    void combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
+                          const matrix<T>& d_out, bool need_messages, const reduce_mode& mode);
     /// From the message gradients of rows [0, n) (n = x.rows()) and their inputs x: message
     /// parameter gradients, and d_x (n x in) if given.  msg holds the messages of those rows.
     void message_backward(const matrix<T>& x, const matrix<T>& msg, layer_cache<T>& c, matrix<T>* d_x,
@@ -116,7 +116,7 @@ private:
     layer_kind kind_;
     int in_, out_;
     layer_options opt_;
-    bool transform_first_ = false;  // gcn / sage-mean: messages are x W (narrower than x)
+    bool transform_first_ = false; // gcn / sage-mean: messages are x W (narrower than x)
     int heads_ = 1, head_dim_ = 0, pool_ = 0;
     parameter<T> w_, w_self_, b_, w_pool_, b_pool_, a_l_, a_r_;
     std::optional<linear_kernel> lin_, lin_self_, lin_pool_;
@@ -151,4 +151,4 @@ extern template struct dense_layer<double>;
 extern template struct layer_norm<float>;
 extern template struct layer_norm<double>;
 
-}  // namespace retexo::nn
+} // namespace retexo::nn

@@ -40,4 +40,4 @@ void bias_gradient(parameter<T>& p, const T* d, std::int64_t n, const reduce_mod
 template <typename T>
 void finish_exact_gradient(parameter<T>& p);
 
-}  // namespace retexo::nn
+} // namespace retexo::nn

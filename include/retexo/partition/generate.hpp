@@ -12,10 +12,10 @@ struct csbm_options {
     node_t nodes = 10000;
     int classes = 5;
     int features = 64;
-    double avg_degree = 10.0;       ///< mean undirected degree before de-duplication
-    double homophily = 0.8;         ///< probability an edge joins two nodes of the same class
-    double power_law = 0.0;         ///< degree exponent gamma > 2 for power-law degrees; 0 = off
-    double feature_signal = 1.0;    ///< norm of the class means relative to unit noise per dim
+    double avg_degree = 10.0;    ///< mean undirected degree before de-duplication
+    double homophily = 0.8;      ///< probability an edge joins two nodes of the same class
+    double power_law = 0.0;      ///< degree exponent gamma > 2 for power-law degrees; 0 = off
+    double feature_signal = 1.0; ///< norm of the class means relative to unit noise per dim
     double train_fraction = 0.1;
     double valid_fraction = 0.1;
     double test_fraction = 0.8;
@@ -47,7 +47,7 @@ private:
     csr in_edges_;
     std::vector<std::int32_t> labels_;
     std::vector<node_t> train_, valid_, test_;
-    matrix_f means_;  // classes x features
+    matrix_f means_; // classes x features
 };
 
 /// The whole graph in memory.
@@ -55,4 +55,4 @@ graph generate_csbm(const csbm_options& options);
 /// Stream the graph into an HDF5 graph file (features written in row blocks).
 graph_info generate_csbm_file(const csbm_options& options, const std::string& path);
 
-}  // namespace retexo
+} // namespace retexo

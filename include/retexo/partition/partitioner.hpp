@@ -14,7 +14,7 @@ namespace retexo {
 enum class partition_method { random, metis, blocks, given };
 enum class metis_objective { cut, vol };
 
-partition_method parse_partition_method(const std::string& name);  ///< throws naming the value
+partition_method parse_partition_method(const std::string& name); ///< throws naming the value
 std::string to_string(partition_method m);
 metis_objective parse_metis_objective(const std::string& name);
 std::string to_string(metis_objective o);
@@ -24,7 +24,7 @@ struct partition_options {
     part_t parts = 1;
     std::uint64_t seed = 42;
     metis_objective objective = metis_objective::vol;
-    std::string assignment_file;  ///< for partition_method::given
+    std::string assignment_file; ///< for partition_method::given
 };
 
 /// Balanced random assignment: a seeded permutation dealt round-robin.
@@ -32,16 +32,15 @@ std::vector<part_t> partition_random(node_t num_nodes, part_t parts, std::uint64
 /// Contiguous id ranges of (nearly) equal size.
 std::vector<part_t> partition_blocks(node_t num_nodes, part_t parts);
 /// METIS_PartGraphKway on the symmetrised graph without self loops.
-std::vector<part_t> partition_metis(const csr& in_edges, bool directed, part_t parts,
-                                    metis_objective objective, std::uint64_t seed);
+std::vector<part_t> partition_metis(const csr& in_edges, bool directed, part_t parts, metis_objective objective,
+                                    std::uint64_t seed);
 /// Read an assignment file (plain or .gz; one partition id per line) and check its length
 /// equals num_nodes and every id is in [0, parts).
 std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, part_t parts);
 /// Write an assignment file atomically.
 void write_assignment(const std::string& path, std::span<const part_t> assignment);
 /// Dispatch on options.method.  Throws if any partition would be empty.
-std::vector<part_t> make_partition(const csr& in_edges, bool directed,
-                                   const partition_options& options);
+std::vector<part_t> make_partition(const csr& in_edges, bool directed, const partition_options& options);
 /// Throws naming the first empty partition.
 void check_no_empty_part(std::span<const part_t> assignment, part_t parts);
 
@@ -53,22 +52,21 @@ std::uint64_t hash_from_hex(const std::string& hex);
 
 struct part_stats {
     node_t owned = 0;
-    node_t halo = 0;          ///< distinct remote in-neighbours
-    offset_t edges = 0;       ///< in-edges of owned nodes
-    offset_t cut_edges = 0;   ///< of which come from another partition
+    node_t halo = 0;        ///< distinct remote in-neighbours
+    offset_t edges = 0;     ///< in-edges of owned nodes
+    offset_t cut_edges = 0; ///< of which come from another partition
     node_t train = 0, valid = 0, test = 0;
 };
 struct partition_stats {
     std::vector<part_stats> parts;
-    offset_t edge_cut = 0;    ///< directed CSR entries crossing partitions
-    node_t total_halo = 0;    ///< replicated boundary nodes, summed over partitions
-    double balance = 0;       ///< max owned / mean owned
+    offset_t edge_cut = 0; ///< directed CSR entries crossing partitions
+    node_t total_halo = 0; ///< replicated boundary nodes, summed over partitions
+    double balance = 0;    ///< max owned / mean owned
 };
-partition_stats compute_partition_stats(const graph& g, std::span<const part_t> assignment,
-                                        part_t parts);
+partition_stats compute_partition_stats(const graph& g, std::span<const part_t> assignment, part_t parts);
 partition_stats compute_partition_stats(const csr& in_edges, std::span<const split> membership,
                                         std::span<const part_t> assignment, part_t parts);
 /// Human-readable table of the statistics.
 std::string format_partition_stats(const partition_stats& s, bool directed);
 
-}  // namespace retexo
+} // namespace retexo

@@ -26,13 +26,13 @@ struct rank_context {
 
     const mpi::communicator& comm;
     const local_partition& part;
-    std::vector<offset_t> degree;  ///< global in-degree of every local row
+    std::vector<offset_t> degree; ///< global in-degree of every local row
     nn::local_graph graph;        ///< the whole graph (evaluation; transductive training)
     bool inductive = false;
-    csr train_edges;              ///< inductive: in-edges among non-evaluation nodes
+    csr train_edges; ///< inductive: in-edges among non-evaluation nodes
     std::vector<offset_t> train_degree;
-    nn::local_graph train_graph;  ///< the graph training sees (== graph when transductive)
-    std::vector<node_t> evaluation_rows;  ///< inductive: local rows (owned and halo) of valid/test nodes
+    nn::local_graph train_graph;         ///< the graph training sees (== graph when transductive)
+    std::vector<node_t> evaluation_rows; ///< inductive: local rows (owned and halo) of valid/test nodes
 
     /// Inductive: zero the evaluation nodes' rows of a training input (owned rows first, then
     /// halo rows if x has them), so nothing of them reaches training, not even a
@@ -47,7 +47,7 @@ struct rank_context {
     std::vector<node_t> train_rows, valid_rows, test_rows, owned_rows;
     std::int64_t global_train = 0, global_valid = 0, global_test = 0;
     std::int64_t global_nodes = 0, global_edges = 0;
-    byte_ledger setup_bytes;  ///< this rank's traffic while building the context (halo plan)
+    byte_ledger setup_bytes; ///< this rank's traffic while building the context (halo plan)
 
     /// Reduction mode whose global maximum is an all-reduce over comm (control traffic).
     nn::reduce_mode reduce(bool exact) const;
@@ -76,7 +76,9 @@ class phase_timer {
 public:
     class scope {
     public:
-        scope(phase_timer& t, const std::string& phase) : t_(t), phase_(phase), start_(std::chrono::steady_clock::now()) {}
+        scope(phase_timer& t, const std::string& phase) : t_(t), phase_(phase), start_(std::chrono::steady_clock::now())
+        {
+        }
         ~scope() { t_.add(phase_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()); }
         scope(const scope&) = delete;
         scope& operator=(const scope&) = delete;
@@ -96,12 +98,12 @@ private:
 /// One line of training history.
 struct epoch_record {
     int stage = 0;
-    int epoch = 0;            ///< epoch (standard) or round (retexo), 1-based
+    int epoch = 0; ///< epoch (standard) or round (retexo), 1-based
     double loss = 0;
     accuracies acc;
-    std::uint64_t bytes = 0;  ///< total bytes sent by all ranks so far
-    std::uint64_t calls = 0;  ///< communication calls of this rank so far
-    double seconds = 0;       ///< wall time since the start of training
+    std::uint64_t bytes = 0; ///< total bytes sent by all ranks so far
+    std::uint64_t calls = 0; ///< communication calls of this rank so far
+    double seconds = 0;      ///< wall time since the start of training
 };
 
 /// Per-stage summary (RETEXO).
@@ -109,8 +111,8 @@ struct stage_record {
     int stage = 0;
     int rounds = 0;
     int best_round = 0;
-    accuracies best;             ///< at the best-validation round
-    byte_ledger bytes;           ///< all ranks, during this stage
+    accuracies best;   ///< at the best-validation round
+    byte_ledger bytes; ///< all ranks, during this stage
     double seconds = 0;
 };
 
@@ -120,15 +122,15 @@ struct run_result {
     int ranks = 1;
     std::uint64_t seed = 0;
     accuracies final_acc;
-    byte_ledger bytes;           ///< summed over ranks
-    std::map<std::string, double> seconds;  ///< by phase, plus "total"
+    byte_ledger bytes;                     ///< summed over ranks
+    std::map<std::string, double> seconds; ///< by phase, plus "total"
     std::vector<epoch_record> history;
     std::vector<stage_record> stages;
-    std::uint64_t max_rank_bytes = 0;      ///< bytes sent by the busiest rank
-    bool interrupted = false;              ///< stopped early with a checkpoint (resume to finish)
-    std::vector<named_tensor> parameters;  ///< the selected (best-validation) model
-    matrix_f logits;                       ///< final logits of the owned rows
-    matrix_f embedding;                    ///< last hidden embedding of the owned rows
+    std::uint64_t max_rank_bytes = 0;     ///< bytes sent by the busiest rank
+    bool interrupted = false;             ///< stopped early with a checkpoint (resume to finish)
+    std::vector<named_tensor> parameters; ///< the selected (best-validation) model
+    matrix_f logits;                      ///< final logits of the owned rows
+    matrix_f embedding;                   ///< last hidden embedding of the owned rows
 };
 
 /// The traffic of a run since `start` (this rank's ledger then): summed over ranks into
@@ -151,4 +153,4 @@ std::vector<named_tensor> named_values(const std::vector<parameter<float>*>& par
 /// Progress callback: called on every rank after every epoch / round.
 using progress_fn = std::function<void(const epoch_record&)>;
 
-}  // namespace retexo::train
+} // namespace retexo::train

@@ -38,30 +38,30 @@ std::string to_string(retexo_variant v);
 /// (ckpt.rank<r>.h5, written to a temporary name and renamed; the previous one is kept as
 /// ckpt.rank<r>.h5_prev).  Resuming produces exactly what the uninterrupted run produces.
 struct checkpoint_options {
-    std::string dir;             ///< empty: no checkpoints
-    double every_minutes = 0;    ///< within a stage, at most this often (0: at stage ends only)
-    bool resume = false;         ///< continue from the newest complete checkpoint in dir
-    double max_hours = 0;        ///< stop cleanly, with a checkpoint, before this wall time (0: no limit)
-    std::string config;          ///< fingerprint of the configuration; a checkpoint of another is refused
-    std::function<bool()> stop_requested;  ///< polled every round (e.g. SIGTERM / SIGUSR1 seen)
-    int stop_after_stage = -1;   ///< stop cleanly after this stage (testing and staged jobs)
+    std::string dir;                      ///< empty: no checkpoints
+    double every_minutes = 0;             ///< within a stage, at most this often (0: at stage ends only)
+    bool resume = false;                  ///< continue from the newest complete checkpoint in dir
+    double max_hours = 0;                 ///< stop cleanly, with a checkpoint, before this wall time (0: no limit)
+    std::string config;                   ///< fingerprint of the configuration; a checkpoint of another is refused
+    std::function<bool()> stop_requested; ///< polled every round (e.g. SIGTERM / SIGUSR1 seen)
+    int stop_after_stage = -1;            ///< stop cleanly after this stage (testing and staged jobs)
 };
 
 struct retexo_options {
     nn::layer_kind model = nn::layer_kind::gcn;
     retexo_variant variant = retexo_variant::hidden;
     std::vector<stage_options> stages{stage_options{}, stage_options{}};
-    int heads = 8;                ///< gat
+    int heads = 8; ///< gat
     std::uint64_t seed = 42;
-    bool exact = false;           ///< results independent of the partitioning
-    int batch_size = 0;           ///< training rows per step over all ranks (0: full batch)
-    int patience = 0;             ///< stop a stage after this many rounds without a better
-                                  ///< validation accuracy (0: never)
+    bool exact = false; ///< results independent of the partitioning
+    int batch_size = 0; ///< training rows per step over all ranks (0: full batch)
+    int patience = 0;   ///< stop a stage after this many rounds without a better
+                        ///< validation accuracy (0: never)
     /// How stage inputs cross the network: fp32, bf16 (half the bytes) or int8 with a
     /// per-row scale (about a quarter).  Below fp32 every row of the aggregation input is
     /// rounded alike, owned rows too, and stored in bf16.
     enum class wire { fp32, bf16, int8 } exchange = wire::fp32;
-    bool track_test = false;      ///< also measure test accuracy every round (time to accuracy)
+    bool track_test = false; ///< also measure test accuracy every round (time to accuracy)
     checkpoint_options checkpoint;
     void validate() const;
 };
@@ -69,4 +69,4 @@ struct retexo_options {
 /// Train (collective).
 run_result train_retexo(const rank_context& ctx, const retexo_options& options, const progress_fn& progress = {});
 
-}  // namespace retexo::train
+} // namespace retexo::train

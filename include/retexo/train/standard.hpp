@@ -16,20 +16,19 @@ struct standard_options {
     nn::layer_kind model = nn::layer_kind::gcn;
     int layers = 2;
     int hidden = 256;
-    int heads = 8;              ///< gat
+    int heads = 8; ///< gat
     int epochs = 200;
     double dropout = 0.5;
     optimizer_options optimizer{.kind = optimizer_kind::adam, .lr = 0.01, .weight_decay = 5e-4};
     std::uint64_t seed = 42;
-    bool exact = false;         ///< results independent of the partitioning (exact.hpp)
-    int eval_every = 1;         ///< evaluate (and select the best model) every N epochs
-    double bns_p = 1.0;         ///< BNS-GCN: keep rate of boundary nodes per epoch and layer (1: standard)
+    bool exact = false; ///< results independent of the partitioning (exact.hpp)
+    int eval_every = 1; ///< evaluate (and select the best model) every N epochs
+    double bns_p = 1.0; ///< BNS-GCN: keep rate of boundary nodes per epoch and layer (1: standard)
     void validate() const;
 };
 
 /// Train (collective).  Returns the final accuracies of the best-validation model, the
 /// bytes every purpose moved (summed over ranks), phase times and the history.
-run_result train_standard(const rank_context& ctx, const standard_options& options,
-                          const progress_fn& progress = {});
+run_result train_standard(const rank_context& ctx, const standard_options& options, const progress_fn& progress = {});
 
-}  // namespace retexo::train
+} // namespace retexo::train
