@@ -6,10 +6,8 @@ out = sys.argv[1]
 rows = {}
 for path in sorted(glob.glob(os.path.join(out, "*.json"))):
     j = json.load(open(path))
-    if "runs" not in j:
-        continue
     ds = os.path.basename(path).rsplit("-", 2)[0]
-    for r in j["runs"]:
+    for r in j.get("runs", [j]):  # --mode both: one object per mode under runs
         key = (ds, r["model"], r["mode"])
         rows.setdefault(key, []).append((r["accuracy"]["test"], r["bytes"]["total"], r["time_s"]["total"]))
 
