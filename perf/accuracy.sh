@@ -2,8 +2,9 @@
 # Accuracy table of RETEXO and the standard trainer on the shared datasets (split
 # random-paper), mean +- std over seeds, written as markdown and JSON.
 #   perf/accuracy.sh [OUT_DIR]        (env: DATASETS, MODELS, SEEDS, NP, DATASET_DIR)
-# Hyperparameters: mpi_scripts/presets/<dataset>.cfg (chosen on validation accuracy, never
-# on test); 2 layers / stages, hidden 256, 200 epochs / rounds per stage, one process.
+# Hyperparameters: mpi_scripts/presets/<dataset>-<model>.cfg when it exists, else
+# <dataset>.cfg (chosen on validation accuracy, never on test); 2 layers / stages, hidden
+# 256, 200 epochs / rounds per stage, one process.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/perf/results/accuracy}
@@ -21,8 +22,10 @@ for ds in $datasets; do
     for s in $seeds; do
       json=$out/$ds-$m-$s.json
       [[ -f $json ]] && continue
+      cfg=$root/mpi_scripts/presets/$ds-$m.cfg
+      [[ -f $cfg ]] || cfg=$root/mpi_scripts/presets/$ds.cfg
       "$root/mpi_scripts/retexo_run.sh" -np "$np" --data "$graph" --mode "${MODE:-both}" --model "$m" --seed "$s" \
-        --config "$root/mpi_scripts/presets/$ds.cfg" --log-every 1000 --metrics-out "$json" >/dev/null
+        --config "$cfg" --log-every 1000 --metrics-out "$json" >/dev/null
       echo "done $ds $m $s"
     done
   done
