@@ -36,7 +36,7 @@ for p in $parts; do
     --rounds $rounds --epochs $rounds --lr 0.01 --track-test --log-every 1000 --metrics-out "$out/syn-p$p.json" >"$out/syn-p$p.log"
 done
 
-# 3. The shared datasets, 4 random partitions (presets of perf/accuracy.sh).
+# 3. The shared datasets, 4 random partitions (GCN, hyperparameters from mpi_scripts/presets).
 datasets="cora citeseer chameleon amazon-computers"
 [[ $quick == 1 ]] && datasets="cora"
 for ds in $datasets; do
@@ -44,7 +44,7 @@ for ds in $datasets; do
   [[ -f $out/$ds.h5 ]] || "$apps/retexo_convert" --ogb "$dsdir/$ds" --split random-paper --out "$out/$ds.h5" >/dev/null
   log "$ds, 4 partitions"
   [[ -f $out/$ds-p4.json ]] || "$run" -np 4 --data "$out/$ds.h5" --partition random --mode retexo,standard,bns --bns-p 0.1 \
-    --normalize-features --lr 0.01 --dropout 0.5,0.8 --rounds $((rounds * 2)) --epochs $((rounds * 2)) --track-test \
+    --config "$root/mpi_scripts/presets/$ds.cfg" --rounds $((rounds * 2)) --epochs $((rounds * 2)) --track-test \
     --log-every 1000 --metrics-out "$out/$ds-p4.json" >"$out/$ds-p4.log"
 done
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build the fuzz targets with clang (libFuzzer + AddressSanitizer + UBSan, the library
-# instrumented too) and run each for SECONDS (default 600).
+# instrumented too) and run each for SECONDS (default 600), the three side by side.
 #   test/fuzz/run_fuzz.sh [SECONDS]
 # Needs clang and libclang-rt-14-dev (Debian); crashes are saved as fuzz/<target>/crash-*.
 set -euo pipefail
@@ -18,8 +18,19 @@ printf '\0000,1\n1,2\n' >"$corpus/fuzz_ogb/edges"
 printf '0\n1\n2\n0\n' >"$corpus/fuzz_assignment/ok"
 "$build/apps/retexo_generate" --out "$corpus/fuzz_graph_file/small.h5" --nodes 40 --features 3 --classes 2 --avg-degree 3 >/dev/null
 export ASAN_OPTIONS=detect_leaks=0  # MPI and HDF5 keep allocations until exit
+# The three targets run side by side; each writes findings/<target>.log.
+pids=()
 for t in fuzz_ogb fuzz_assignment fuzz_graph_file; do
   mkdir -p "$build/findings/$t"
-  echo "== $t for ${seconds}s"
-  (cd "$build/findings/$t" && "$build/test/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=4096 "$corpus/$t")
+  echo "== $t for ${seconds}s (log: $build/findings/$t.log)"
+  (cd "$build/findings/$t" && "$build/test/fuzz/$t" -max_total_time="$seconds" -rss_limit_mb=4096 "$corpus/$t" \
+    >"$build/findings/$t.log" 2>&1) &
+  pids+=($!)
 done
+status=0
+for i in 0 1 2; do
+  t=$(echo fuzz_ogb fuzz_assignment fuzz_graph_file | cut -d' ' -f$((i + 1)))
+  if wait "${pids[$i]}"; then echo "== $t: no crash ($(grep -o 'Done [0-9]* runs' "$build/findings/$t.log" | tail -1))"
+  else echo "== $t: FAILED, see $build/findings/$t.log and $build/findings/$t/crash-*"; status=1; fi
+done
+exit $status
