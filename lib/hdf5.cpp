@@ -26,11 +26,31 @@ file file::open(const std::string& path, bool writable)
     return {std::move(h), path};
 }
 
+namespace {
+/// File access properties of every file retexo writes: the 1.8 format or later, whose
+/// superblock and object headers carry checksums, so HDF5 rejects a corrupted file instead
+/// of reading garbage metadata.
+handle writer_fapl()
+{
+    handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST);
+    return fapl;
+}
+/// No timestamps on the root group either: the same content gives the same file.
+handle writer_fcpl()
+{
+    handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose);
+    H5Pset_obj_track_times(fcpl.get(), false);
+    return fcpl;
+}
+} // namespace
+
 file file::create(const std::string& path, const std::string& display_path)
 {
     silence_errors();
     const std::string shown = display_path.empty() ? path : display_path;
-    handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT), H5Fclose);
+    const handle fapl = writer_fapl();
+    handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, writer_fcpl().get(), fapl.get()), H5Fclose);
     RETEXO_ENSURE(h.valid(), shown << ": cannot create HDF5 file (directory missing or not writable?)");
     return {std::move(h), shown};
 }
@@ -39,9 +59,9 @@ file file::create_parallel(const std::string& path, MPI_Comm comm, const std::st
 {
     silence_errors();
     const std::string shown = display_path.empty() ? path : display_path;
-    handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    const handle fapl = writer_fapl();
     H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL);
-    handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+    handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, writer_fcpl().get(), fapl.get()), H5Fclose);
     RETEXO_ENSURE(h.valid(), shown << ": cannot create parallel HDF5 file");
     return {std::move(h), shown};
 }

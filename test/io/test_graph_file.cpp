@@ -31,6 +31,27 @@ TEST_CASE("graph file round-trips exactly", "[io]")
     CHECK(files == 1);
 }
 
+TEST_CASE("graph files carry checksummed metadata, so corruption is reported, not read", "[io][bad-input]")
+{
+    test::temp_dir tmp;
+    write_graph(test::make_graph(20, {{0, 1}, {1, 2}}, 4, 2), tmp / "g.h5");
+    {
+        const auto f = h5::file::open(tmp / "g.h5", false);
+        H5F_info2_t info;
+        REQUIRE(H5Fget_info2(f.id(), &info) >= 0);
+        CHECK(info.super.version >= 2); // superblock v2+: checksummed, as are v2 object headers
+    }
+    // One flipped bit in the superblock (its size-of-lengths byte) fails the checksum.
+    std::fstream io(tmp / "g.h5", std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(10);
+    char c = 0;
+    io.get(c);
+    io.seekp(10);
+    io.put(static_cast<char>(c ^ 0x01));
+    io.close();
+    CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("g.h5"));
+}
+
 TEST_CASE("graph file errors name the file and the problem", "[io][bad-input]")
 {
     test::temp_dir tmp;
