@@ -48,10 +48,9 @@ struct standard_model {
             lo.heads = o.heads;
             lo.concat = !last; // GAT: hidden layers concatenate heads, the output layer averages them
             layers.emplace_back(o.model, in, out, lo, o.seed, static_cast<std::uint64_t>(l));
-            if (l > 0) continue;
-            plan = layers.back().make_plan(ctx.train_graph, ctx.owned_rows);
-            if (ctx.inductive) eval_plan = layers.back().make_plan(ctx.graph, ctx.owned_rows);
         }
+        plan = layers.front().make_plan(ctx.train_graph, ctx.owned_rows);
+        if (ctx.inductive) eval_plan = layers.front().make_plan(ctx.graph, ctx.owned_rows);
     }
 
     std::vector<parameter<float>*> parameters()
