@@ -85,7 +85,8 @@ int main(int argc, char** argv)
     return cli::run_mpi("retexo_mpi", comm, [&] {
         data_options data;
         std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32";
-        std::string rounds = "200", lr = "0.003", hidden = "256", dropout = "0.3", wd = "5e-4", opt = "adam";
+        std::string rounds = "200", lr = "0.003", hidden = "256", dropout = "0.3", wd = "5e-4", opt = "adam",
+                    norm = "layer";
         std::string std_opt = "adam", metrics_out, save_model_path, predict_out, config;
         int stages = 2, log_every = 10;
         train::retexo_options ro;
@@ -121,9 +122,12 @@ int main(int argc, char** argv)
             "hidden", po::value(&hidden)->default_value(hidden),
             "hidden width")("dropout", po::value(&dropout)->default_value(dropout),
                             "dropout rate")("weight-decay", po::value(&wd)->default_value(wd), "weight decay")(
-            "optimizer", po::value(&opt)->default_value(opt),
-            "adam | adamw | sgd")("batch-size", po::value(&ro.batch_size)->default_value(0),
-                                  "training rows per step over all ranks (0: full batch)")(
+            "optimizer", po::value(&opt)->default_value(opt), "adam | adamw | sgd")(
+            "norm", po::value(&norm)->default_value(norm),
+            "layer | none: LayerNorm before the hidden ReLU, or none (the embedding the next stage aggregates "
+            "is then the same affine map of every node's aggregate)")(
+            "batch-size", po::value(&ro.batch_size)->default_value(0),
+            "training rows per step over all ranks (0: full batch)")(
             "patience", po::value(&ro.patience)->default_value(0),
             "stop a stage after N rounds without a better "
             "validation accuracy (0: never)")("exchange-precision", po::value(&precision)->default_value(precision),
@@ -233,10 +237,14 @@ int main(int argc, char** argv)
             const auto r_dropout = per_stage<double>("dropout", dropout, stages);
             const auto r_wd = per_stage<double>("weight-decay", wd, stages);
             const auto r_opt = per_stage<std::string>("optimizer", opt, stages);
+            const auto r_norm = per_stage<std::string>("norm", norm, stages);
             ro.stages.clear();
-            for (int k = 0; k < stages; ++k)
-                ro.stages.push_back(
-                    {r_rounds[k], r_lr[k], r_hidden[k], r_dropout[k], r_wd[k], parse_optimizer(r_opt[k])});
+            for (int k = 0; k < stages; ++k) {
+                RETEXO_ENSURE(r_norm[k] == "layer" || r_norm[k] == "none",
+                              "--norm: expected layer or none, got '" << r_norm[k] << "'");
+                ro.stages.push_back({r_rounds[k], r_lr[k], r_hidden[k], r_dropout[k], r_wd[k],
+                                     parse_optimizer(r_opt[k]), r_norm[k] == "layer"});
+            }
             if (vm["std-hidden"].defaulted()) so.hidden = r_hidden[0];
             if (wants("retexo")) ro.validate();
             if (wants("standard")) so.validate();
@@ -269,7 +277,7 @@ int main(int argc, char** argv)
             std::ostringstream f;
             f << "model=" << model << " variant=" << variant << " stages=" << stages << " heads=" << ro.heads
               << " rounds=" << rounds << " lr=" << lr << " hidden=" << hidden << " dropout=" << dropout
-              << " weight-decay=" << wd << " optimizer=" << opt << " batch-size=" << ro.batch_size
+              << " weight-decay=" << wd << " optimizer=" << opt << " norm=" << norm << " batch-size=" << ro.batch_size
               << " patience=" << ro.patience << " exchange-precision=" << precision << " seed=" << data.seed
               << " inductive=" << inductive << " deterministic=" << ro.exact << " normalize-features=" << normalize;
             ro.checkpoint.config = f.str();

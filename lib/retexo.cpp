@@ -52,7 +52,7 @@ int loss_exponent(std::int64_t rows)
 }
 
 /// One stage's model: transform (dense over precomputed aggregates, or a graph layer),
-/// then LayerNorm, ReLU and a head, unless this is the hidden variant's last stage.
+/// then LayerNorm (unless switched off), ReLU and a head, unless this is the hidden variant's last stage.
 struct stage_model {
     bool graph = false; // SAGE-pool / GAT: aggregation trained every round
     bool has_head = true;
@@ -550,10 +550,8 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             lo.concat = m.has_head;
             m.layer.emplace(o.model, F, t_out, lo, o.seed, init_index, "stage" + std::to_string(k) + ".transform");
         }
-        if (m.has_head) {
-            m.ln.emplace(so.hidden, "stage" + std::to_string(k) + ".norm");
-            m.head.emplace(so.hidden, C, o.seed, init_index + 1, "stage" + std::to_string(k) + ".head");
-        }
+        if (m.has_head && so.layer_norm) m.ln.emplace(so.hidden, "stage" + std::to_string(k) + ".norm");
+        if (m.has_head) m.head.emplace(so.hidden, C, o.seed, init_index + 1, "stage" + std::to_string(k) + ".head");
         auto params = m.parameters();
         optimizer<float> opt({.kind = so.optimizer, .lr = so.lr, .weight_decay = so.weight_decay}, params);
         if (mid) {
@@ -617,9 +615,10 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 p.logits = p.t;
                 return;
             }
-            m.ln->forward(p.t, p.u);
-            p.h.resize(p.u.rows(), p.u.cols());
-            activation_forward(activation::relu, p.u.data(), static_cast<std::size_t>(p.u.size()), p.h.data());
+            if (m.ln) m.ln->forward(p.t, p.u);
+            const matrix_f& pre = m.ln ? p.u : p.t; // what ReLU reads
+            p.h.resize(pre.rows(), pre.cols());
+            activation_forward(activation::relu, pre.data(), static_cast<std::size_t>(pre.size()), p.h.data());
             p.hd.resize(p.h.rows(), p.h.cols());
             dropout_forward(p.h.data(), p.ids, so.hidden, training ? so.dropout : 0.0, hid_key(st), p.hd.data());
             m.head->forward(p.hd, p.logits);
@@ -632,9 +631,12 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 auto& d_hd = p.d_hd;
                 m.head->backward(p.hd, p.d_logits, &d_hd, mode);
                 dropout_backward(d_hd.data(), p.ids, so.hidden, so.dropout, hid_key(st), d_hd.data());
-                activation_backward(activation::relu, p.u.data(), d_hd.data(), static_cast<std::size_t>(d_hd.size()),
-                                    d_hd.data());
-                m.ln->backward(p.t, d_hd, d_t, mode);
+                activation_backward(activation::relu, (m.ln ? p.u : p.t).data(), d_hd.data(),
+                                    static_cast<std::size_t>(d_hd.size()), d_hd.data());
+                if (m.ln)
+                    m.ln->backward(p.t, d_hd, d_t, mode);
+                else
+                    d_t = d_hd;
             } else {
                 d_t = p.d_logits;
             }

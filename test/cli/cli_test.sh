@@ -94,6 +94,7 @@ small=(--data "$tmp/small.h5" --rounds 4,3 --epochs 3 --hidden 16 --std-hidden 1
 expect_mpi 1 "--mode: unknown mode 'fast'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode fast
 expect_mpi 1 "--rounds: 3 values for 2 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 1,2,3
 expect_mpi 1 "--exchange-precision: expected fp32, bf16 or int8" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --exchange-precision fp8
+expect_mpi 1 "--norm: expected layer or none" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --norm batch
 expect_mpi 1 "--model: unknown model 'gin'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gin
 expect_mpi 1 "--config: cannot open" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp/none.cfg"
 expect 0 "oneDNN: 2\.[0-9]+\.[0-9]+" "$apps/retexo_mpi" --version

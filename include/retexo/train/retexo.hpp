@@ -27,6 +27,10 @@ struct stage_options {
     double dropout = 0.3;
     double weight_decay = 5e-4;
     optimizer_kind optimizer = optimizer_kind::adam;
+    /// LayerNorm between the transform and ReLU.  Off, the hidden embedding is an affine map
+    /// of the aggregate followed by ReLU, the same map for every node, so averaging it over
+    /// neighbours in the next stage loses less than averaging per-node normalised rows.
+    bool layer_norm = true;
 };
 
 enum class retexo_variant { hidden, logits };
