@@ -173,7 +173,7 @@ graph generate_csbm(const csbm_options& options)
 graph_info generate_csbm_file(const csbm_options& options, const std::string& path)
 {
     const csbm_generator gen(options);
-    const auto info = gen.info();
+    auto info = gen.info();
     graph_file_writer writer(path, info);
     writer.write_structure(gen.in_edges(), gen.labels(), gen.train(), gen.valid(), gen.test());
     constexpr node_t block = 1 << 15;
