@@ -115,7 +115,7 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
     seeded_shuffle(perm.begin(), perm.end(), counter_rng(opt_.seed, rng_stream::generate_split));
     const auto n_train = static_cast<std::size_t>(opt_.train_fraction * n);
     const auto n_valid = static_cast<std::size_t>(opt_.valid_fraction * n);
-    const auto n_test = std::min(static_cast<std::size_t>(opt_.test_fraction * n + 0.5),
+    const auto n_test = std::min(static_cast<std::size_t>(std::llround(opt_.test_fraction * n)),
                                  static_cast<std::size_t>(n) - n_train - n_valid);
     train_.assign(perm.begin(), perm.begin() + n_train);
     valid_.assign(perm.begin() + n_train, perm.begin() + n_train + n_valid);
@@ -173,7 +173,7 @@ graph generate_csbm(const csbm_options& options)
 graph_info generate_csbm_file(const csbm_options& options, const std::string& path)
 {
     const csbm_generator gen(options);
-    const auto info = gen.info();
+    auto info = gen.info();
     graph_file_writer writer(path, info);
     writer.write_structure(gen.in_edges(), gen.labels(), gen.train(), gen.valid(), gen.test());
     constexpr node_t block = 1 << 15;

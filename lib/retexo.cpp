@@ -487,7 +487,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         m.graph = !mlp_only && (o.model == nn::layer_kind::sage_pool || o.model == nn::layer_kind::gat);
         m.has_head = !(last && !logits_variant);
         const int t_out = m.has_head ? so.hidden : C;
-        const auto init_index = static_cast<std::uint64_t>(1000 + 10 * k);
+        const std::uint64_t init_index = 1000 + 10 * static_cast<std::uint64_t>(k);
         // Graph path: the exchanged inputs, read every round.  Dense path: the aggregated
         // inputs of every owned row, computed once (the exchanged rows are dropped after).
         matrix_f x_all, x_all_train, input, input_train;

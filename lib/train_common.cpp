@@ -115,6 +115,7 @@ void broadcast_parameters(const mpi::communicator& comm, const std::vector<param
 std::vector<matrix_f> snapshot(const std::vector<parameter<float>*>& params)
 {
     std::vector<matrix_f> v;
+    v.reserve(params.size());
     for (auto* p : params)
         v.push_back(p->value);
     return v;
@@ -153,6 +154,7 @@ double emulated_seconds(const run_result& r, const network_model& m)
 std::vector<named_tensor> named_values(const std::vector<parameter<float>*>& params, const std::string& prefix)
 {
     std::vector<named_tensor> v;
+    v.reserve(params.size());
     for (auto* p : params)
         v.push_back({prefix + p->name, p->value});
     return v;

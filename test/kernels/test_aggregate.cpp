@@ -32,8 +32,9 @@ csr random_graph(node_t rows, node_t halo, int avg_deg, std::uint64_t seed)
 {
     const counter_rng rng(seed, 5);
     std::vector<node_t> src, dst;
+    const std::uint64_t sources = static_cast<std::uint64_t>(rows) + static_cast<std::uint64_t>(halo);
     for (std::uint64_t e = 0; e < static_cast<std::uint64_t>(rows) * avg_deg; ++e) {
-        src.push_back(static_cast<node_t>(rng.below(2 * e, static_cast<std::uint64_t>(rows + halo))));
+        src.push_back(static_cast<node_t>(rng.below(2 * e, sources)));
         dst.push_back(static_cast<node_t>(rng.below(2 * e + 1, static_cast<std::uint64_t>(rows))));
     }
     // Build over rows + halo nodes, keep only the first `rows` CSR rows.

@@ -52,16 +52,14 @@ MPI_Datatype datatype()
         return MPI_INT8_T;
     else if constexpr (std::is_same_v<T, std::uint8_t>)
         return MPI_UINT8_T;
-    else if constexpr (std::is_same_v<T, std::uint16_t>)
-        return MPI_UINT16_T;
     else if constexpr (std::is_same_v<T, std::int32_t>)
         return MPI_INT32_T;
     else if constexpr (std::is_same_v<T, std::int64_t>)
         return MPI_INT64_T;
     else if constexpr (std::is_same_v<T, std::uint64_t>)
         return MPI_UINT64_T;
-    else if constexpr (sizeof(T) == 2 && std::is_trivially_copyable_v<T>)
-        return MPI_UINT16_T; // bf16 bits
+    else if constexpr (std::is_same_v<T, std::uint16_t> || (sizeof(T) == 2 && std::is_trivially_copyable_v<T>))
+        return MPI_UINT16_T; // uint16_t, or bf16 bits
     else
         static_assert(sizeof(T) == 0, "retexo::mpi::datatype: unsupported type");
 }

@@ -72,7 +72,7 @@ void halo_plan::forward_sampled(const T* owned, T* halo, int width, Keep&& keep,
         }
     }
     const std::size_t row_bytes = sizeof(T) * static_cast<std::size_t>(width);
-    const std::size_t rtotal = static_cast<std::size_t>(rd[P - 1] + rc[P - 1]);
+    const std::size_t rtotal = static_cast<std::size_t>(rd[P - 1]) + static_cast<std::size_t>(rc[P - 1]);
     if (send_buf_.size() < row_bytes * rows.size()) send_buf_.resize(row_bytes * rows.size());
     if (recv_buf_.size() < row_bytes * rtotal) recv_buf_.resize(row_bytes * rtotal);
     auto* packed = reinterpret_cast<T*>(send_buf_.data());

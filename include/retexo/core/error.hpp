@@ -40,11 +40,12 @@ namespace detail {
 } // namespace retexo
 
 /// Throw a retexo::error whose message is built from a stream expression:
-/// RETEXO_THROW("file " << path << ": bad header").
+/// RETEXO_THROW("file " << path << ": bad header").  msg_stream is spliced in without
+/// parentheses on purpose: ("file " << path) would be a shift, not a stream insertion.
 #define RETEXO_THROW(msg_stream)                                                                                       \
     do {                                                                                                               \
         std::ostringstream retexo_msg_;                                                                                \
-        retexo_msg_ << msg_stream;                                                                                     \
+        retexo_msg_ << msg_stream; /* NOLINT(bugprone-macro-parentheses): see above */                                 \
         ::retexo::detail::throw_error(retexo_msg_.str(), __FILE__, __LINE__);                                          \
     } while (false)
 

@@ -15,7 +15,7 @@ void activation_forward(activation a, const T* x, std::size_t n, T* y, double pa
     case activation::none:
         if (x != y) std::copy(x, x + n, y);
         break;
-    case activation::relu:
+    case activation::relu: // NOLINT(bugprone-branch-clone): not a clone, the check skips OpenMP loop bodies
 #pragma omp parallel for simd schedule(static)
         for (std::size_t i = 0; i < n; ++i)
             y[i] = x[i] > T(0) ? x[i] : T(0);
@@ -41,7 +41,7 @@ void activation_backward(activation a, const T* x, const T* dy, std::size_t n, T
     case activation::none:
         if (dx != dy) std::copy(dy, dy + n, dx);
         break;
-    case activation::relu:
+    case activation::relu: // NOLINT(bugprone-branch-clone): not a clone, the check skips OpenMP loop bodies
 #pragma omp parallel for simd schedule(static)
         for (std::size_t i = 0; i < n; ++i)
             dx[i] = x[i] > T(0) ? dy[i] : T(0);
