@@ -94,6 +94,7 @@ int main(int argc, char** argv)
         so.hidden = 256;
         bool check = false, normalize = false, inductive = false;
         double bns_p = 0.1, emulate_bw = 0, emulate_lat = 0;
+        bool no_overlap = false;
         int kill_rank = -1, kill_round = 1;
 
         po::options_description d_data("Data");
@@ -153,11 +154,14 @@ int main(int argc, char** argv)
             "scale each node's features to sum 1 (rows with a zero sum stay zero)")(
             "log-every", po::value(&log_every)->default_value(log_every), "progress line every N rounds / epochs")(
             "track-test", po::bool_switch(&ro.track_test), "RETEXO: test accuracy every round too (time to accuracy)")(
-            "emulate-bandwidth", po::value(&emulate_bw)->default_value(0),
-            "emulate a network of this many bits/s: pause "
-            "after every communication call (0: off)")("emulate-latency", po::value(&emulate_lat)->default_value(0),
-                                                       "emulated latency per communication call, seconds")(
-            "metrics-out", po::value(&metrics_out), "write metrics as JSON (rank 0, atomically)")(
+            "no-overlap", po::bool_switch(&no_overlap),
+            "RETEXO: wait for a stage's halo rows before aggregating (default: aggregate the interior rows "
+            "while they travel)")("emulate-bandwidth", po::value(&emulate_bw)->default_value(0),
+                                  "emulate a network of this many bits/s: pause "
+                                  "after every communication call (0: off)")(
+            "emulate-latency", po::value(&emulate_lat)->default_value(0),
+            "emulated latency per communication call, seconds")("metrics-out", po::value(&metrics_out),
+                                                                "write metrics as JSON (rank 0, atomically)")(
             "save-model", po::value(&save_model_path), "write the trained parameters to an HDF5 file (rank 0)")(
             "predict-out", po::value(&predict_out),
             "write every node's predicted class, logits and final embedding (HDF5)")(
@@ -227,6 +231,7 @@ int main(int argc, char** argv)
             ro.seed = so.seed = data.seed;
             using wire = train::retexo_options::wire;
             ro.exchange = precision == "int8" ? wire::int8 : precision == "bf16" ? wire::bf16 : wire::fp32;
+            ro.overlap = !no_overlap;
             so.exact = ro.exact;
             so.heads = ro.heads;
             so.layers = stages;

@@ -1,6 +1,8 @@
 #include <retexo/comm/halo_plan.hpp>
 
 #include <algorithm>
+#include <thread>
+#include <utility>
 
 namespace retexo {
 
@@ -80,13 +82,15 @@ MPI_Datatype halo_plan::row_type(int bytes) const
     return t;
 }
 
-void halo_plan::exchange(const void* send, void* recv, const std::vector<int>& scount, const std::vector<int>& sdispl,
-                         const std::vector<int>& rcount, const std::vector<int>& rdispl, int row_bytes, purpose p) const
+pending_exchange halo_plan::start(const void* send, void* recv, const std::vector<int>& scount,
+                                  const std::vector<int>& sdispl, const std::vector<int>& rcount,
+                                  const std::vector<int>& rdispl, int row_bytes, purpose p) const
 {
-    if (row_bytes == 0) return;
+    pending_exchange x;
+    if (row_bytes == 0) return x;
     const MPI_Datatype t = row_type(row_bytes);
-    RETEXO_CHECK_MPI(
-        MPI_Alltoallv(send, scount.data(), sdispl.data(), t, recv, rcount.data(), rdispl.data(), t, comm_.get()));
+    RETEXO_CHECK_MPI(MPI_Ialltoallv(send, scount.data(), sdispl.data(), t, recv, rcount.data(), rdispl.data(), t,
+                                    comm_.get(), &x.request_));
     std::uint64_t out = 0, in = 0, msgs = 0;
     for (int q = 0; q < comm_.size(); ++q) {
         if (q == comm_.rank()) continue;
@@ -94,7 +98,39 @@ void halo_plan::exchange(const void* send, void* recv, const std::vector<int>& s
         in += static_cast<std::uint64_t>(rcount[q]) * static_cast<std::uint64_t>(row_bytes);
         msgs += scount[q] > 0 ? 1 : 0;
     }
-    comm_.charge(p, out, in, msgs);
+    comm_.ledger().add(p, out, in, msgs);
+    x.ready_ = std::chrono::steady_clock::now();
+    if (comm_.network().enabled())
+        x.ready_ += std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+            std::chrono::duration<double>(comm_.network().seconds(out)));
+    return x;
+}
+
+pending_exchange::pending_exchange(pending_exchange&& o) noexcept
+    : request_(std::exchange(o.request_, MPI_REQUEST_NULL)), ready_(o.ready_)
+{
+}
+
+pending_exchange::~pending_exchange()
+{
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized != 0 || request_ == MPI_REQUEST_NULL) return;
+    MPI_Wait(&request_, MPI_STATUS_IGNORE);
+}
+
+bool pending_exchange::test()
+{
+    if (request_ == MPI_REQUEST_NULL) return true;
+    int done = 0;
+    RETEXO_CHECK_MPI(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+}
+
+void pending_exchange::wait()
+{
+    if (request_ != MPI_REQUEST_NULL) RETEXO_CHECK_MPI(MPI_Wait(&request_, MPI_STATUS_IGNORE));
+    std::this_thread::sleep_until(ready_);
 }
 
 } // namespace retexo

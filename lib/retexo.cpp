@@ -7,6 +7,7 @@
 #include <retexo/io/hdf5.hpp>
 #include <retexo/partition/partitioner.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -445,42 +446,62 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         //    graph's h_k, as training must not see evaluation nodes).  Below fp32 every row
         //    of the aggregation input is rounded alike (bf16, or int8 with a per-row scale,
         //    stored as bf16), owned rows too, so the result does not depend on which rows
-        //    happen to be remote.
+        //    happen to be remote.  While the halo rows travel, meanwhile(x, pending) may work
+        //    on x's owned rows (they are final, hidden rows included, when it is called).
         using wire = retexo_options::wire;
-        auto exchange_compact = [&](const matrix_f& h) {
+        auto hide = [&](auto& x, bool train_graph, node_t begin, node_t end) {
+            if (train_graph) ctx.hide_evaluation_rows(x, begin, end);
+        };
+        auto exchange_compact = [&](const matrix_f& h, bool train_graph, auto&& meanwhile) {
             matrix<bf16> x(local, F);
             const auto n_own = static_cast<std::ptrdiff_t>(own) * F;
-            if (o.exchange == wire::int8) {
-                const int w = int8_row_bytes(F);
-                std::vector<std::uint8_t> sent(static_cast<std::size_t>(own) * w);
-                std::vector<std::uint8_t> got(static_cast<std::size_t>(part.num_halo()) * w);
-                quantize_int8(h.data(), own, F, sent.data());
-                dequantize_int8(sent.data(), own, F, x.data());
-                {
+            const bool int8 = o.exchange == wire::int8;
+            const int w = int8 ? int8_row_bytes(F) : F;
+            std::vector<std::uint8_t> sent, got;
+            pending_exchange pending = [&] {
+                if (int8) {
+                    sent.resize(static_cast<std::size_t>(own) * w);
+                    got.resize(static_cast<std::size_t>(part.num_halo()) * w);
+                    quantize_int8(h.data(), own, F, sent.data());
+                    dequantize_int8(sent.data(), own, F, x.data());
                     phase_timer::scope s(timer, "exchange");
-                    ctx.halo->forward(sent.data(), got.data(), w);
-                    ctx.halo->release_buffers(); // the stage exchanges nothing more
+                    return ctx.halo->start_forward(sent.data(), got.data(), w);
                 }
-                dequantize_int8(got.data(), part.num_halo(), F, x.data() + n_own);
-                return x;
+                for (std::ptrdiff_t i = 0; i < n_own; ++i)
+                    x.data()[i] = bf16(h.data()[i]);
+                phase_timer::scope s(timer, "exchange");
+                return ctx.halo->start_forward(h.data(), x.data() + n_own, F);
+            }();
+            hide(x, train_graph, 0, own);
+            meanwhile(x, pending);
+            {
+                phase_timer::scope s(timer, "exchange");
+                pending.wait();
+                ctx.halo->release_buffers(); // the stage exchanges nothing more
             }
-            for (std::ptrdiff_t i = 0; i < n_own; ++i)
-                x.data()[i] = bf16(h.data()[i]);
-            phase_timer::scope s(timer, "exchange");
-            ctx.halo->forward(h.data(), x.data() + n_own, F);
-            ctx.halo->release_buffers();
+            if (int8) dequantize_int8(got.data(), part.num_halo(), F, x.data() + n_own);
+            hide(x, train_graph, own, local);
             return x;
         };
-        auto exchange = [&](const matrix_f& h) {
-            if (o.exchange != wire::fp32 && !mlp_only) return matrix_f(exchange_compact(h).cast<float>());
+        auto exchange = [&](const matrix_f& h, bool train_graph, auto&& meanwhile) {
             matrix_f x(local, F);
             x.topRows(own) = h;
             if (mlp_only) return x;
-            phase_timer::scope s(timer, "exchange");
-            ctx.halo->forward(h.data(), x.data() + static_cast<std::ptrdiff_t>(own) * F, F);
-            ctx.halo->release_buffers();
+            pending_exchange pending = [&] {
+                phase_timer::scope s(timer, "exchange");
+                return ctx.halo->start_forward(h.data(), x.data() + static_cast<std::ptrdiff_t>(own) * F, F);
+            }();
+            hide(x, train_graph, 0, own);
+            meanwhile(x, pending);
+            {
+                phase_timer::scope s(timer, "exchange");
+                pending.wait();
+                ctx.halo->release_buffers();
+            }
+            hide(x, train_graph, own, local);
             return x;
         };
+        auto no_overlap = [](const auto&, pending_exchange&) {};
 
         // 2. The stage model.
         stage_model m;
@@ -497,46 +518,60 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             input = resumed->input;
             input_train = resumed->input_train;
         } else if (m.graph) {
-            x_all = exchange(h_own);
-            if (ctx.inductive) {
-                x_all_train = exchange(h_train_own);
-                ctx.hide_evaluation_rows(x_all_train);
-            }
+            auto full = [&](const matrix_f& h, bool train_graph) {
+                if (o.exchange != wire::fp32 && !mlp_only)
+                    return matrix_f(exchange_compact(h, train_graph, no_overlap).cast<float>());
+                return exchange(h, train_graph, no_overlap);
+            };
+            x_all = full(h_own, false);
+            if (ctx.inductive) x_all_train = full(h_train_own, true);
         } else {
             auto precompute = [&](const nn::local_graph& g, const matrix_f& h, bool train_graph) {
                 if (mlp_only) return h;
-                auto aggregate = [&](const auto& x) {
+                const bool gcn = o.model == nn::layer_kind::gcn;
+                // Interior rows (every in-neighbour owned) are aggregated while the halo rows
+                // travel, the boundary rows after; without overlap, all rows after.  Each
+                // output row is reduced alone in CSR order, so the split changes no bit.
+                std::vector<node_t> interior, boundary;
+                for (node_t v = 0; v < own; ++v) {
+                    const auto src = g.in_edges->row(v);
+                    const bool inside =
+                        o.overlap && std::all_of(src.begin(), src.end(), [&](node_t u) { return u < own; });
+                    (inside ? interior : boundary).push_back(v);
+                }
+                matrix_f a(own, F);
+                auto aggregate_rows = [&](const auto& x, std::span<const node_t> rows, pending_exchange* pending) {
                     phase_timer::scope s(timer, "aggregate");
-                    const bool gcn = o.model == nn::layer_kind::gcn;
-                    // In chunks of destination rows: one chunk's plan (sources and weights
-                    // of its edges) at a time instead of the whole partition's.
-                    matrix_f a(own, F);
-                    const node_t chunk = node_t{1} << 17;
-                    std::vector<node_t> rows;
-                    for (node_t r0 = 0; r0 < own; r0 += chunk) {
-                        rows.resize(static_cast<std::size_t>(std::min(chunk, own - r0)));
-                        std::iota(rows.begin(), rows.end(), r0);
+                    // In chunks of destination rows: one chunk's plan (sources and weights of
+                    // its edges) at a time; between chunks MPI may progress the exchange.
+                    const std::size_t chunk = pending != nullptr ? std::size_t{1} << 13 : std::size_t{1} << 17;
+                    matrix_f out;
+                    for (std::size_t r0 = 0; r0 < rows.size(); r0 += chunk) {
+                        const auto sub = rows.subspan(r0, std::min(chunk, rows.size() - r0));
                         const aggregation agg(*g.in_edges, local,
                                               aggregation_options{.kind = gcn ? aggregator::gcn : aggregator::mean,
                                                                   .in_degree = g.in_degree,
-                                                                  .rows = rows,
+                                                                  .rows = sub,
                                                                   .backward = false});
-                        agg.forward(x.data(), F, a.data() + static_cast<std::ptrdiff_t>(r0) * F);
+                        out.resize(static_cast<Eigen::Index>(sub.size()), F);
+                        agg.forward(x.data(), F, out.data());
+                        for (std::size_t i = 0; i < sub.size(); ++i)
+                            a.row(sub[i]) = out.row(static_cast<Eigen::Index>(i));
+                        if (pending != nullptr) pending->test();
                     }
-                    if (gcn && !logits_variant) return a;
-                    matrix_f cat(own, 2 * F); // the node's own input next to its neighbours' aggregate
-                    cat.leftCols(F) = h;
-                    cat.rightCols(F) = a;
-                    return cat;
                 };
-                if (o.exchange != wire::fp32) {
-                    auto x = exchange_compact(h);
-                    if (train_graph) ctx.hide_evaluation_rows(x);
-                    return aggregate(x);
-                }
-                auto x = exchange(h);
-                if (train_graph) ctx.hide_evaluation_rows(x);
-                return aggregate(x);
+                auto meanwhile = [&](const auto& x, pending_exchange& pending) {
+                    aggregate_rows(x, interior, &pending);
+                };
+                if (o.exchange != wire::fp32)
+                    aggregate_rows(exchange_compact(h, train_graph, meanwhile), boundary, nullptr);
+                else
+                    aggregate_rows(exchange(h, train_graph, meanwhile), boundary, nullptr);
+                if (gcn && !logits_variant) return a;
+                matrix_f cat(own, 2 * F); // the node's own input next to its neighbours' aggregate
+                cat.leftCols(F) = h;
+                cat.rightCols(F) = a;
+                return cat;
             };
             input = precompute(ctx.graph, h_own, false);
             if (ctx.inductive) input_train = precompute(ctx.train_graph, h_train_own, true);

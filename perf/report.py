@@ -197,6 +197,23 @@ if wire:
         summary[f"wire_{w}"] = {"bytes": r["bytes"]["total"], "test": r["accuracy"]["test"]}
     md.append("")
 
+# Overlap.
+ov = {(bw, o): load(os.path.join(out, f"overlap-{bw}-{o}.json")) for bw in ("1e10", "1e9")
+      for o in ("overlap", "no-overlap")}
+if any(ov.values()):
+    md.append("## Overlapping the stage exchange with aggregation (RETEXO GCN, 4 METIS partitions)\n")
+    md.append("Rank 0's seconds waiting for the stages' halo rows (emulated network) and aggregating.\n")
+    md.append("| network | exchange, blocking | exchange, overlapped | aggregate, blocking | aggregate, overlapped |")
+    md.append("|---|---|---|---|---|")
+    summary["overlap"] = {}
+    for bw in ("1e10", "1e9"):
+        b, o = ov[(bw, "no-overlap")], ov[(bw, "overlap")]
+        if b and o:
+            md.append(f"| {float(bw) / 1e9:g} Gb/s | {b['time_s']['exchange']:.3f} | {o['time_s']['exchange']:.3f} | "
+                      f"{b['time_s']['aggregate']:.3f} | {o['time_s']['aggregate']:.3f} |")
+            summary["overlap"][bw] = {"blocking": b["time_s"], "overlapped": o["time_s"]}
+    md.append("")
+
 # Plots.
 try:
     import matplotlib
@@ -212,7 +229,8 @@ try:
     ax.set_xscale("log")
     ax.set_xlabel("total bytes sent (log)")
     ax.set_ylabel("test accuracy")
-    ax.set_title(f"accuracy against network data ({r['model']})")
+    models = ", ".join(sorted({r["model"] for _, _, r in syn_rows + ds_rows}))
+    ax.set_title(f"accuracy against network data ({models})")
     fig.tight_layout()
     fig.savefig(os.path.join(out, "accuracy_vs_bytes.png"), dpi=120)
     fig, ax = plt.subplots(figsize=(7, 5))

@@ -92,6 +92,23 @@ for wire in bf16 int8; do
     >"$out/wire-syn-p8-$wire.log"
 done
 
+# 6. Overlap: RETEXO (GCN) on amazon-computers, 4 METIS partitions (interior rows exist only
+#    when partitions follow the graph), an emulated 10 Gb/s and 1 Gb/s network; the stage
+#    exchanges waited for with and without aggregating the interior rows meanwhile.
+ovg=$out/amazon-computers.h5
+[[ $quick == 1 ]] && ovg=$out/cora.h5
+if [[ -f $ovg ]]; then
+  for bw in 1e10 1e9; do
+    for ov in overlap no-overlap; do
+      log "overlap: $ov at $bw bit/s"
+      flag=(); [[ $ov == no-overlap ]] && flag=(--no-overlap)
+      [[ -f $out/overlap-$bw-$ov.json ]] || "$run" -np 4 --data "$ovg" --partition metis --mode retexo --rounds 10 \
+        --emulate-bandwidth $bw "${flag[@]}" --log-every 1000 --metrics-out "$out/overlap-$bw-$ov.json" \
+        >"$out/overlap-$bw-$ov.log"
+    done
+  done
+fi
+
 log "report"
 "$py" "$root/perf/report.py" "$out"
 log "done: $out/report.md"

@@ -105,6 +105,34 @@ TEST_CASE("retexo: bf16 and int8 exchanges round owned rows alike, so every rank
     }
 }
 
+TEST_CASE("retexo: overlapping the stage exchange with aggregation changes no bit", "[mpi][retexo]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    const auto a = partition_random(g.num_nodes(), world.size(), 2);
+    using wire = train::retexo_options::wire;
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean}) {
+        for (auto w : {wire::fp32, wire::int8}) {
+            for (bool inductive : {false, true}) {
+                DYNAMIC_SECTION(nn::to_string(model)
+                                << (w == wire::int8 ? " int8" : " fp32") << (inductive ? " inductive" : ""))
+                {
+                    auto o = small_options(model);
+                    o.exchange = w;
+                    const run_with overlapped(world, g, a, o, inductive);
+                    o.overlap = false;
+                    const run_with blocking(world, g, a, o, inductive);
+                    REQUIRE(overlapped.res.history.size() == blocking.res.history.size());
+                    for (std::size_t e = 0; e < blocking.res.history.size(); ++e)
+                        CHECK(overlapped.res.history[e].loss == blocking.res.history[e].loss);
+                    CHECK(overlapped.res.final_acc.test == blocking.res.final_acc.test);
+                    CHECK(overlapped.res.bytes.total_sent() == blocking.res.bytes.total_sent());
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("retexo: each stage exchanges its inputs once; logits variant sends no raw features", "[mpi][retexo][bytes]")
 {
     const mpi::communicator world;

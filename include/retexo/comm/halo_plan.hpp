@@ -11,15 +11,43 @@
 ///                a fixed order (peers by rank, rows by send list).
 /// Rows travel as one MPI datatype each (contiguous width x T), so counts are row counts
 /// and never overflow an int.  Send and receive buffers persist; they grow only when a
-/// wider payload is first exchanged.
+/// wider payload is first exchanged.  start_forward is the non-blocking form
+/// (MPI_Ialltoallv): the caller computes on its owned rows while the halo rows travel.
 
 #include <retexo/comm/communicator.hpp>
 #include <retexo/graph/local_partition.hpp>
 
+#include <chrono>
 #include <map>
 #include <vector>
 
 namespace retexo {
+
+/// A halo exchange in flight (halo_plan::start_forward).  Until it completes, the halo rows
+/// must not be read or written, nor the plan used for another exchange.  When a slower
+/// network is emulated, wait() returns no earlier than the start plus the time that network
+/// would take, so work overlapped with the exchange hides that time as it would there.
+class pending_exchange {
+public:
+    pending_exchange() = default;
+    pending_exchange(pending_exchange&& o) noexcept;
+    pending_exchange& operator=(pending_exchange&&) = delete;
+    pending_exchange(const pending_exchange&) = delete;
+    pending_exchange& operator=(const pending_exchange&) = delete;
+    /// Waits if wait() was not called (errors are then swallowed: call wait()).
+    ~pending_exchange();
+
+    /// Lets MPI progress the exchange (call it between chunks of the overlapped work);
+    /// true once the data has arrived.
+    bool test();
+    /// Completes the exchange.
+    void wait();
+
+private:
+    friend class halo_plan;
+    MPI_Request request_ = MPI_REQUEST_NULL;
+    std::chrono::steady_clock::time_point ready_{};
+};
 
 class halo_plan {
 public:
@@ -45,7 +73,16 @@ public:
     /// Forward (collective): halo (num_halo x width) receives the peers' owned rows from
     /// owned (num_owned x width, row-major).  Src and Dst may differ (e.g. float -> bf16).
     template <typename Src, typename Dst>
-    void forward(const Src* owned, Dst* halo, int width, purpose p = purpose::halo_forward) const;
+    void forward(const Src* owned, Dst* halo, int width, purpose p = purpose::halo_forward) const
+    {
+        start_forward(owned, halo, width, p).wait();
+    }
+    /// Non-blocking forward (collective): packs the owned rows and starts the exchange; the
+    /// halo rows are valid after the returned exchange's wait().  Owned rows may be read
+    /// meanwhile; the bytes are counted at the start.
+    template <typename Src, typename Dst>
+    [[nodiscard]] pending_exchange start_forward(const Src* owned, Dst* halo, int width,
+                                                 purpose p = purpose::halo_forward) const;
 
     /// Reverse (collective): the halo rows' values (num_halo x width) are sent to their
     /// owners and added into owned (num_owned x width).
@@ -76,8 +113,15 @@ public:
 
 private:
     MPI_Datatype row_type(int bytes) const;
+    /// Starts an MPI_Ialltoallv of rows (the counts must outlive it) and counts its bytes.
+    pending_exchange start(const void* send, void* recv, const std::vector<int>& scount, const std::vector<int>& sdispl,
+                           const std::vector<int>& rcount, const std::vector<int>& rdispl, int row_bytes,
+                           purpose p) const;
     void exchange(const void* send, void* recv, const std::vector<int>& scount, const std::vector<int>& sdispl,
-                  const std::vector<int>& rcount, const std::vector<int>& rdispl, int row_bytes, purpose p) const;
+                  const std::vector<int>& rcount, const std::vector<int>& rdispl, int row_bytes, purpose p) const
+    {
+        start(send, recv, scount, sdispl, rcount, rdispl, row_bytes, p).wait();
+    }
 
     const mpi::communicator& comm_;
     node_t num_owned_ = 0;

@@ -8,7 +8,7 @@
 namespace retexo {
 
 template <typename Src, typename Dst>
-void halo_plan::forward(const Src* owned, Dst* halo, int width, purpose p) const
+pending_exchange halo_plan::start_forward(const Src* owned, Dst* halo, int width, purpose p) const
 {
     const std::size_t row_bytes = sizeof(Dst) * static_cast<std::size_t>(width);
     const std::size_t need = row_bytes * send_rows_.size();
@@ -22,8 +22,8 @@ void halo_plan::forward(const Src* owned, Dst* halo, int width, purpose p) const
         for (int f = 0; f < width; ++f)
             dst[f] = static_cast<Dst>(load(src[f]));
     }
-    exchange(send_buf_.data(), halo, send_count_, send_displ_, recv_count_, recv_displ_, static_cast<int>(row_bytes),
-             p);
+    return start(send_buf_.data(), halo, send_count_, send_displ_, recv_count_, recv_displ_,
+                 static_cast<int>(row_bytes), p);
 }
 
 template <typename T>

@@ -37,11 +37,13 @@ struct rank_context {
     /// Inductive: zero the evaluation nodes' rows of a training input (owned rows first, then
     /// halo rows if x has them), so nothing of them reaches training, not even a
     /// fixed-point scale.
+    /// Only rows in [begin, end) when given.
     template <typename T>
-    void hide_evaluation_rows(matrix<T>& x) const
+    void hide_evaluation_rows(matrix<T>& x, node_t begin = 0, node_t end = -1) const
     {
+        const node_t stop = end < 0 ? static_cast<node_t>(x.rows()) : std::min(end, static_cast<node_t>(x.rows()));
         for (node_t u : evaluation_rows)
-            if (u < x.rows()) x.row(u).setZero();
+            if (u >= begin && u < stop) x.row(u).setZero();
     }
     std::unique_ptr<halo_plan> halo;
     std::vector<node_t> train_rows, valid_rows, test_rows, owned_rows;

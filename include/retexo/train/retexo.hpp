@@ -66,6 +66,9 @@ struct retexo_options {
     /// rounded alike, owned rows too, and stored in bf16.
     enum class wire { fp32, bf16, int8 } exchange = wire::fp32;
     bool track_test = false; ///< also measure test accuracy every round (time to accuracy)
+    /// Aggregate the interior rows (all in-neighbours owned) while the stage's halo rows are
+    /// in flight (MPI_Ialltoallv); the result is the same bit for bit either way.
+    bool overlap = true;
     checkpoint_options checkpoint;
     void validate() const;
 };
