@@ -155,10 +155,10 @@ int main(int argc, char** argv)
             "log-every", po::value(&log_every)->default_value(log_every), "progress line every N rounds / epochs")(
             "track-test", po::bool_switch(&ro.track_test), "RETEXO: test accuracy every round too (time to accuracy)")(
             "no-overlap", po::bool_switch(&no_overlap),
-            "RETEXO: wait for a stage's halo rows before aggregating (default: aggregate the interior rows "
-            "while they travel)")("emulate-bandwidth", po::value(&emulate_bw)->default_value(0),
-                                  "emulate a network of this many bits/s: pause "
-                                  "after every communication call (0: off)")(
+            "wait for the halo rows before aggregating (default: aggregate the rows whose neighbours are all "
+            "owned while they travel; same result)")("emulate-bandwidth", po::value(&emulate_bw)->default_value(0),
+                                                     "emulate a network of this many bits/s: pause "
+                                                     "after every communication call (0: off)")(
             "emulate-latency", po::value(&emulate_lat)->default_value(0),
             "emulated latency per communication call, seconds")("metrics-out", po::value(&metrics_out),
                                                                 "write metrics as JSON (rank 0, atomically)")(
@@ -231,7 +231,7 @@ int main(int argc, char** argv)
             ro.seed = so.seed = data.seed;
             using wire = train::retexo_options::wire;
             ro.exchange = precision == "int8" ? wire::int8 : precision == "bf16" ? wire::bf16 : wire::fp32;
-            ro.overlap = !no_overlap;
+            ro.overlap = so.overlap = !no_overlap;
             so.exact = ro.exact;
             so.heads = ro.heads;
             so.layers = stages;

@@ -1,5 +1,6 @@
 #include <retexo/kernels/aggregate.hpp>
 
+#include <algorithm>
 #include <cmath>
 
 namespace retexo {
@@ -144,9 +145,24 @@ void aggregation::backward_exact(const float* d_out, int width, int k, std::int6
     }
 }
 
+std::pair<std::vector<node_t>, std::vector<node_t>> aggregation::rows_within(node_t limit) const
+{
+    std::pair<std::vector<node_t>, std::vector<node_t>> split;
+    for (node_t i = 0; i < num_out(); ++i) {
+        const auto src = plan_.row(i);
+        const bool inside = std::all_of(src.begin(), src.end(), [&](node_t u) { return u < limit; });
+        (inside ? split.first : split.second).push_back(i);
+    }
+    return split;
+}
+
 template void aggregation::forward<float, float>(const float*, int, float*, node_t*) const;
 template void aggregation::forward<float, bf16>(const bf16*, int, float*, node_t*) const;
 template void aggregation::forward<double, double>(const double*, int, double*, node_t*) const;
+template void aggregation::forward_subset<float, float>(const float*, int, float*, node_t*, std::span<const node_t>,
+                                                        node_t, node_t) const;
+template void aggregation::forward_subset<double, double>(const double*, int, double*, node_t*, std::span<const node_t>,
+                                                          node_t, node_t) const;
 template void aggregation::backward<float>(const float*, int, float*, const node_t*) const;
 template void aggregation::backward<double>(const double*, int, double*, const node_t*) const;
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 namespace retexo::nn {
 
@@ -195,6 +196,7 @@ layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t>
             gat_options{.heads = heads_, .negative_slope = opt_.negative_slope, .self_loops = true, .rows = rows});
         break;
     }
+    if (p.agg) std::tie(p.interior, p.boundary) = p.agg->rows_within(g.num_owned);
     return p;
 }
 
@@ -236,16 +238,50 @@ void gnn_layer<T>::message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg
 }
 
 template <typename T>
+bool gnn_layer<T>::combine_interior(const layer_plan& plan, const matrix<T>& msg_all, layer_cache<T>& c,
+                                    const std::function<void()>& between) const
+{
+    if (!plan.agg) return false;
+    RETEXO_ENSURE_DIMS("gnn_layer::combine_interior", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
+    RETEXO_ENSURE_DIMS("gnn_layer::combine_interior", "message width", msg_all.cols(), Eigen::Index{msg_width()});
+    const int w = msg_width();
+    c.agg.resize(plan.agg->num_out(), w);
+    const bool max = kind_ == layer_kind::sage_pool;
+    if (max) c.argmax.resize(static_cast<std::size_t>(plan.agg->num_out()) * w);
+    const std::span<const node_t> rows(plan.interior);
+    const std::size_t chunk = 4096;
+    for (std::size_t r0 = 0; r0 < rows.size(); r0 += chunk) {
+        plan.agg->forward_subset(msg_all.data(), w, c.agg.data(), max ? c.argmax.data() : nullptr,
+                                 rows.subspan(r0, std::min(chunk, rows.size() - r0)), 0, plan.num_owned);
+        if (between) between();
+    }
+    return true;
+}
+
+template <typename T>
 void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
-                           matrix<T>& out) const
+                           matrix<T>& out, bool interior_done) const
 {
     const auto n = static_cast<Eigen::Index>(plan.rows.size());
     RETEXO_ENSURE_DIMS("gnn_layer::combine", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
     RETEXO_ENSURE_DIMS("gnn_layer::combine", "message width", msg_all.cols(), Eigen::Index{msg_width()});
     const matrix<T> none;
+    // The neighbour aggregation (gcn, sage): all rows, or the boundary rows after
+    // combine_interior.
+    auto aggregate = [&] {
+        const bool max = kind_ == layer_kind::sage_pool;
+        if (!interior_done) {
+            plan.agg->forward(msg_all, c.agg, max ? &c.argmax : nullptr);
+            return;
+        }
+        RETEXO_ENSURE(c.agg.rows() == plan.agg->num_out() && c.agg.cols() == msg_width(),
+                      "retexo::gnn_layer::combine: combine_interior was not called for this plan");
+        plan.agg->forward_subset(msg_all.data(), msg_width(), c.agg.data(), max ? c.argmax.data() : nullptr,
+                                 plan.boundary, 0, plan.num_local);
+    };
     switch (kind_) {
     case layer_kind::gcn:
-        plan.agg->forward(msg_all, c.agg);
+        aggregate();
         if (transform_first_) {
             out = c.agg;
             out.rowwise() += b_.value.row(0);
@@ -256,10 +292,7 @@ void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, con
     case layer_kind::sage_mean:
     case layer_kind::sage_pool: {
         RETEXO_ENSURE_DIMS("gnn_layer::combine", "self rows", x_rows.rows(), n);
-        if (kind_ == layer_kind::sage_mean)
-            plan.agg->forward(msg_all, c.agg);
-        else
-            plan.agg->forward(msg_all, c.agg, &c.argmax);
+        aggregate();
         lin_self_->forward(x_rows, w_self_.value, b_.value, out);
         if (transform_first_) {
             out += c.agg;

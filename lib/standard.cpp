@@ -129,18 +129,31 @@ run_result train_standard(const rank_context& ctx, const standard_options& o, co
                 msg.resize(local, mw);
                 msg.topRows(own) = own_msgs[li];
             }
+            const auto& plan = training || !ctx.inductive ? *model.plan : *model.eval_plan;
+            bool interior_done = false;
             {
-                phase_timer::scope s(timer, "exchange");
                 float* halo_rows = msg.data() + static_cast<std::ptrdiff_t>(own) * mw;
-                if (training && bns)
+                if (training && bns) {
+                    phase_timer::scope s(timer, "exchange");
                     ctx.halo->forward_sampled(msg.data(), halo_rows, mw, keep(epoch, l),
                                               1.0F / static_cast<float>(o.bns_p), exchange_purpose);
-                else
-                    ctx.halo->forward(msg.data(), halo_rows, mw, exchange_purpose);
+                } else {
+                    // While the halo rows travel, aggregate the rows whose neighbours are
+                    // all owned (gcn, sage), letting MPI progress between chunks.
+                    pending_exchange pending = [&] {
+                        phase_timer::scope s(timer, "exchange");
+                        return ctx.halo->start_forward(msg.data(), halo_rows, mw, exchange_purpose);
+                    }();
+                    if (o.overlap) {
+                        phase_timer::scope s(timer, training ? "compute" : "eval");
+                        interior_done = layer.combine_interior(plan, msg, cache[li], [&] { pending.test(); });
+                    }
+                    phase_timer::scope s(timer, "exchange");
+                    pending.wait();
+                }
             }
             phase_timer::scope s(timer, training ? "compute" : "eval");
-            const auto& plan = training || !ctx.inductive ? *model.plan : *model.eval_plan;
-            layer.combine(plan, msg, *inputs[li], cache[li], out[li]);
+            layer.combine(plan, msg, *inputs[li], cache[li], out[li], interior_done);
             if (l + 1 < L) {
                 const auto& y = out[li];
                 acts[li].resize(y.rows(), y.cols());

@@ -22,6 +22,8 @@
 
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace retexo {
 
@@ -63,6 +65,17 @@ public:
     template <typename T, typename In>
     void forward(const In* x, int width, T* out, node_t* argmax = nullptr) const;
 
+    /// forward() for the output rows in subset (indices in [0, num_out)) only: their rows of
+    /// out (and argmax) are written, the others left as they are, and only their sources are
+    /// read.  Input checks (check_numerics) cover x's rows [check_begin, check_end) alone,
+    /// so rows still being received may be excluded.  With rows_within(), the rows whose
+    /// sources are all owned can be aggregated while the halo rows are in flight.
+    template <typename T, typename In>
+    void forward_subset(const In* x, int width, T* out, node_t* argmax, std::span<const node_t> subset,
+                        node_t check_begin, node_t check_end) const;
+    /// Output rows (indices) whose sources are all below `limit`, and the others.
+    std::pair<std::vector<node_t>, std::vector<node_t>> rows_within(node_t limit) const;
+
     /// d_x (num_src x width) = gradient w.r.t. x of <d_out, forward(x)>; overwritten.
     template <typename T>
     void backward(const T* d_out, int width, T* d_x, const node_t* argmax = nullptr) const;
@@ -94,6 +107,10 @@ public:
     float max_weight() const noexcept { return max_weight_; }
 
 private:
+    template <typename T, typename In>
+    void forward_rows(const In* x, int width, T* out, node_t* argmax, std::span<const node_t> subset,
+                      node_t check_begin, node_t check_end) const;
+
     aggregator kind_;
     node_t num_src_;
     std::vector<node_t> rows_;

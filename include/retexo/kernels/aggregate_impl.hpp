@@ -9,18 +9,39 @@ namespace retexo {
 template <typename T, typename In>
 void aggregation::forward(const In* x, int width, T* out, node_t* argmax) const
 {
+    forward_rows(x, width, out, argmax, {}, 0, num_src_);
+}
+
+template <typename T, typename In>
+void aggregation::forward_subset(const In* x, int width, T* out, node_t* argmax, std::span<const node_t> subset,
+                                 node_t check_begin, node_t check_end) const
+{
+    RETEXO_ENSURE(std::all_of(subset.begin(), subset.end(), [&](node_t i) { return i >= 0 && i < num_out(); }),
+                  "retexo::aggregation::forward_subset: an output row index is out of range");
+    RETEXO_ENSURE(0 <= check_begin && check_begin <= check_end && check_end <= num_src_,
+                  "retexo::aggregation::forward_subset: bad range of checked input rows");
+    forward_rows(x, width, out, argmax, subset, check_begin, check_end);
+}
+
+template <typename T, typename In>
+void aggregation::forward_rows(const In* x, int width, T* out, node_t* argmax, std::span<const node_t> subset,
+                               node_t check_begin, node_t check_end) const
+{
     static_assert(std::is_floating_point_v<T>, "retexo::aggregation::forward: output must be float or double");
     RETEXO_ENSURE(width >= 0, "retexo::aggregation::forward: negative width " << width);
     RETEXO_ENSURE(kind_ != aggregator::max || argmax != nullptr,
                   "retexo::aggregation::forward: max aggregation needs an argmax buffer");
     if constexpr (std::is_same_v<In, float> || std::is_same_v<In, double>)
-        check_finite("aggregation::forward", "input", x, static_cast<std::size_t>(num_src_) * width);
+        check_finite("aggregation::forward", "input", x + static_cast<std::ptrdiff_t>(check_begin) * width,
+                     static_cast<std::size_t>(check_end - check_begin) * width);
     const float* w = weight_.data(); // float for every T: one set of constants
-    const node_t n = num_out();
+    const bool all = subset.empty();
+    const auto n = all ? static_cast<std::int64_t>(num_out()) : static_cast<std::int64_t>(subset.size());
     const auto& off = plan_.offsets;
     const auto& src = plan_.sources;
 #pragma omp parallel for schedule(dynamic, 256)
-    for (node_t i = 0; i < n; ++i) {
+    for (std::int64_t k = 0; k < n; ++k) {
+        const node_t i = all ? static_cast<node_t>(k) : subset[static_cast<std::size_t>(k)];
         T* o = out + static_cast<std::ptrdiff_t>(i) * width;
         const offset_t e0 = off[i], e1 = off[i + 1];
         if (kind_ == aggregator::max) {

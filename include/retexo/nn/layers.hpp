@@ -11,6 +11,7 @@
 #include <retexo/kernels/optim.hpp>
 #include <retexo/nn/reduce.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -46,6 +47,9 @@ struct layer_plan {
     node_t num_local = 0;
     std::optional<aggregation> agg;
     std::optional<gat_attention> att;
+    /// agg's output rows (indices) whose neighbours are all owned, and the others: the
+    /// interior rows can be aggregated while the halo rows are in flight.
+    std::vector<node_t> interior, boundary;
 };
 
 /// Activations kept between forward and backward.
@@ -98,7 +102,18 @@ public:
     /// out (plan rows x out) from msg_all (num_local x msg_width) and x_rows (the plan rows'
     /// inputs, in plan order; used by SAGE's self term).
     void combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
-                 matrix<T>& out) const;
+                 matrix<T>& out) const
+    {
+        combine(plan, msg_all, x_rows, c, out, false);
+    }
+    /// Overlap, first part: aggregates the plan's interior rows from the owned rows of
+    /// msg_all (halo rows may still be in flight), in chunks with between() after each
+    /// (e.g. to let MPI progress).  False, doing nothing, for layers that cannot (GAT).
+    bool combine_interior(const layer_plan& plan, const matrix<T>& msg_all, layer_cache<T>& c,
+                          const std::function<void()>& between) const;
+    /// combine() after combine_interior() when interior_done (the same result, bit for bit).
+    void combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
+                 matrix<T>& out, bool interior_done) const;
     /// Parameter gradients of the combine phase and message gradients of every local row
     /// (c.d_msg, or c.d_msg_exact in exact mode), when need_messages.
     void combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,

@@ -24,6 +24,9 @@ struct standard_options {
     bool exact = false; ///< results independent of the partitioning (exact.hpp)
     int eval_every = 1; ///< evaluate (and select the best model) every N epochs
     double bns_p = 1.0; ///< BNS-GCN: keep rate of boundary nodes per epoch and layer (1: standard)
+    /// Aggregate the rows whose neighbours are all owned while each layer's halo rows are in
+    /// flight (gcn, sage; not BNS); the same result bit for bit either way.
+    bool overlap = true;
     void validate() const;
 };
 
