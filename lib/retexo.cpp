@@ -449,8 +449,17 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         //    happen to be remote.  While the halo rows travel, meanwhile(x, pending) may work
         //    on x's owned rows (they are final, hidden rows included, when it is called).
         using wire = retexo_options::wire;
-        auto hide = [&](auto& x, bool train_graph, node_t begin, node_t end) {
-            if (train_graph) ctx.hide_evaluation_rows(x, begin, end);
+        // Runs meanwhile while the exchange is in flight, completes it, then after().
+        auto complete = [&](auto& x, pending_exchange& pending, bool train_graph, auto&& meanwhile, auto&& after) {
+            if (train_graph) ctx.hide_evaluation_rows(x, 0, own);
+            meanwhile(x, pending);
+            {
+                phase_timer::scope s(timer, "exchange");
+                pending.wait();
+                ctx.halo->release_buffers(); // the stage exchanges nothing more
+            }
+            after();
+            if (train_graph) ctx.hide_evaluation_rows(x, own, local);
         };
         auto exchange_compact = [&](const matrix_f& h, bool train_graph, auto&& meanwhile) {
             matrix<bf16> x(local, F);
@@ -472,15 +481,9 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 phase_timer::scope s(timer, "exchange");
                 return ctx.halo->start_forward(h.data(), x.data() + n_own, F);
             }();
-            hide(x, train_graph, 0, own);
-            meanwhile(x, pending);
-            {
-                phase_timer::scope s(timer, "exchange");
-                pending.wait();
-                ctx.halo->release_buffers(); // the stage exchanges nothing more
-            }
-            if (int8) dequantize_int8(got.data(), part.num_halo(), F, x.data() + n_own);
-            hide(x, train_graph, own, local);
+            complete(x, pending, train_graph, meanwhile, [&] {
+                if (int8) dequantize_int8(got.data(), part.num_halo(), F, x.data() + n_own);
+            });
             return x;
         };
         auto exchange = [&](const matrix_f& h, bool train_graph, auto&& meanwhile) {
@@ -491,14 +494,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 phase_timer::scope s(timer, "exchange");
                 return ctx.halo->start_forward(h.data(), x.data() + static_cast<std::ptrdiff_t>(own) * F, F);
             }();
-            hide(x, train_graph, 0, own);
-            meanwhile(x, pending);
-            {
-                phase_timer::scope s(timer, "exchange");
-                pending.wait();
-                ctx.halo->release_buffers();
-            }
-            hide(x, train_graph, own, local);
+            complete(x, pending, train_graph, meanwhile, [] {});
             return x;
         };
         auto no_overlap = [](const auto&, pending_exchange&) {};
