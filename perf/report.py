@@ -201,7 +201,7 @@ if wire:
 ov = {(bw, o): by_mode(load(os.path.join(out, f"overlap-{bw}-{o}.json"))) for bw in ("1e10", "1e9")
       for o in ("overlap", "no-overlap")}
 if any(ov.values()):
-    md.append("## Overlapping halo exchanges with aggregation (GCN, amazon-computers, 2 METIS partitions)\n")
+    md.append("## Overlapping halo exchanges with aggregation (GCN, amazon-computers (cora with QUICK=1), 2 METIS partitions)\n")
     md.append("Rank 0's seconds waiting for halo rows on an emulated network (RETEXO: the stage exchanges; "
               "standard: 30 epochs), blocking against overlapped with the interior rows' aggregation.\n")
     md.append("| network | mode | exchange, blocking | exchange, overlapped | total, blocking | total, overlapped |")
