@@ -147,13 +147,7 @@ void aggregation::backward_exact(const float* d_out, int width, int k, std::int6
 
 std::pair<std::vector<node_t>, std::vector<node_t>> aggregation::rows_within(node_t limit) const
 {
-    std::pair<std::vector<node_t>, std::vector<node_t>> split;
-    for (node_t i = 0; i < num_out(); ++i) {
-        const auto src = plan_.row(i);
-        const bool inside = std::all_of(src.begin(), src.end(), [&](node_t u) { return u < limit; });
-        (inside ? split.first : split.second).push_back(i);
-    }
-    return split;
+    return split_rows_within(plan_, limit);
 }
 
 template void aggregation::forward<float, float>(const float*, int, float*, node_t*) const;

@@ -87,6 +87,17 @@ csr transpose(const csr& in, node_t num_cols)
     return out;
 }
 
+std::pair<std::vector<node_t>, std::vector<node_t>> split_rows_within(const csr& g, node_t limit)
+{
+    std::pair<std::vector<node_t>, std::vector<node_t>> split;
+    for (node_t v = 0; v < g.num_rows(); ++v) {
+        const auto src = g.row(v);
+        const bool inside = std::all_of(src.begin(), src.end(), [&](node_t u) { return u < limit; });
+        (inside ? split.first : split.second).push_back(v);
+    }
+    return split;
+}
+
 void validate_csr(const csr& g, node_t num_cols, const std::string& what)
 {
     RETEXO_ENSURE(!g.offsets.empty() && g.offsets.front() == 0, what << ": CSR offsets must start at 0");

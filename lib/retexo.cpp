@@ -10,9 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <numeric>
 #include <optional>
 #include <sstream>
+#include <tuple>
 
 namespace retexo::train {
 
@@ -526,15 +526,11 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 if (mlp_only) return h;
                 const bool gcn = o.model == nn::layer_kind::gcn;
                 // Interior rows (every in-neighbour owned) are aggregated while the halo rows
-                // travel, the boundary rows after; without overlap, all rows after.  Each
-                // output row is reduced alone in CSR order, so the split changes no bit.
+                // travel, the boundary rows after; without overlap (limit 0) only rows with no
+                // in-neighbours come first.  Each output row is reduced alone in CSR order, so
+                // the split changes no bit.
                 std::vector<node_t> interior, boundary;
-                for (node_t v = 0; v < own; ++v) {
-                    const auto src = g.in_edges->row(v);
-                    const bool inside =
-                        o.overlap && std::all_of(src.begin(), src.end(), [&](node_t u) { return u < own; });
-                    (inside ? interior : boundary).push_back(v);
-                }
+                std::tie(interior, boundary) = split_rows_within(*g.in_edges, o.overlap ? own : 0);
                 matrix_f a(own, F);
                 auto aggregate_rows = [&](const auto& x, std::span<const node_t> rows, pending_exchange* pending) {
                     phase_timer::scope s(timer, "aggregate");

@@ -6,6 +6,7 @@
 #include <retexo/core/types.hpp>
 
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace retexo {
@@ -54,6 +55,10 @@ csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const nod
 /// The transpose (out-edges as rows).  With a CSR whose columns range over num_cols ids,
 /// the result has num_cols rows; each row lists destinations ascending.
 csr transpose(const csr& in, node_t num_cols);
+
+/// Rows whose sources are all below `limit` (e.g. a partition's rows with only owned
+/// in-neighbours), and the other rows, each ascending.
+std::pair<std::vector<node_t>, std::vector<node_t>> split_rows_within(const csr& g, node_t limit);
 
 /// Verify structure: monotone offsets, columns in [0, num_cols).  Throws naming `what`.
 void validate_csr(const csr& g, node_t num_cols, const std::string& what);
