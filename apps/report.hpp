@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 #include <string>
@@ -66,7 +67,7 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
                           {"time_s", s.seconds}});
     j["stages"] = stages;
     nlohmann::json hist = nlohmann::json::array();
-    for (const auto& e : r.history)
+    for (const auto& e : r.history) {
         hist.push_back({{"stage", e.stage},
                         {"epoch", e.epoch},
                         {"loss", e.loss},
@@ -76,6 +77,8 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
                         {"bytes", e.bytes},
                         {"calls", e.calls},
                         {"time_s", e.seconds}});
+        if (std::isfinite(e.valid_loss)) hist.back()["valid_loss"] = e.valid_loss;
+    }
     j["history"] = hist;
     j["config"] = config;
     return j;

@@ -84,9 +84,9 @@ int main(int argc, char** argv)
     const bool root = comm.rank() == 0;
     return cli::run_mpi("retexo_mpi", comm, [&] {
         data_options data;
-        std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32";
+        std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32", select = "accuracy";
         std::string rounds = "200", lr = "0.003", hidden = "256", dropout = "0.3", wd = "5e-4", opt = "adam",
-                    norm = "layer";
+                    norm = "layer", schedule = "constant";
         std::string std_opt = "adam", metrics_out, save_model_path, predict_out, config;
         int stages = 2, log_every = 10;
         train::retexo_options ro;
@@ -127,11 +127,16 @@ int main(int argc, char** argv)
             "norm", po::value(&norm)->default_value(norm),
             "layer | none: LayerNorm before the hidden ReLU, or none (the embedding the next stage aggregates "
             "is then the same affine map of every node's aggregate)")(
+            "lr-schedule", po::value(&schedule)->default_value(schedule),
+            "constant | linear (the learning rate falls linearly to 0 over the stage)")(
+            "select", po::value(&select)->default_value(select),
+            "accuracy | loss: keep the round with the best validation accuracy or the lowest validation "
+            "loss")(
             "batch-size", po::value(&ro.batch_size)->default_value(0),
             "training rows per step over all ranks (0: full batch)")(
             "patience", po::value(&ro.patience)->default_value(0),
             "stop a stage after N rounds without a better "
-            "validation accuracy (0: never)")("exchange-precision", po::value(&precision)->default_value(precision),
+            "validation score, see --select (0: never)")("exchange-precision", po::value(&precision)->default_value(precision),
                                               "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent");
         po::options_description d_std("Standard trainer");
         d_std.add_options()("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")(
@@ -243,13 +248,20 @@ int main(int argc, char** argv)
             const auto r_wd = per_stage<double>("weight-decay", wd, stages);
             const auto r_opt = per_stage<std::string>("optimizer", opt, stages);
             const auto r_norm = per_stage<std::string>("norm", norm, stages);
+            const auto r_schedule = per_stage<std::string>("lr-schedule", schedule, stages);
             ro.stages.clear();
             for (int k = 0; k < stages; ++k) {
                 RETEXO_ENSURE(r_norm[k] == "layer" || r_norm[k] == "none",
                               "--norm: expected layer or none, got '" << r_norm[k] << "'");
+                RETEXO_ENSURE(r_schedule[k] == "constant" || r_schedule[k] == "linear",
+                              "--lr-schedule: expected constant or linear, got '" << r_schedule[k] << "'");
                 ro.stages.push_back({r_rounds[k], r_lr[k], r_hidden[k], r_dropout[k], r_wd[k],
-                                     parse_optimizer(r_opt[k]), r_norm[k] == "layer"});
+                                     parse_optimizer(r_opt[k]), r_norm[k] == "layer", r_schedule[k] == "linear"});
             }
+            RETEXO_ENSURE(select == "accuracy" || select == "loss",
+                          "--select: expected accuracy or loss, got '" << select << "'");
+            ro.select = select == "loss" ? train::retexo_options::selection::loss
+                                         : train::retexo_options::selection::accuracy;
             if (vm["std-hidden"].defaulted()) so.hidden = r_hidden[0];
             if (wants("retexo")) ro.validate();
             if (wants("standard")) so.validate();
@@ -282,7 +294,8 @@ int main(int argc, char** argv)
             std::ostringstream f;
             f << "model=" << model << " variant=" << variant << " stages=" << stages << " heads=" << ro.heads
               << " rounds=" << rounds << " lr=" << lr << " hidden=" << hidden << " dropout=" << dropout
-              << " weight-decay=" << wd << " optimizer=" << opt << " norm=" << norm << " batch-size=" << ro.batch_size
+              << " weight-decay=" << wd << " optimizer=" << opt << " norm=" << norm
+              << " lr-schedule=" << schedule << " select=" << select << " batch-size=" << ro.batch_size
               << " patience=" << ro.patience << " exchange-precision=" << precision << " seed=" << data.seed
               << " inductive=" << inductive << " deterministic=" << ro.exact << " normalize-features=" << normalize;
             ro.checkpoint.config = f.str();

@@ -95,7 +95,7 @@ struct retexo_state {
     std::int64_t seq = 0;
     int stage = 0, next_round = 1, rounds_done = 0, best_round = 0;
     std::int64_t step = 0, opt_steps = 0;
-    double best_valid = -1, elapsed = 0, stage_elapsed = 0;
+    double best_score = -1, elapsed = 0, stage_elapsed = 0;
     std::vector<matrix_f> params, m, v, best;
     std::vector<epoch_record> history;
     std::vector<stage_record> stages;
@@ -171,7 +171,7 @@ void save_state(const std::string& path, const retexo_state& s, const checkpoint
                                                                       {"step", s.step},
                                                                       {"opt_steps", s.opt_steps}})
             f.set_attr(k, v);
-        f.set_attr("best_valid", s.best_valid);
+        f.set_attr("best_score", s.best_score);
         f.set_attr("elapsed", s.elapsed);
         f.set_attr("stage_elapsed", s.stage_elapsed);
         for (std::size_t i = 0; i < s.params.size(); ++i) {
@@ -197,8 +197,9 @@ void save_state(const std::string& path, const retexo_state& s, const checkpoint
         for (const auto& e : s.history)
             hist.insert(hist.end(),
                         {static_cast<double>(e.stage), static_cast<double>(e.epoch), e.loss, e.acc.train, e.acc.valid,
-                         e.acc.test, static_cast<double>(e.bytes), static_cast<double>(e.calls), e.seconds});
-        f.write<double>("history", hist, {s.history.size(), 9});
+                         e.acc.test, static_cast<double>(e.bytes), static_cast<double>(e.calls), e.seconds,
+                         e.valid_loss});
+        f.write<double>("history", hist, {s.history.size(), 10});
         std::vector<double> st;
         std::vector<std::uint64_t> st_bytes;
         for (const auto& r : s.stages) {
@@ -246,7 +247,7 @@ retexo_state load_state(const std::string& path, const checkpoint_id& id)
     s.best_round = static_cast<int>(f.attr_int("best_round"));
     s.step = f.attr_int("step");
     s.opt_steps = f.attr_int("opt_steps");
-    s.best_valid = f.attr_double("best_valid");
+    s.best_score = f.attr_double("best_score");
     s.elapsed = f.attr_double("elapsed");
     s.stage_elapsed = f.attr_double("stage_elapsed");
     for (std::int64_t i = 0; i < f.attr_int("num_params"); ++i) {
@@ -271,8 +272,8 @@ retexo_state load_state(const std::string& path, const checkpoint_id& id)
         if (!v.empty()) f.read_rows<double>(f.open_dataset(name), name, 0, d[0], cols, v.data());
         return v;
     };
-    const auto hist = read2("history", 9);
-    for (std::size_t i = 0; i < hist.size(); i += 9) {
+    const auto hist = read2("history", 10);
+    for (std::size_t i = 0; i < hist.size(); i += 10) {
         epoch_record e;
         e.stage = static_cast<int>(hist[i]);
         e.epoch = static_cast<int>(hist[i + 1]);
@@ -281,6 +282,7 @@ retexo_state load_state(const std::string& path, const checkpoint_id& id)
         e.bytes = static_cast<std::uint64_t>(hist[i + 6]);
         e.calls = static_cast<std::uint64_t>(hist[i + 7]);
         e.seconds = hist[i + 8];
+        e.valid_loss = hist[i + 9];
         s.history.push_back(e);
     }
     const auto st = read2("stages", 7);
@@ -365,6 +367,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
     const auto mode = ctx.reduce(o.exact);
     const bool logits_variant = o.variant == retexo_variant::logits;
     const int loss_k = o.exact ? loss_exponent(ctx.global_train) : -1;
+    const int valid_k = o.exact ? loss_exponent(ctx.global_valid) : -1;
 
     // Global ids of every local row (dropout keys, batch assignment).
     std::vector<node_t> local_ids(part.owned_global);
@@ -580,7 +583,15 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         if (m.has_head && so.layer_norm) m.ln.emplace(so.hidden, "stage" + std::to_string(k) + ".norm");
         if (m.has_head) m.head.emplace(so.hidden, C, o.seed, init_index + 1, "stage" + std::to_string(k) + ".head");
         auto params = m.parameters();
-        optimizer<float> opt({.kind = so.optimizer, .lr = so.lr, .weight_decay = so.weight_decay}, params);
+        // Mini-batches: batch of a training node = hash(global id, stage, round) mod batches,
+        // the same on every partitioning.
+        const int batches =
+            o.batch_size > 0 ? static_cast<int>((ctx.global_train + o.batch_size - 1) / o.batch_size) : 1;
+        optimizer<float> opt({.kind = so.optimizer,
+                              .lr = so.lr,
+                              .weight_decay = so.weight_decay,
+                              .decay_steps = so.lr_decay ? std::int64_t{so.rounds} * batches : 0},
+                             params);
         if (mid) {
             RETEXO_ENSURE(resumed->params.size() == params.size(),
                           "checkpoint: the stage model has another shape ("
@@ -688,13 +699,10 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             }
         };
 
-        // Mini-batches: batch of a training node = hash(global id, stage, round) mod batches,
-        // the same on every partitioning.
-        const int batches =
-            o.batch_size > 0 ? static_cast<int>((ctx.global_train + o.batch_size - 1) / o.batch_size) : 1;
-
         // 3. Rounds.
-        double best_valid = mid ? resumed->best_valid : -1;
+        // Higher is better: validation accuracy, or minus the validation loss.
+        const bool by_loss = o.select == retexo_options::selection::loss;
+        double best_score = mid ? resumed->best_score : -std::numeric_limits<double>::infinity();
         int best_round = mid ? resumed->best_round : 0;
         std::vector<matrix_f> best_params = mid ? resumed->best : snapshot(params);
         int rounds_done = mid ? resumed->rounds_done : 0;
@@ -705,7 +713,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             st.next_round = next_round;
             st.rounds_done = rounds_done;
             st.best_round = best_round;
-            st.best_valid = best_valid;
+            st.best_score = best_score;
             st.params = snapshot(params);
             st.m = opt.first_moments();
             st.v = opt.second_moments();
@@ -814,10 +822,16 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                     return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
                 };
                 rec.acc.valid = ratio(correct[0], ctx.global_valid);
+                if (by_loss)
+                    rec.valid_loss = reduce_loss(comm,
+                                                 softmax_cross_entropy(pe.logits.data(), C, labels, seq_valid, 1.0F,
+                                                                       static_cast<float*>(nullptr), valid_k),
+                                                 std::max<std::int64_t>(1, ctx.global_valid), valid_k);
                 if (o.track_test) rec.acc.test = ratio(correct[1], ctx.global_test);
             }
-            if (rec.acc.valid > best_valid) {
-                best_valid = rec.acc.valid;
+            const double score = by_loss ? -rec.valid_loss : rec.acc.valid;
+            if (score > best_score) {
+                best_score = score;
                 best_round = round;
                 best_params = snapshot(params);
             }

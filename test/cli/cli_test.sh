@@ -95,11 +95,16 @@ expect_mpi 1 "--mode: unknown mode 'fast'" "$mpiexec" -n 2 "$apps/retexo_mpi" "$
 expect_mpi 1 "--rounds: 3 values for 2 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 1,2,3
 expect_mpi 1 "--exchange-precision: expected fp32, bf16 or int8" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --exchange-precision fp8
 expect_mpi 1 "--norm: expected layer or none" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --norm batch
+expect_mpi 1 "--lr-schedule: expected constant or linear" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --lr-schedule constant,cosine
+expect_mpi 1 "--select: expected accuracy or loss" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select f1
 expect_mpi 1 "--model: unknown model 'gin'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gin
 expect_mpi 1 "--config: cannot open" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp/none.cfg"
 expect 0 "oneDNN: 2\.[0-9]+\.[0-9]+" "$apps/retexo_mpi" --version
 expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode both --metrics-out "$tmp/m.json" \
   --save-model "$tmp/model.h5" --predict-out "$tmp/pred.h5"
+expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select loss --lr-schedule linear,constant \
+  --metrics-out "$tmp/ml.json"
+grep -q '"valid_loss"' "$tmp/ml.json" || { echo "FAIL: --select loss: no valid_loss in the history"; failures=$((failures + 1)); }
 for key in '"mode": "both"' '"runs"' '"accuracy"' '"bytes"' '"halo_forward"' '"time_s"' '"stages"' '"ranks": 2'; do
   grep -q "$key" "$tmp/m.json" || { echo "FAIL: metrics JSON lacks $key"; failures=$((failures + 1)); }
 done

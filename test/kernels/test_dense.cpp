@@ -151,9 +151,21 @@ TEST_CASE("optimisers: one step by hand", "[kernels][optim]")
         // v1 = g, v2 = 0.9 g + g (same g): w = w0 - lr (g + 1.9 g)
         CHECK(p.value(0, 0) == Approx(1.0 - 0.1 * 2.9 * 0.5));
     }
+    SECTION("linear decay: step t uses lr (1 - t/T), then 0")
+    {
+        optimizer<double> opt({.kind = optimizer_kind::sgd, .lr = 0.1, .momentum = 0, .decay_steps = 4}, {&p});
+        double w = 1.0;
+        for (int t = 0; t < 6; ++t) {
+            opt.step();
+            w -= 0.1 * std::max(0.0, 1.0 - t / 4.0) * 0.5;
+            CHECK(p.value(0, 0) == Approx(w).epsilon(1e-12));
+        }
+        CHECK(p.value(0, 0) == Approx(1.0 - 0.1 * 0.5 * (1 + 0.75 + 0.5 + 0.25)));
+    }
     SECTION("bad options")
     {
         CHECK_THROWS_WITH(optimizer<double>({.lr = -1}, {&p}), Catch::Contains("--lr must be a positive number"));
+        CHECK_THROWS_WITH(optimizer<double>({.decay_steps = -1}, {&p}), Catch::Contains("decay_steps must be >= 0"));
         CHECK_THROWS_WITH(parse_optimizer("lbfgs"), Catch::Contains("unknown optimizer 'lbfgs'"));
     }
 }

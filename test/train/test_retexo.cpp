@@ -6,6 +6,9 @@
 #include <retexo/partition/partitioner.hpp>
 #include <retexo/train/retexo.hpp>
 
+#include <cmath>
+#include <limits>
+
 using namespace retexo;
 
 namespace {
@@ -229,6 +232,45 @@ TEST_CASE("retexo: patience stops a stage early", "[mpi][retexo]")
     const run_with r(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
     CHECK(r.res.stages[0].rounds < 60);
     CHECK(r.res.stages[0].rounds - r.res.stages[0].best_round == 3);
+}
+
+TEST_CASE("retexo: selecting by validation loss keeps the lowest-loss round, at every rank count",
+          "[mpi][retexo]")
+{
+    const mpi::communicator world;
+    const mpi::communicator self(MPI_COMM_SELF);
+    const graph g = small_graph();
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
+        DYNAMIC_SECTION(nn::to_string(model))
+        {
+            auto o = small_options(model);
+            o.exact = true;
+            o.select = train::retexo_options::selection::loss;
+            o.stages[0].rounds = 12;
+            o.stages[0].lr_decay = true;
+            const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
+            const run_with dist(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
+            REQUIRE(single.res.history.size() == dist.res.history.size());
+            for (std::size_t e = 0; e < single.res.history.size(); ++e) {
+                INFO("record " << e);
+                CHECK(dist.res.history[e].valid_loss == single.res.history[e].valid_loss);
+                CHECK(dist.res.history[e].loss == single.res.history[e].loss);
+            }
+            CHECK(dist.res.final_acc.test == single.res.final_acc.test);
+            // The kept round of each stage is the one with the lowest validation loss.
+            for (const auto& st : dist.res.stages) {
+                double lowest = std::numeric_limits<double>::infinity();
+                int at = 0;
+                for (const auto& rec : dist.res.history)
+                    if (rec.stage == st.stage && rec.valid_loss < lowest) {
+                        lowest = rec.valid_loss;
+                        at = rec.epoch;
+                    }
+                CHECK(std::isfinite(lowest));
+                CHECK(st.best_round == at);
+            }
+        }
+    }
 }
 
 TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")

@@ -69,6 +69,9 @@ struct optimizer_options {
     double beta2 = 0.999;
     double eps = 1e-8;
     double momentum = 0.9; ///< sgd
+    /// > 0: the learning rate falls linearly to 0 over this many steps (step t = 0, 1, ...
+    /// uses lr * (1 - t / decay_steps)), as the reference prototype's schedule; 0: constant.
+    std::int64_t decay_steps = 0;
 };
 
 /// Optimiser state over a fixed list of parameters.

@@ -1,6 +1,7 @@
 #pragma once
 // Template bodies of optim.hpp.
 
+#include <algorithm>
 #include <cmath>
 
 namespace retexo {
@@ -10,6 +11,7 @@ optimizer<T>::optimizer(const optimizer_options& options, std::vector<parameter<
     : opt_(options), params_(std::move(params))
 {
     RETEXO_ENSURE(opt_.lr > 0 && std::isfinite(opt_.lr), "--lr must be a positive number, got " << opt_.lr);
+    RETEXO_ENSURE(opt_.decay_steps >= 0, "optimizer: decay_steps must be >= 0, got " << opt_.decay_steps);
     RETEXO_ENSURE(opt_.weight_decay >= 0, "--weight-decay must be >= 0, got " << opt_.weight_decay);
     for (auto* p : params_) {
         m_.push_back(matrix<T>::Zero(p->value.rows(), p->value.cols()));
@@ -20,8 +22,12 @@ optimizer<T>::optimizer(const optimizer_options& options, std::vector<parameter<
 template <typename T>
 void optimizer<T>::step()
 {
+    const double lr =
+        opt_.decay_steps > 0
+            ? opt_.lr * std::max(0.0, 1.0 - static_cast<double>(t_) / static_cast<double>(opt_.decay_steps))
+            : opt_.lr;
+    const double wd = opt_.weight_decay;
     ++t_;
-    const double lr = opt_.lr, wd = opt_.weight_decay;
     for (std::size_t k = 0; k < params_.size(); ++k) {
         auto& p = *params_[k];
         T* w = p.value.data();

@@ -9,6 +9,7 @@
 #include <retexo/nn/layers.hpp>
 
 #include <chrono>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -102,6 +103,7 @@ struct epoch_record {
     int stage = 0;
     int epoch = 0; ///< epoch (standard) or round (retexo), 1-based
     double loss = 0;
+    double valid_loss = std::numeric_limits<double>::quiet_NaN(); ///< RETEXO --select loss only
     accuracies acc;
     std::uint64_t bytes = 0; ///< total bytes sent by all ranks so far
     std::uint64_t calls = 0; ///< communication calls of this rank so far

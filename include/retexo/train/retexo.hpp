@@ -31,6 +31,8 @@ struct stage_options {
     /// of the aggregate followed by ReLU, the same map for every node, so averaging it over
     /// neighbours in the next stage loses less than averaging per-node normalised rows.
     bool layer_norm = true;
+    /// The learning rate falls linearly to 0 over the stage's steps (else constant).
+    bool lr_decay = false;
 };
 
 enum class retexo_variant { hidden, logits };
@@ -59,8 +61,11 @@ struct retexo_options {
     std::uint64_t seed = 42;
     bool exact = false; ///< results independent of the partitioning
     int batch_size = 0; ///< training rows per step over all ranks (0: full batch)
-    int patience = 0;   ///< stop a stage after this many rounds without a better
-                        ///< validation accuracy (0: never)
+    /// Which round's parameters a stage keeps: the best validation accuracy, or the lowest
+    /// validation loss (the reference prototype's choice).  Patience counts rounds without
+    /// improvement in the same.
+    enum class selection { accuracy, loss } select = selection::accuracy;
+    int patience = 0; ///< stop a stage after this many rounds without improvement (0: never)
     /// How stage inputs cross the network: fp32, bf16 (half the bytes) or int8 with a
     /// per-row scale (about a quarter).  Below fp32 every row of the aggregation input is
     /// rounded alike, owned rows too, and stored in bf16.
