@@ -137,7 +137,10 @@ int main(int argc, char** argv)
             "patience", po::value(&ro.patience)->default_value(0),
             "stop a stage after N rounds without a better "
             "validation score, see --select (0: never)")("exchange-precision", po::value(&precision)->default_value(precision),
-                                              "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent");
+                                              "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
+            "exchange-columns", po::value(&ro.exchange_columns)->default_value(0),
+            "gcn, sage: send the stage inputs this many columns at a time (0: all at once); same bytes, "
+            "halo buffers one block wide (bounds memory when most nodes are halo rows)");
         po::options_description d_std("Standard trainer");
         d_std.add_options()("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")(
             "std-lr", po::value(&so.optimizer.lr)->default_value(so.optimizer.lr),
@@ -296,7 +299,8 @@ int main(int argc, char** argv)
               << " rounds=" << rounds << " lr=" << lr << " hidden=" << hidden << " dropout=" << dropout
               << " weight-decay=" << wd << " optimizer=" << opt << " norm=" << norm
               << " lr-schedule=" << schedule << " select=" << select << " batch-size=" << ro.batch_size
-              << " patience=" << ro.patience << " exchange-precision=" << precision << " seed=" << data.seed
+              << " patience=" << ro.patience << " exchange-precision=" << precision
+              << " exchange-columns=" << ro.exchange_columns << " seed=" << data.seed
               << " inductive=" << inductive << " deterministic=" << ro.exact << " normalize-features=" << normalize;
             ro.checkpoint.config = f.str();
         }

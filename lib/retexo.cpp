@@ -43,6 +43,7 @@ void retexo_options::validate() const
     }
     RETEXO_ENSURE(batch_size >= 0, "--batch-size must be >= 0, got " << batch_size);
     RETEXO_ENSURE(patience >= 0, "--patience must be >= 0, got " << patience);
+    RETEXO_ENSURE(exchange_columns >= 0, "--exchange-columns must be >= 0, got " << exchange_columns);
 }
 
 namespace {
@@ -459,43 +460,44 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             {
                 phase_timer::scope s(timer, "exchange");
                 pending.wait();
-                ctx.halo->release_buffers(); // the stage exchanges nothing more
             }
             after();
             if (train_graph) ctx.hide_evaluation_rows(x, own, local);
         };
         auto exchange_compact = [&](const matrix_f& h, bool train_graph, auto&& meanwhile) {
-            matrix<bf16> x(local, F);
-            const auto n_own = static_cast<std::ptrdiff_t>(own) * F;
+            const auto f = static_cast<int>(h.cols());
+            matrix<bf16> x(local, f);
+            const auto n_own = static_cast<std::ptrdiff_t>(own) * f;
             const bool int8 = o.exchange == wire::int8;
-            const int w = int8 ? int8_row_bytes(F) : F;
+            const int w = int8 ? int8_row_bytes(f) : f;
             std::vector<std::uint8_t> sent, got;
             pending_exchange pending = [&] {
                 if (int8) {
                     sent.resize(static_cast<std::size_t>(own) * w);
                     got.resize(static_cast<std::size_t>(part.num_halo()) * w);
-                    quantize_int8(h.data(), own, F, sent.data());
-                    dequantize_int8(sent.data(), own, F, x.data());
+                    quantize_int8(h.data(), own, f, sent.data());
+                    dequantize_int8(sent.data(), own, f, x.data());
                     phase_timer::scope s(timer, "exchange");
                     return ctx.halo->start_forward(sent.data(), got.data(), w);
                 }
                 for (std::ptrdiff_t i = 0; i < n_own; ++i)
                     x.data()[i] = bf16(h.data()[i]);
                 phase_timer::scope s(timer, "exchange");
-                return ctx.halo->start_forward(h.data(), x.data() + n_own, F);
+                return ctx.halo->start_forward(h.data(), x.data() + n_own, f);
             }();
             complete(x, pending, train_graph, meanwhile, [&] {
-                if (int8) dequantize_int8(got.data(), part.num_halo(), F, x.data() + n_own);
+                if (int8) dequantize_int8(got.data(), part.num_halo(), f, x.data() + n_own);
             });
             return x;
         };
         auto exchange = [&](const matrix_f& h, bool train_graph, auto&& meanwhile) {
-            matrix_f x(local, F);
+            const auto f = static_cast<int>(h.cols());
+            matrix_f x(local, f);
             x.topRows(own) = h;
             if (mlp_only) return x;
             pending_exchange pending = [&] {
                 phase_timer::scope s(timer, "exchange");
-                return ctx.halo->start_forward(h.data(), x.data() + static_cast<std::ptrdiff_t>(own) * F, F);
+                return ctx.halo->start_forward(h.data(), x.data() + static_cast<std::ptrdiff_t>(own) * f, f);
             }();
             complete(x, pending, train_graph, meanwhile, [] {});
             return x;
@@ -524,6 +526,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
             };
             x_all = full(h_own, false);
             if (ctx.inductive) x_all_train = full(h_train_own, true);
+            ctx.halo->release_buffers(); // the stage exchanges nothing more
         } else {
             auto precompute = [&](const nn::local_graph& g, const matrix_f& h, bool train_graph) {
                 if (mlp_only) return h;
@@ -535,7 +538,10 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                 std::vector<node_t> interior, boundary;
                 std::tie(interior, boundary) = split_rows_within(*g.in_edges, o.overlap ? own : 0);
                 matrix_f a(own, F);
+                // Columns [c0, c0 + x.cols()) of a, aggregated from x (local rows, those columns).
+                Eigen::Index c0 = 0;
                 auto aggregate_rows = [&](const auto& x, std::span<const node_t> rows, pending_exchange* pending) {
+                    const auto w = static_cast<int>(x.cols());
                     phase_timer::scope s(timer, "aggregate");
                     // In chunks of destination rows: one chunk's plan (sources and weights of
                     // its edges) at a time; between chunks MPI may progress the exchange.
@@ -548,20 +554,28 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
                                                                   .in_degree = g.in_degree,
                                                                   .rows = sub,
                                                                   .backward = false});
-                        out.resize(static_cast<Eigen::Index>(sub.size()), F);
-                        agg.forward(x.data(), F, out.data());
+                        out.resize(static_cast<Eigen::Index>(sub.size()), w);
+                        agg.forward(x.data(), w, out.data());
                         for (std::size_t i = 0; i < sub.size(); ++i)
-                            a.row(sub[i]) = out.row(static_cast<Eigen::Index>(i));
+                            a.block(sub[i], c0, 1, w) = out.row(static_cast<Eigen::Index>(i));
                         if (pending != nullptr) pending->test();
                     }
                 };
                 auto meanwhile = [&](const auto& x, pending_exchange& pending) {
                     aggregate_rows(x, interior, &pending);
                 };
-                if (o.exchange != wire::fp32)
-                    aggregate_rows(exchange_compact(h, train_graph, meanwhile), boundary, nullptr);
-                else
-                    aggregate_rows(exchange(h, train_graph, meanwhile), boundary, nullptr);
+                // Column blocks of at most o.exchange_columns: the halo rows of one block at a time.
+                const Eigen::Index block = o.exchange_columns > 0 ? std::min(o.exchange_columns, F) : F;
+                for (c0 = 0; c0 < F; c0 += block) {
+                    const Eigen::Index w = std::min<Eigen::Index>(block, F - c0);
+                    const matrix_f hb = w == F ? matrix_f() : matrix_f(h.middleCols(c0, w));
+                    const matrix_f& hx = w == F ? h : hb;
+                    if (o.exchange != wire::fp32)
+                        aggregate_rows(exchange_compact(hx, train_graph, meanwhile), boundary, nullptr);
+                    else
+                        aggregate_rows(exchange(hx, train_graph, meanwhile), boundary, nullptr);
+                }
+                ctx.halo->release_buffers(); // the stage exchanges nothing more
                 if (gcn && !logits_variant) return a;
                 matrix_f cat(own, 2 * F); // the node's own input next to its neighbours' aggregate
                 cat.leftCols(F) = h;

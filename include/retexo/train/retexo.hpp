@@ -70,6 +70,11 @@ struct retexo_options {
     /// per-row scale (about a quarter).  Below fp32 every row of the aggregation input is
     /// rounded alike, owned rows too, and stored in bf16.
     enum class wire { fp32, bf16, int8 } exchange = wire::fp32;
+    /// GCN / GraphSAGE-mean: send a stage's inputs this many columns at a time (0: all at
+    /// once).  The same bytes in more messages; the halo rows held at any time are one block
+    /// wide, which bounds memory when most nodes are halo rows (many partitions).  With int8
+    /// each block carries its own per-row scale.
+    int exchange_columns = 0;
     bool track_test = false; ///< also measure test accuracy every round (time to accuracy)
     /// Aggregate the interior rows (all in-neighbours owned) while the stage's halo rows are
     /// in flight (MPI_Ialltoallv); the result is the same bit for bit either way.
