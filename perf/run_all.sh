@@ -67,9 +67,9 @@ done
 # RETEXO end to end on 4 partitions (bf16 and int8 exchange) and, for the bytes ratio, on 2
 # with int8; the standard trainer for $pepochs epochs on 2 partitions (time and bytes per
 # epoch).  Full-batch standard training of this graph needs about 6 GB per rank on 4 ranks
-# (every layer's activations and halo rows), more than this 24 GB machine holds, and eight
-# ranks of either trainer would each hold ~2M halo rows: those runs are left out.  A run
-# that fails is reported as missing, not fatal.
+# (every layer's activations and halo rows), more than this 24 GB machine holds.  Eight
+# ranks, where each holds ~2M halo rows, are perf/products_p8.sh (17 min, not in this suite).
+# A run that fails is reported as missing, not fatal.
 products_run() {  # name ranks options...
   local name=$1 np=$2
   shift 2
