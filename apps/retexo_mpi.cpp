@@ -131,13 +131,13 @@ int main(int argc, char** argv)
             "constant | linear (the learning rate falls linearly to 0 over the stage)")(
             "select", po::value(&select)->default_value(select),
             "accuracy | loss: keep the round with the best validation accuracy or the lowest validation "
-            "loss")(
-            "batch-size", po::value(&ro.batch_size)->default_value(0),
-            "training rows per step over all ranks (0: full batch)")(
+            "loss")("batch-size", po::value(&ro.batch_size)->default_value(0),
+                    "training rows per step over all ranks (0: full batch)")(
             "patience", po::value(&ro.patience)->default_value(0),
             "stop a stage after N rounds without a better "
-            "validation score, see --select (0: never)")("exchange-precision", po::value(&precision)->default_value(precision),
-                                              "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
+            "validation score, see --select (0: never)")(
+            "exchange-precision", po::value(&precision)->default_value(precision),
+            "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
             "exchange-columns", po::value(&ro.exchange_columns)->default_value(0),
             "gcn, sage: send the stage inputs this many columns at a time (0: all at once); same bytes, "
             "halo buffers one block wide (bounds memory when most nodes are halo rows)");
@@ -263,8 +263,8 @@ int main(int argc, char** argv)
             }
             RETEXO_ENSURE(select == "accuracy" || select == "loss",
                           "--select: expected accuracy or loss, got '" << select << "'");
-            ro.select = select == "loss" ? train::retexo_options::selection::loss
-                                         : train::retexo_options::selection::accuracy;
+            ro.select =
+                select == "loss" ? train::retexo_options::selection::loss : train::retexo_options::selection::accuracy;
             if (vm["std-hidden"].defaulted()) so.hidden = r_hidden[0];
             if (wants("retexo")) ro.validate();
             if (wants("standard")) so.validate();
@@ -297,11 +297,11 @@ int main(int argc, char** argv)
             std::ostringstream f;
             f << "model=" << model << " variant=" << variant << " stages=" << stages << " heads=" << ro.heads
               << " rounds=" << rounds << " lr=" << lr << " hidden=" << hidden << " dropout=" << dropout
-              << " weight-decay=" << wd << " optimizer=" << opt << " norm=" << norm
-              << " lr-schedule=" << schedule << " select=" << select << " batch-size=" << ro.batch_size
-              << " patience=" << ro.patience << " exchange-precision=" << precision
-              << " exchange-columns=" << ro.exchange_columns << " seed=" << data.seed
-              << " inductive=" << inductive << " deterministic=" << ro.exact << " normalize-features=" << normalize;
+              << " weight-decay=" << wd << " optimizer=" << opt << " norm=" << norm << " lr-schedule=" << schedule
+              << " select=" << select << " batch-size=" << ro.batch_size << " patience=" << ro.patience
+              << " exchange-precision=" << precision << " exchange-columns=" << ro.exchange_columns
+              << " seed=" << data.seed << " inductive=" << inductive << " deterministic=" << ro.exact
+              << " normalize-features=" << normalize;
             ro.checkpoint.config = f.str();
         }
         RETEXO_ENSURE(ro.checkpoint.dir.empty() || wants("retexo"), "--checkpoint-dir applies to --mode retexo only");

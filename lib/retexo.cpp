@@ -196,10 +196,9 @@ void save_state(const std::string& path, const retexo_state& s, const checkpoint
             write_matrix(f, "inputs/" + name, *m);
         std::vector<double> hist;
         for (const auto& e : s.history)
-            hist.insert(hist.end(),
-                        {static_cast<double>(e.stage), static_cast<double>(e.epoch), e.loss, e.acc.train, e.acc.valid,
-                         e.acc.test, static_cast<double>(e.bytes), static_cast<double>(e.calls), e.seconds,
-                         e.valid_loss});
+            hist.insert(hist.end(), {static_cast<double>(e.stage), static_cast<double>(e.epoch), e.loss, e.acc.train,
+                                     e.acc.valid, e.acc.test, static_cast<double>(e.bytes),
+                                     static_cast<double>(e.calls), e.seconds, e.valid_loss});
         f.write<double>("history", hist, {s.history.size(), 10});
         std::vector<double> st;
         std::vector<std::uint64_t> st_bytes;

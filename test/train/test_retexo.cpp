@@ -283,8 +283,7 @@ TEST_CASE("retexo: patience stops a stage early", "[mpi][retexo]")
     CHECK(r.res.stages[0].rounds - r.res.stages[0].best_round == 3);
 }
 
-TEST_CASE("retexo: selecting by validation loss keeps the lowest-loss round, at every rank count",
-          "[mpi][retexo]")
+TEST_CASE("retexo: selecting by validation loss keeps the lowest-loss round, at every rank count", "[mpi][retexo]")
 {
     const mpi::communicator world;
     const mpi::communicator self(MPI_COMM_SELF);
