@@ -44,6 +44,9 @@ void retexo_options::validate() const
     RETEXO_ENSURE(batch_size >= 0, "--batch-size must be >= 0, got " << batch_size);
     RETEXO_ENSURE(patience >= 0, "--patience must be >= 0, got " << patience);
     RETEXO_ENSURE(exchange_columns >= 0, "--exchange-columns must be >= 0, got " << exchange_columns);
+    RETEXO_ENSURE(exchange_columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
+                  "--exchange-columns applies to gcn and sage: " << nn::to_string(model)
+                                                                 << " trains on the exchanged rows every round");
 }
 
 namespace {

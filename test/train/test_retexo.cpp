@@ -177,11 +177,14 @@ TEST_CASE("retexo: column-blocked stage exchanges send the same bytes and change
             CHECK(dist.res.history[e].loss == single.res.history[e].loss);
         CHECK(dist.res.final_acc.test == single.res.final_acc.test);
     }
-    SECTION("a negative block width is rejected")
+    SECTION("a negative block width, or blocks for a graph model, are rejected")
     {
         auto o = small_options(nn::layer_kind::gcn);
         o.exchange_columns = -1;
         CHECK_THROWS_WITH(o.validate(), Catch::Contains("--exchange-columns must be >= 0"));
+        o = small_options(nn::layer_kind::gat);
+        o.exchange_columns = 8;
+        CHECK_THROWS_WITH(o.validate(), Catch::Contains("--exchange-columns applies to gcn and sage"));
     }
 }
 
