@@ -3,7 +3,7 @@
 # standard trainer and BNS-GCN across partition counts and datasets, emulated networks,
 # time to accuracy, and the products-scale run.  Writes OUT/report.md, OUT/report.json and
 # OUT/*.png.
-#   perf/run_all.sh [OUT_DIR]            (about 40 minutes on 2 cores)
+#   perf/run_all.sh [OUT_DIR]            (about 24 minutes on 2 cores)
 # Environment: QUICK=1 shrinks every experiment (a smoke test of the pipeline, minutes).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
