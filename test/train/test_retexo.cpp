@@ -49,6 +49,17 @@ struct run_with {
     }
 };
 
+/// Two runs that must agree bit for bit: every recorded loss and the final test accuracy.
+void check_identical(const train::run_result& a, const train::run_result& b)
+{
+    REQUIRE(a.history.size() == b.history.size());
+    for (std::size_t e = 0; e < a.history.size(); ++e) {
+        INFO("record " << e);
+        CHECK(a.history[e].loss == b.history[e].loss);
+    }
+    CHECK(a.final_acc.test == b.final_acc.test);
+}
+
 } // namespace
 
 TEST_CASE("retexo: every rank count reproduces the single-process run exactly", "[mpi][retexo]")
@@ -99,10 +110,7 @@ TEST_CASE("retexo: bf16 and int8 exchanges round owned rows alike, so every rank
                 o.exchange = wire;
                 const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
                 const run_with dist(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
-                REQUIRE(single.res.history.size() == dist.res.history.size());
-                for (std::size_t e = 0; e < single.res.history.size(); ++e)
-                    CHECK(dist.res.history[e].loss == single.res.history[e].loss);
-                CHECK(dist.res.final_acc.test == single.res.final_acc.test);
+                check_identical(dist.res, single.res);
             }
         }
     }
@@ -125,10 +133,7 @@ TEST_CASE("retexo: overlapping the stage exchange with aggregation changes no bi
                     const run_with overlapped(world, g, a, o, inductive);
                     o.overlap = false;
                     const run_with blocking(world, g, a, o, inductive);
-                    REQUIRE(overlapped.res.history.size() == blocking.res.history.size());
-                    for (std::size_t e = 0; e < blocking.res.history.size(); ++e)
-                        CHECK(overlapped.res.history[e].loss == blocking.res.history[e].loss);
-                    CHECK(overlapped.res.final_acc.test == blocking.res.final_acc.test);
+                    check_identical(overlapped.res, blocking.res);
                     CHECK(overlapped.res.bytes.total_sent() == blocking.res.bytes.total_sent());
                 }
             }
@@ -154,10 +159,7 @@ TEST_CASE("retexo: column-blocked stage exchanges send the same bytes and change
                     const run_with whole(world, g, a, o, inductive);
                     o.exchange_columns = 7;
                     const run_with blocked(world, g, a, o, inductive);
-                    REQUIRE(blocked.res.history.size() == whole.res.history.size());
-                    for (std::size_t e = 0; e < whole.res.history.size(); ++e)
-                        CHECK(blocked.res.history[e].loss == whole.res.history[e].loss);
-                    CHECK(blocked.res.final_acc.test == whole.res.final_acc.test);
+                    check_identical(blocked.res, whole.res);
                     CHECK(blocked.res.bytes.total_sent() == whole.res.bytes.total_sent());
                     if (world.size() > 1) CHECK(blocked.res.bytes.total_calls() > whole.res.bytes.total_calls());
                 }
@@ -172,10 +174,7 @@ TEST_CASE("retexo: column-blocked stage exchanges send the same bytes and change
         o.exchange_columns = 7;
         const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
         const run_with dist(world, g, a, o);
-        REQUIRE(single.res.history.size() == dist.res.history.size());
-        for (std::size_t e = 0; e < single.res.history.size(); ++e)
-            CHECK(dist.res.history[e].loss == single.res.history[e].loss);
-        CHECK(dist.res.final_acc.test == single.res.final_acc.test);
+        check_identical(dist.res, single.res);
     }
     SECTION("a negative block width, or blocks for a graph model, are rejected")
     {
