@@ -11,18 +11,33 @@ int main(int argc, char** argv)
     return cli::run("retexo_convert", [&] {
         std::string dir, out, directed;
         ogb_options o;
+        random_split_spec rs;
         cli::po::options_description desc("Options");
         desc.add_options()("ogb", cli::po::value(&dir)->required(), "OGB raw dataset directory (raw/, split/)")(
             "out,o", cli::po::value(&out)->required(), "output graph file (.h5)")(
             "split", cli::po::value(&o.split), "split name under split/ (default: the only one)")(
+            "random-split", cli::po::value(&rs.seed),
+            "SEED: draw the split at random instead, as PyG Planetoid(split='random') does: per class "
+            "--train-per-class nodes to train, then --num-valid and --num-test of the rest")(
+            "train-per-class", cli::po::value(&rs.train_per_class)->default_value(rs.train_per_class),
+            "train nodes per class of --random-split")(
+            "num-valid", cli::po::value(&rs.num_valid)->default_value(rs.num_valid), "valid nodes of --random-split")(
+            "num-test", cli::po::value(&rs.num_test)->default_value(rs.num_test), "test nodes of --random-split")(
             "directed", cli::po::value(&directed), "true|false: override meta.json (default: undirected, symmetrised)")(
             "num-classes", cli::po::value(&o.num_classes), "number of classes (default: meta.json or max label + 1)")(
             "name", cli::po::value(&o.name), "graph name (default: meta.json or directory name)");
         cli::po::variables_map vm;
         int code = 0;
-        if (!cli::parse(argc, argv, "retexo_convert", "retexo_convert --ogb DIR [--split NAME] --out FILE.h5", desc, vm,
-                        code))
+        if (!cli::parse(argc, argv, "retexo_convert",
+                        "retexo_convert --ogb DIR [--split NAME | --random-split SEED] --out FILE.h5", desc, vm, code))
             return code;
+        if (vm.count("random-split") != 0U) {
+            RETEXO_ENSURE(vm.count("split") == 0U, "--split and --random-split exclude each other");
+            o.random_split = rs;
+        } else {
+            for (const char* opt : {"train-per-class", "num-valid", "num-test"})
+                RETEXO_ENSURE(vm[opt].defaulted(), "--" << opt << " needs --random-split");
+        }
         if (!directed.empty()) {
             RETEXO_ENSURE(directed == "true" || directed == "false",
                           "--directed must be true or false, got '" << directed << "'");

@@ -101,20 +101,26 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     const auto n = static_cast<node_t>(n64);
     const auto expected_edges = read_single_count(data_file(raw, "num-edge-list"));
 
-    // Split.
-    std::string split = options.split;
-    const auto splits = ogb_splits(dir_name);
-    if (split.empty()) {
-        std::string list;
-        for (const auto& s : splits)
-            list += " " + s;
-        RETEXO_ENSURE(splits.size() == 1, dir_name << ": choose a split with --split (available:"
-                                                   << (list.empty() ? " none" : list) << ")");
-        split = splits[0];
+    // Split: a named one under split/, or one drawn at random after the labels are read.
+    fs::path split_dir;
+    if (options.random_split) {
+        RETEXO_ENSURE(options.split.empty(), dir_name << ": give a split name or a random split, not both");
+        rep.split = "random-" + std::to_string(options.random_split->seed);
+    } else {
+        std::string split = options.split;
+        const auto splits = ogb_splits(dir_name);
+        if (split.empty()) {
+            std::string list;
+            for (const auto& s : splits)
+                list += " " + s;
+            RETEXO_ENSURE(splits.size() == 1, dir_name << ": choose a split with --split (available:"
+                                                       << (list.empty() ? " none" : list) << ")");
+            split = splits[0];
+        }
+        split_dir = dir / "split" / split;
+        RETEXO_ENSURE(fs::is_directory(split_dir), split_dir.string() << ": no such split");
+        rep.split = split;
     }
-    const fs::path split_dir = dir / "split" / split;
-    RETEXO_ENSURE(fs::is_directory(split_dir), split_dir.string() << ": no such split");
-    rep.split = split;
 
     // Edges.
     std::vector<node_t> src, dst;
@@ -169,17 +175,26 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     RETEXO_ENSURE(max_label < num_classes, data_file(raw, "node-label")
                                                << ": label " << max_label << " is outside 0.." << num_classes - 1);
 
-    const auto train = read_split_file(data_file(split_dir, "train"), n);
-    const auto valid = read_split_file(data_file(split_dir, "valid"), n);
-    const auto test = read_split_file(data_file(split_dir, "test"), n);
-    try {
-        (void)split_membership(n, train, valid, test);
-    } catch (const error& e) {
-        RETEXO_THROW(split_dir.string() << ": " << e.what());
+    split_lists sl;
+    if (options.random_split) {
+        try {
+            sl = random_split(labels, num_classes, *options.random_split);
+        } catch (const error& e) {
+            RETEXO_THROW(dir_name << ": " << e.what());
+        }
+    } else {
+        sl.train = read_split_file(data_file(split_dir, "train"), n);
+        sl.valid = read_split_file(data_file(split_dir, "valid"), n);
+        sl.test = read_split_file(data_file(split_dir, "test"), n);
+        try {
+            (void)split_membership(n, sl.train, sl.valid, sl.test);
+        } catch (const error& e) {
+            RETEXO_THROW(split_dir.string() << ": " << e.what());
+        }
     }
-    rep.train = train.size();
-    rep.valid = valid.size();
-    rep.test = test.size();
+    rep.train = sl.train.size();
+    rep.valid = sl.valid.size();
+    rep.test = sl.test.size();
 
     // Features, streamed in row blocks straight into the output file.
     text_reader feat(data_file(raw, "node-feat"));
@@ -202,7 +217,7 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     rep.info = info;
 
     graph_file_writer writer(out_path, info);
-    writer.write_structure(in_edges, labels, train, valid, test);
+    writer.write_structure(in_edges, labels, sl.train, sl.valid, sl.test);
     constexpr node_t block_rows = 8192;
     node_t rows = 1;
     node_t total = 0;

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Accuracy table of RETEXO and the standard trainer on the shared datasets (split
 # random-paper), mean +- std over seeds, written as markdown and JSON.
-#   perf/accuracy.sh [OUT_DIR]        (env: DATASETS, MODELS, SEEDS, NP, DATASET_DIR)
+#   perf/accuracy.sh [OUT_DIR]        (env: DATASETS, MODELS, SEEDS, NP, DATASET_DIR, MODE)
+# RANDOM_SPLIT="K V T" instead draws a new split for every seed, as the RETEXO paper's
+# prototype does (PyG Planetoid(split='random'): K train nodes per class, V valid, T test;
+# retexo_convert --random-split SEED), so the mean is over splits as well as seeds.
 # Hyperparameters: mpi_scripts/presets/<dataset>-<model>.cfg when it exists, else
 # <dataset>.cfg (chosen on validation accuracy, never on test); 2 layers / stages, hidden
 # 256, 200 epochs / rounds per stage, one process.
@@ -15,11 +18,21 @@ np=${NP:-1}
 dsdir=${DATASET_DIR:-$root/../shared/datasets}
 build=${RETEXO_BUILD_DIR:-$root/build}
 mkdir -p "$out"
+split=${RANDOM_SPLIT:-}
+if [[ -n $split ]]; then
+  read -r per_class num_valid num_test <<<"$split"
+  [[ -n ${num_test:-} ]] || { echo "accuracy.sh: RANDOM_SPLIT must be 'K V T', got '$split'" >&2; exit 1; }
+fi
 for ds in $datasets; do
   graph=$out/$ds.h5
-  [[ -f $graph ]] || "$build/apps/retexo_convert" --ogb "$dsdir/$ds" --split random-paper --out "$graph" >/dev/null
+  [[ -n $split || -f $graph ]] || "$build/apps/retexo_convert" --ogb "$dsdir/$ds" --split random-paper --out "$graph" >/dev/null
   for m in $models; do
     for s in $seeds; do
+      if [[ -n $split ]]; then
+        graph=$out/$ds-split$s.h5
+        [[ -f $graph ]] || "$build/apps/retexo_convert" --ogb "$dsdir/$ds" --random-split "$s" --train-per-class "$per_class" \
+          --num-valid "$num_valid" --num-test "$num_test" --out "$graph" >/dev/null
+      fi
       json=$out/$ds-$m-$s.json
       [[ -f $json ]] && continue
       cfg=$root/mpi_scripts/presets/$ds-$m.cfg

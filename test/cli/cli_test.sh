@@ -52,6 +52,8 @@ mkdir -p "$tmp/badogb/raw"
 expect 1 "num-node-list.csv.gz: missing" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5"
 absent "$tmp/c.h5"
 expect 1 "--directed must be true or false" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --directed maybe
+expect 1 "--split and --random-split exclude each other" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --split s --random-split 1
+expect 1 "--num-valid needs --random-split" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --num-valid 10
 
 # partition
 expect 1 "missing.h5: cannot open" "$apps/retexo_partition" --graph "$tmp/missing.h5" --parts 2 --out "$tmp/p"
@@ -159,6 +161,9 @@ fi
 if [[ -n $datasets && -d $datasets/cora ]]; then
   expect 0 "2708 nodes" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --out "$tmp/cora.h5"
   expect 1 "choose a split with --split \(available: public random-paper\)" "$apps/retexo_convert" --ogb "$datasets/cora" --out "$tmp/cora2.h5"
+  expect 0 "split random-7 280/280/2148" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 7 --train-per-class 40 --num-valid 280 --num-test 2148 --out "$tmp/cora3.h5"
+  expect 1 "class 6 has 180 nodes, fewer than the 200" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 7 --train-per-class 200 --out "$tmp/cora4.h5"
+  absent "$tmp/cora4.h5"
 else
   echo "SKIPPED: dataset checks (no $datasets/cora)"
 fi

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -43,6 +44,63 @@ TEST_CASE("OGB directed graphs keep their direction", "[io][ogb]")
     CHECK(h.num_classes == 5);
     CHECK(h.num_edges() == 2);
     CHECK(h.in_edges.sources == std::vector<node_t>{0, 1}); // 1 <- 0, 2 <- 1
+}
+
+TEST_CASE("random splits follow Planetoid(split='random') and are deterministic", "[io][ogb][split]")
+{
+    std::vector<std::int32_t> labels(200);
+    for (std::size_t v = 0; v < labels.size(); ++v)
+        labels[v] = static_cast<std::int32_t>((v * 7) % 3); // 67 / 67 / 66 nodes per class
+    const random_split_spec spec{.seed = 5, .train_per_class = 10, .num_valid = 40, .num_test = 100};
+    const auto s = random_split(labels, 3, spec);
+    REQUIRE(s.train.size() == 30);
+    CHECK(s.valid.size() == 40);
+    CHECK(s.test.size() == 100);
+    std::vector<int> per_class(3, 0);
+    for (node_t v : s.train)
+        ++per_class[labels[v]];
+    CHECK(per_class == std::vector<int>{10, 10, 10});
+    for (const auto* ids : {&s.train, &s.valid, &s.test})
+        CHECK(std::is_sorted(ids->begin(), ids->end()));
+    CHECK_NOTHROW(split_membership(200, s.train, s.valid, s.test)); // disjoint, in range
+    const auto again = random_split(labels, 3, spec);
+    CHECK(again.train == s.train);
+    CHECK(again.valid == s.valid);
+    CHECK(again.test == s.test);
+    auto other_seed = spec;
+    other_seed.seed = 6;
+    const auto other = random_split(labels, 3, other_seed);
+    CHECK(other.train != s.train);
+    CHECK(other.test != s.test);
+
+    auto too_many_train = spec;
+    too_many_train.train_per_class = 67;
+    CHECK_THROWS_WITH(random_split(labels, 3, too_many_train), Catch::Contains("class 2 has 66 nodes"));
+    auto too_many_rest = spec;
+    too_many_rest.num_test = 131;
+    CHECK_THROWS_WITH(random_split(labels, 3, too_many_rest),
+                      Catch::Contains("40 valid + 131 test nodes exceed the 170 nodes left"));
+    auto no_train = spec;
+    no_train.train_per_class = 0;
+    CHECK_THROWS_WITH(random_split(labels, 3, no_train), Catch::Contains("must be positive"));
+
+    // convert_ogb draws it instead of reading split/, and needs no split directory.
+    test::temp_dir tmp;
+    auto g = test::make_graph(200, {{0, 1}, {1, 2}}, 3, 3);
+    g.labels = labels;
+    test::write_ogb_dir(g, tmp / "ds");
+    fs::remove_all(tmp / "ds/split");
+    ogb_options o;
+    o.random_split = spec;
+    const auto rep = convert_ogb(tmp / "ds", tmp / "g.h5", o);
+    CHECK(rep.split == "random-5");
+    const graph h = read_graph(tmp / "g.h5");
+    CHECK(h.train == s.train);
+    CHECK(h.valid == s.valid);
+    CHECK(h.test == s.test);
+    o.split = "s";
+    CHECK_THROWS_WITH(convert_ogb(tmp / "ds", tmp / "g2.h5", o), Catch::Contains("not both"));
+    CHECK_FALSE(fs::exists(tmp / "g2.h5"));
 }
 
 TEST_CASE("OGB conversion rejects bad input, leaving no output", "[io][ogb][bad-input]")

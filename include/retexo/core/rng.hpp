@@ -69,6 +69,7 @@ inline constexpr std::uint64_t generate_edges = 3;
 inline constexpr std::uint64_t generate_features = 4;
 inline constexpr std::uint64_t generate_means = 5;
 inline constexpr std::uint64_t generate_split = 6;
+inline constexpr std::uint64_t random_split = 7;
 inline constexpr std::uint64_t partition_random = 10;
 inline constexpr std::uint64_t init = 20;
 inline constexpr std::uint64_t dropout = 21;

@@ -42,6 +42,26 @@ inline graph_info info_of(const graph& g)
 std::vector<split> split_membership(node_t num_nodes, std::span<const node_t> train, std::span<const node_t> valid,
                                     std::span<const node_t> test);
 
+/// A split drawn at random with the semantics of PyTorch Geometric's Planetoid(split='random'),
+/// which the RETEXO paper averages its small-graph accuracies over: for each class, train_per_class
+/// random nodes of that class go to train; the other nodes are shuffled, the first num_valid
+/// become valid and the next num_test test; any node left over is in no split.
+struct random_split_spec {
+    std::uint64_t seed = 0;
+    node_t train_per_class = 20; ///< Planetoid's defaults: 20 / 500 / 1000
+    node_t num_valid = 500;
+    node_t num_test = 1000;
+};
+
+struct split_lists {
+    std::vector<node_t> train, valid, test; ///< sorted node ids
+};
+
+/// Draw a random split (deterministic in spec.seed, platform-independent).  Throws a
+/// retexo::error when a class has fewer than train_per_class nodes or num_valid + num_test
+/// exceeds the nodes left after train.
+split_lists random_split(std::span<const std::int32_t> labels, int num_classes, const random_split_spec& spec);
+
 /// Check a whole graph for consistency (sizes, id ranges, label range, disjoint splits).
 /// Throws a retexo::error whose message starts with `source`.
 void validate_graph(const graph& g, const std::string& source);

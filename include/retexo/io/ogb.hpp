@@ -11,10 +11,11 @@
 namespace retexo {
 
 struct ogb_options {
-    std::string split;            ///< split name; empty: the only split present
-    std::optional<bool> directed; ///< overrides meta.json; default undirected
-    int num_classes = 0;          ///< 0: meta.json, else max label + 1
-    std::string name;             ///< graph name; empty: meta.json or the directory name
+    std::string split;                             ///< split name; empty: the only split present
+    std::optional<random_split_spec> random_split; ///< draw the split instead of reading split/
+    std::optional<bool> directed;                  ///< overrides meta.json; default undirected
+    int num_classes = 0;                           ///< 0: meta.json, else max label + 1
+    std::string name;                              ///< graph name; empty: meta.json or the directory name
 };
 
 /// What a conversion saw and did.
