@@ -14,8 +14,8 @@ int main(int argc, char** argv)
         std::int64_t nodes = o.nodes;
         cli::po::options_description desc("Options");
         desc.add_options()("out,o", cli::po::value(&out)->required(), "output graph file (.h5)")(
-            "nodes", cli::po::value(&nodes)->default_value(nodes),
-            "number of nodes")("classes", cli::po::value(&o.classes)->default_value(o.classes), "number of classes")(
+            "nodes", cli::po::value(&nodes)->default_value(nodes), "number of nodes")(
+            "classes", cli::po::value(&o.classes)->default_value(o.classes), "number of classes (at least 2)")(
             "features", cli::po::value(&o.features)->default_value(o.features),
             "feature dimension")("avg-degree", cli::po::value(&o.avg_degree)->default_value(o.avg_degree),
                                  "mean degree")("homophily", cli::po::value(&o.homophily)->default_value(o.homophily),

@@ -10,7 +10,9 @@ namespace retexo {
 void csbm_options::validate() const
 {
     RETEXO_ENSURE(nodes > 0, "--nodes must be positive, got " << nodes);
-    RETEXO_ENSURE(classes >= 1 && classes <= nodes, "--classes must be in [1, nodes], got " << classes);
+    // One class would make a graph with nothing to classify (and a degenerate softmax).
+    RETEXO_ENSURE(classes >= 2, "--classes must be at least 2, got " << classes);
+    RETEXO_ENSURE(classes <= nodes, "--classes must be at most --nodes (" << nodes << "), got " << classes);
     RETEXO_ENSURE(features >= 1, "--features must be positive, got " << features);
     RETEXO_ENSURE(avg_degree >= 0 && avg_degree < nodes, "--avg-degree must be in [0, nodes), got " << avg_degree);
     RETEXO_ENSURE(homophily >= 0 && homophily <= 1, "--homophily must be in [0, 1], got " << homophily);

@@ -94,4 +94,17 @@ TEST_CASE("generator options are validated", "[generate][bad-input]")
     o.train_fraction = 0.7;
     o.test_fraction = 0.7;
     CHECK_THROWS_WITH(generate_csbm(o), Catch::Contains("fractions"));
+    o = {};
+    o.classes = 1;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--classes must be at least 2, got 1"));
+    CHECK_THROWS_WITH(generate_csbm(o), Catch::Contains("--classes"));
+    o.classes = 0;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--classes must be at least 2, got 0"));
+    o = {};
+    o.nodes = 3;
+    o.avg_degree = 1;
+    o.classes = 4;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--classes must be at most --nodes (3), got 4"));
+    o.classes = 2;
+    CHECK_NOTHROW(o.validate());
 }

@@ -10,7 +10,7 @@ namespace retexo {
 
 struct csbm_options {
     node_t nodes = 10000;
-    int classes = 5;
+    int classes = 5; ///< at least 2 and at most nodes
     int features = 64;
     double avg_degree = 10.0;    ///< mean undirected degree before de-duplication
     double homophily = 0.8;      ///< probability an edge joins two nodes of the same class
