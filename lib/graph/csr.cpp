@@ -69,7 +69,7 @@ csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const nod
     return out;
 }
 
-csr transpose(const csr& in, node_t num_cols)
+csr transpose(const csr& in, node_t num_cols, std::vector<offset_t>* edge_of)
 {
     const node_t rows = in.num_rows();
     csr out;
@@ -79,12 +79,56 @@ csr transpose(const csr& in, node_t num_cols)
     for (node_t c = 0; c < num_cols; ++c)
         out.offsets[c + 1] += out.offsets[c];
     out.sources.resize(in.sources.size());
+    if (edge_of != nullptr) edge_of->resize(in.sources.size());
     std::vector<offset_t> fill(out.offsets.begin(), out.offsets.end() - 1);
     // Rows visited ascending, so every output row is sorted.
     for (node_t v = 0; v < rows; ++v)
-        for (offset_t e = in.offsets[v]; e < in.offsets[v + 1]; ++e)
-            out.sources[fill[in.sources[e]]++] = v;
+        for (offset_t e = in.offsets[v]; e < in.offsets[v + 1]; ++e) {
+            const offset_t t = fill[in.sources[e]]++;
+            out.sources[t] = v;
+            if (edge_of != nullptr) (*edge_of)[t] = e;
+        }
     return out;
+}
+
+std::vector<node_t> rows_or_all(std::span<const node_t> rows, node_t num_rows)
+{
+    if (!rows.empty()) return {rows.begin(), rows.end()};
+    std::vector<node_t> all(static_cast<std::size_t>(num_rows));
+    for (node_t v = 0; v < num_rows; ++v)
+        all[v] = v;
+    return all;
+}
+
+csr in_edges_of_rows(const csr& g, node_t num_src, std::span<const node_t> rows, bool self_loops, const char* who)
+{
+    const node_t rows_in = g.num_rows();
+    RETEXO_ENSURE(num_src >= 0, who << ": negative source count " << num_src);
+    RETEXO_ENSURE(!self_loops || num_src >= rows_in,
+                  who << ": self loops need every destination row to be a source row (" << rows_in << " rows, "
+                      << num_src << " sources)");
+    const auto n_out = static_cast<node_t>(rows.size());
+    csr plan;
+    plan.offsets.assign(static_cast<std::size_t>(n_out) + 1, 0);
+    for (node_t i = 0; i < n_out; ++i) {
+        const node_t v = rows[i];
+        RETEXO_ENSURE(v >= 0 && v < rows_in, who << ": destination row " << v << " outside [0, " << rows_in << ")");
+        bool has_self = false;
+        for (node_t u : g.row(v)) {
+            RETEXO_ENSURE(u >= 0 && u < num_src, who << ": source id " << u << " outside [0, " << num_src << ")");
+            has_self = has_self || u == v;
+        }
+        plan.offsets[i + 1] = plan.offsets[i] + g.degree(v) + (self_loops && !has_self ? 1 : 0);
+    }
+    plan.sources.resize(static_cast<std::size_t>(plan.offsets[n_out]));
+    for (node_t i = 0; i < n_out; ++i) {
+        const node_t v = rows[i];
+        offset_t e = plan.offsets[i];
+        if (plan.offsets[i + 1] - e > g.degree(v)) plan.sources[e++] = v;
+        for (node_t u : g.row(v))
+            plan.sources[e++] = u;
+    }
+    return plan;
 }
 
 std::pair<std::vector<node_t>, std::vector<node_t>> split_rows_within(const csr& g, node_t limit)

@@ -10,52 +10,17 @@ gat_attention::gat_attention(const csr& g, node_t num_src, const gat_options& o)
     : heads_(o.heads), slope_(o.negative_slope), num_src_(num_src)
 {
     RETEXO_ENSURE(o.heads >= 1, "retexo::gat_attention: heads must be positive, got " << o.heads);
-    const node_t rows_in = g.num_rows();
-    RETEXO_ENSURE(!o.self_loops || num_src >= rows_in,
-                  "retexo::gat_attention: self loops need every destination row to be a source row");
-    if (o.rows.empty()) {
-        rows_.resize(static_cast<std::size_t>(rows_in));
-        for (node_t v = 0; v < rows_in; ++v)
-            rows_[v] = v;
-    } else {
-        rows_.assign(o.rows.begin(), o.rows.end());
-    }
-    const auto n_out = static_cast<node_t>(rows_.size());
-    plan_.offsets.assign(static_cast<std::size_t>(n_out) + 1, 0);
-    for (node_t i = 0; i < n_out; ++i) {
-        const node_t v = rows_[i];
-        RETEXO_ENSURE(v >= 0 && v < rows_in, "retexo::gat_attention: destination row " << v << " out of range");
-        const auto row = g.row(v);
-        const bool has_self = std::find(row.begin(), row.end(), v) != row.end();
-        for (node_t u : row)
-            RETEXO_ENSURE(u >= 0 && u < num_src,
-                          "retexo::gat_attention: source id " << u << " outside [0, " << num_src << ")");
-        plan_.offsets[i + 1] = plan_.offsets[i] + g.degree(v) + (o.self_loops && !has_self ? 1 : 0);
-    }
-    plan_.sources.resize(static_cast<std::size_t>(plan_.offsets[n_out]));
-    for (node_t i = 0; i < n_out; ++i) {
-        offset_t e = plan_.offsets[i];
-        const node_t v = rows_[i];
-        if (plan_.offsets[i + 1] - e > g.degree(v)) plan_.sources[e++] = v;
-        for (node_t u : g.row(v))
-            plan_.sources[e++] = u;
-    }
+    rows_ = rows_or_all(o.rows, g.num_rows());
+    plan_ = in_edges_of_rows(g, num_src, rows_, o.self_loops, "retexo::gat_attention");
     // Transpose: for each source row the plan edges leaving it.
-    back_.offsets.assign(static_cast<std::size_t>(num_src) + 1, 0);
-    for (node_t u : plan_.sources)
-        ++back_.offsets[u + 1];
-    for (node_t u = 0; u < num_src; ++u)
-        back_.offsets[u + 1] += back_.offsets[u];
-    back_.sources.resize(plan_.sources.size()); // holds edge ids (fit: checked below)
-    back_out_.resize(plan_.sources.size());
     RETEXO_ENSURE(plan_.num_edges() < (offset_t{1} << 31), "retexo::gat_attention: more than 2^31 edges");
-    std::vector<offset_t> fill(back_.offsets.begin(), back_.offsets.end() - 1);
-    for (node_t i = 0; i < n_out; ++i)
-        for (offset_t e = plan_.offsets[i]; e < plan_.offsets[i + 1]; ++e) {
-            const offset_t t = fill[plan_.sources[e]]++;
-            back_.sources[t] = static_cast<node_t>(e);
-            back_out_[t] = i;
-        }
+    std::vector<offset_t> edge_of;
+    csr back = transpose(plan_, num_src, &edge_of);
+    back_out_ = std::move(back.sources);
+    back_.offsets = std::move(back.offsets);
+    back_.sources.resize(edge_of.size()); // edge ids fit: checked above
+    for (std::size_t t = 0; t < edge_of.size(); ++t)
+        back_.sources[t] = static_cast<node_t>(edge_of[t]);
 }
 
 template <typename T>

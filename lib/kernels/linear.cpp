@@ -97,6 +97,31 @@ struct linear_kernel::impl {
         p.prim.execute(streams[t], args);
         streams[t].wait();
     }
+    /// c (n x cols) = a (n x depth) B (+ bias), B (depth x cols) row-major or, with
+    /// b_transposed, read transposed from a row-major cols x depth array; bias may be null.
+    /// Rows go in blocks of row_block (a "full" and a "last" primitive), one block per
+    /// iteration of an OpenMP loop, each on its thread's stream.  n must be positive.
+    void row_blocked(const float* a, std::int64_t n, std::int64_t depth, std::int64_t cols, const float* b,
+                     bool b_transposed, const float* bias, float* c)
+    {
+        ensure_threads();
+        const std::int64_t blocks = (n + row_block - 1) / row_block;
+        const std::int64_t tail = n - (blocks - 1) * row_block;
+        const auto& full = get(std::min(n, row_block), depth, cols, false, b_transposed, bias != nullptr);
+        const auto& last = get(tail, depth, cols, false, b_transposed, bias != nullptr);
+        auto& eng = cpu_engine();
+#pragma omp parallel for schedule(static)
+        for (std::int64_t blk = 0; blk < blocks; ++blk) {
+            const auto& p = blk == blocks - 1 ? last : full;
+            const std::int64_t r0 = blk * row_block;
+            dnnl::memory ma(p.a, eng, const_cast<float*>(a + r0 * depth));
+            dnnl::memory mb(p.b, eng, const_cast<float*>(b));
+            dnnl::memory mc(p.c, eng, c + r0 * cols);
+            std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+            if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, eng, const_cast<float*>(bias)));
+            run(p, std::move(args));
+        }
+    }
     std::size_t scratch_size = 0;
 };
 
@@ -113,23 +138,7 @@ void linear_kernel::forward<float>(const float* x, std::int64_t n, const float* 
 {
     check_finite("linear::forward", "x", x, static_cast<std::size_t>(n) * in_);
     if (n == 0) return;
-    impl_->ensure_threads();
-    const std::int64_t blocks = (n + row_block - 1) / row_block;
-    const std::int64_t tail = n - (blocks - 1) * row_block;
-    const auto& full = impl_->get(std::min(n, row_block), in_, out_, false, false, b != nullptr);
-    const auto& last = impl_->get(tail, in_, out_, false, false, b != nullptr);
-    auto& eng = cpu_engine();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t blk = 0; blk < blocks; ++blk) {
-        const auto& p = blk == blocks - 1 ? last : full;
-        const std::int64_t r0 = blk * row_block;
-        dnnl::memory ma(p.a, eng, const_cast<float*>(x + r0 * in_));
-        dnnl::memory mb(p.b, eng, const_cast<float*>(w));
-        dnnl::memory mc(p.c, eng, y + r0 * out_);
-        std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-        if (b != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, eng, const_cast<float*>(b)));
-        impl_->run(p, std::move(args));
-    }
+    impl_->row_blocked(x, n, in_, out_, w, false, b, y);
 }
 
 template <>
@@ -137,22 +146,8 @@ void linear_kernel::backward_data<float>(const float* dy, std::int64_t n, const 
 {
     check_finite("linear::backward", "dy", dy, static_cast<std::size_t>(n) * out_);
     if (n == 0) return;
-    impl_->ensure_threads();
-    const std::int64_t blocks = (n + row_block - 1) / row_block;
-    const std::int64_t tail = n - (blocks - 1) * row_block;
     // dx (m x in) = dy (m x out) * W^T (out x in): B is W read transposed.
-    const auto& full = impl_->get(std::min(n, row_block), out_, in_, false, true, false);
-    const auto& last = impl_->get(tail, out_, in_, false, true, false);
-    auto& eng = cpu_engine();
-#pragma omp parallel for schedule(static)
-    for (std::int64_t blk = 0; blk < blocks; ++blk) {
-        const auto& p = blk == blocks - 1 ? last : full;
-        const std::int64_t r0 = blk * row_block;
-        dnnl::memory ma(p.a, eng, const_cast<float*>(dy + r0 * out_));
-        dnnl::memory mb(p.b, eng, const_cast<float*>(w));
-        dnnl::memory mc(p.c, eng, dx + r0 * in_);
-        impl_->run(p, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-    }
+    impl_->row_blocked(dy, n, out_, in_, w, true, nullptr, dx);
 }
 
 template <>

@@ -30,6 +30,43 @@ TEST_CASE("build_csr keeps direction when not symmetrising", "[graph]")
     CHECK(t.sources == std::vector<node_t>{1, 2, 2});
 }
 
+TEST_CASE("transpose reports the edge each entry came from", "[graph]")
+{
+    csr g; // 0 <- {1, 2}; 1 <- {}; 2 <- {0, 1}
+    g.offsets = {0, 2, 2, 4};
+    g.sources = {1, 2, 0, 1};
+    std::vector<offset_t> edge_of;
+    const csr t = transpose(g, 3, &edge_of);
+    CHECK(t.offsets == std::vector<offset_t>{0, 1, 3, 4});
+    CHECK(t.sources == std::vector<node_t>{2, 0, 2, 0});
+    CHECK(edge_of == std::vector<offset_t>{2, 0, 3, 1});
+    CHECK(t.sources == transpose(g, 3).sources);
+}
+
+TEST_CASE("in_edges_of_rows selects rows and adds missing self loops", "[graph]")
+{
+    csr g; // 0 <- {1, 2}; 1 <- {1}; 2 <- {0}
+    g.offsets = {0, 2, 3, 4};
+    g.sources = {1, 2, 1, 0};
+    CHECK(rows_or_all({}, 3) == std::vector<node_t>{0, 1, 2});
+    const std::vector<node_t> rows{2, 0, 1};
+    CHECK(rows_or_all(rows, 3) == rows);
+    const csr plain = in_edges_of_rows(g, 3, rows, false, "who");
+    CHECK(plain.offsets == std::vector<offset_t>{0, 1, 3, 4});
+    CHECK(plain.sources == std::vector<node_t>{0, 1, 2, 1});
+    const csr self = in_edges_of_rows(g, 3, rows, true, "who");
+    CHECK(self.offsets == std::vector<offset_t>{0, 2, 5, 6});
+    CHECK(self.sources == std::vector<node_t>{2, 0, 0, 1, 2, 1});
+    const std::vector<node_t> bad_row{3};
+    CHECK_THROWS_WITH(in_edges_of_rows(g, 3, bad_row, false, "who"),
+                      Catch::Contains("who: destination row 3 outside [0, 3)"));
+    CHECK_THROWS_WITH(in_edges_of_rows(g, 2, rows, false, "who"), Catch::Contains("who: source id 2 outside [0, 2)"));
+    const std::vector<node_t> first{0};
+    CHECK_THROWS_WITH(in_edges_of_rows(g, 2, first, true, "who"),
+                      Catch::Contains("who: self loops need every destination row to be a source row"));
+    CHECK_THROWS_WITH(in_edges_of_rows(g, -1, first, false, "who"), Catch::Contains("who: negative source count"));
+}
+
 TEST_CASE("build_csr rejects an out-of-range node id", "[graph][bad-input]")
 {
     const std::vector<node_t> src = {0, 5};

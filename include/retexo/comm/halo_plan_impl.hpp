@@ -1,7 +1,7 @@
 #pragma once
 // Template bodies of halo_plan.hpp.
 
-#include <retexo/kernels/common.hpp>
+#include <retexo/core/bf16.hpp>
 
 #include <cstring>
 

@@ -53,8 +53,18 @@ csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const nod
               const csr_build_options& options = {}, csr_build_report* report = nullptr);
 
 /// The transpose (out-edges as rows).  With a CSR whose columns range over num_cols ids,
-/// the result has num_cols rows; each row lists destinations ascending.
-csr transpose(const csr& in, node_t num_cols);
+/// the result has num_cols rows; each row lists destinations ascending.  If edge_of is given,
+/// it receives for each entry of the result the index of the edge of `in` it came from.
+csr transpose(const csr& in, node_t num_cols, std::vector<offset_t>* edge_of = nullptr);
+
+/// `rows` if not empty, else every row 0 .. num_rows - 1.
+std::vector<node_t> rows_or_all(std::span<const node_t> rows, node_t num_rows);
+
+/// The in-edges of the given rows of g: row i of the result lists the sources of row rows[i]
+/// in g's order.  With self_loops, a row without the edge v -> v gets it first.  Throws,
+/// naming `who` (e.g. "retexo::aggregation"), if num_src is negative, a row is outside g, a
+/// source is outside [0, num_src), or self loops are asked for with fewer sources than rows.
+csr in_edges_of_rows(const csr& g, node_t num_src, std::span<const node_t> rows, bool self_loops, const char* who);
 
 /// Rows whose sources are all below `limit` (e.g. a partition's rows with only owned
 /// in-neighbours), and the other rows, each ascending.

@@ -1,8 +1,9 @@
 #pragma once
 /// @file common.hpp
-/// Shared pieces of the compute kernels: element types (bf16 storage), optional NaN/Inf
-/// checks on inputs, and deterministic blocked reductions.
+/// Shared pieces of the compute kernels: element types (bf16 storage, from core/bf16.hpp),
+/// optional NaN/Inf checks on inputs, and deterministic blocked reductions.
 
+#include <retexo/core/bf16.hpp>
 #include <retexo/core/error.hpp>
 #include <retexo/core/types.hpp>
 
@@ -12,33 +13,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 namespace retexo {
-
-/// bfloat16 storage type (round-to-nearest-even from float; arithmetic is done in float).
-using bf16 = Eigen::bfloat16;
-
-/// Accumulation type for a stored element type: bf16 accumulates in float, every other type
-/// in itself.
-template <typename In>
-using accum_t = std::conditional_t<std::is_same_v<In, bf16>, float, In>;
-
-template <typename In>
-inline accum_t<In> load(const In& v) noexcept
-{
-    if constexpr (std::is_same_v<In, bf16>) {
-        // bf16 -> float is a 16-bit shift; written out so loops over it vectorise.
-        std::uint16_t bits;
-        std::memcpy(&bits, &v, sizeof bits);
-        const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
-        float f;
-        std::memcpy(&f, &wide, sizeof f);
-        return f;
-    } else {
-        return static_cast<accum_t<In>>(v);
-    }
-}
 
 /// exp(x) for float in a form compilers vectorise (Cody-Waite range reduction and a degree-6
 /// polynomial; relative error below 2e-7 for x in [-87, 88]; inputs below -87 give 0).
