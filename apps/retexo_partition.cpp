@@ -31,8 +31,8 @@ int main(int argc, char** argv)
                         desc, vm, code))
             return code;
         RETEXO_ENSURE(o.parts >= 1, "--parts must be positive, got " << o.parts);
-        o.method = parse_partition_method(method);
-        o.objective = parse_metis_objective(objective);
+        o.method = parse_name<partition_method>(method, "--method");
+        o.objective = parse_name<metis_objective>(objective, "--objective");
         RETEXO_ENSURE(o.method == partition_method::given || o.assignment_file.empty(),
                       "--assignment is only used with --method given");
         const auto t0 = std::chrono::steady_clock::now();

@@ -100,9 +100,9 @@ int main(int argc, char** argv)
             const double t = perf::best_time([&] { plan.forward(x.data(), width, out.data()); });
             const double gbs = moved / t * 1e-9;
             const double gl = gather[width == 256 ? 1 : 0];
-            std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", ("aggregate " + to_string(kind)).c_str(), width,
-                        t * 1e3, gbs, gbs / triad, gbs / gl);
-            report["aggregate"][to_string(kind)][std::to_string(width)] = {
+            std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", ("aggregate " + name_of(kind)).c_str(), width, t * 1e3,
+                        gbs, gbs / triad, gbs / gl);
+            report["aggregate"][name_of(kind)][std::to_string(width)] = {
                 {"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}, {"ratio_gather", gbs / gl}};
             if (kind == aggregator::gcn) {
                 const double tb = perf::best_time([&] { plan.backward(out.data(), width, dx.data()); });

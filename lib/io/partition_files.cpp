@@ -134,8 +134,8 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
     partition_manifest m;
     m.graph = info;
     m.num_parts = parts;
-    m.method = to_string(options.method);
-    m.objective = options.method == partition_method::metis ? to_string(options.objective) : "";
+    m.method = name_of(options.method);
+    m.objective = options.method == partition_method::metis ? name_of(options.objective) : "";
     m.seed = options.seed;
     m.assignment_hash = hash;
     m.source = graph_path;

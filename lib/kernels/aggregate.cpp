@@ -5,49 +5,13 @@
 
 namespace retexo {
 
-aggregator parse_aggregator(const std::string& name)
-{
-    if (name == "sum") return aggregator::sum;
-    if (name == "mean") return aggregator::mean;
-    if (name == "gcn") return aggregator::gcn;
-    if (name == "max") return aggregator::max;
-    RETEXO_THROW("unknown aggregator '" << name << "' (expected sum, mean, gcn or max)");
-}
-
-std::string to_string(aggregator a)
-{
-    switch (a) {
-    case aggregator::sum:
-        return "sum";
-    case aggregator::mean:
-        return "mean";
-    case aggregator::gcn:
-        return "gcn";
-    case aggregator::max:
-        return "max";
-    }
-    return "?";
-}
-
 aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options& o)
     : kind_(o.kind), num_src_(num_src), has_backward_(o.backward)
 {
     const node_t rows_in = g.num_rows();
     const bool self = o.self_loops || kind_ == aggregator::gcn;
-    RETEXO_ENSURE(num_src >= 0, "retexo::aggregation: negative source count " << num_src);
-    RETEXO_ENSURE(!self || num_src >= rows_in,
-                  "retexo::aggregation: self loops need every destination row to be a source row ("
-                      << rows_in << " rows, " << num_src << " sources)");
-    if (o.rows.empty()) {
-        rows_.resize(static_cast<std::size_t>(rows_in));
-        for (node_t v = 0; v < rows_in; ++v)
-            rows_[v] = v;
-    } else {
-        rows_.assign(o.rows.begin(), o.rows.end());
-        for (node_t v : rows_)
-            RETEXO_ENSURE(v >= 0 && v < rows_in,
-                          "retexo::aggregation: destination row " << v << " outside [0, " << rows_in << ")");
-    }
+    rows_ = rows_or_all(o.rows, rows_in);
+    plan_ = in_edges_of_rows(g, num_src, rows_, self, "retexo::aggregation");
     std::span<const offset_t> deg = o.in_degree;
     std::vector<offset_t> own_deg;
     if (kind_ == aggregator::gcn) {
@@ -64,29 +28,13 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
                                                                       << " source rows");
     }
 
-    // Plan CSR (self loop first) and weights.
+    // Weights of the plan edges.
     const auto n_out = static_cast<node_t>(rows_.size());
-    plan_.offsets.assign(static_cast<std::size_t>(n_out) + 1, 0);
-    for (node_t i = 0; i < n_out; ++i) {
-        const node_t v = rows_[i];
-        bool has_self = false;
-        for (node_t u : g.row(v)) {
-            RETEXO_ENSURE(u >= 0 && u < num_src,
-                          "retexo::aggregation: source id " << u << " outside [0, " << num_src << ")");
-            has_self = has_self || u == v;
-        }
-        plan_.offsets[i + 1] = plan_.offsets[i] + g.degree(v) + (self && !has_self ? 1 : 0);
-    }
-    plan_.sources.resize(static_cast<std::size_t>(plan_.offsets[n_out]));
     weight_.resize(plan_.sources.size());
     for (node_t i = 0; i < n_out; ++i) {
         const node_t v = rows_[i];
-        offset_t e = plan_.offsets[i];
-        const offset_t row_len = plan_.offsets[i + 1] - e;
-        if (row_len > g.degree(v)) plan_.sources[e++] = v;
-        for (node_t u : g.row(v))
-            plan_.sources[e++] = u;
-        for (e = plan_.offsets[i]; e < plan_.offsets[i + 1]; ++e) {
+        const offset_t row_len = plan_.degree(i);
+        for (offset_t e = plan_.offsets[i]; e < plan_.offsets[i + 1]; ++e) {
             double w = 1.0;
             if (kind_ == aggregator::mean) w = 1.0 / static_cast<double>(row_len);
             if (kind_ == aggregator::gcn) {
@@ -101,20 +49,11 @@ aggregation::aggregation(const csr& g, node_t num_src, const aggregation_options
 
     // Transpose for the gathering backward pass.
     if (!has_backward_) return;
-    back_.offsets.assign(static_cast<std::size_t>(num_src) + 1, 0);
-    for (node_t u : plan_.sources)
-        ++back_.offsets[u + 1];
-    for (node_t u = 0; u < num_src; ++u)
-        back_.offsets[u + 1] += back_.offsets[u];
-    back_.sources.resize(plan_.sources.size());
-    back_weight_.resize(plan_.sources.size());
-    std::vector<offset_t> fill(back_.offsets.begin(), back_.offsets.end() - 1);
-    for (node_t i = 0; i < n_out; ++i)
-        for (offset_t e = plan_.offsets[i]; e < plan_.offsets[i + 1]; ++e) {
-            const offset_t t = fill[plan_.sources[e]]++;
-            back_.sources[t] = i;
-            back_weight_[t] = weight_[e];
-        }
+    std::vector<offset_t> edge_of;
+    back_ = transpose(plan_, num_src, &edge_of);
+    back_weight_.resize(edge_of.size());
+    for (std::size_t t = 0; t < edge_of.size(); ++t)
+        back_weight_[t] = weight_[edge_of[t]];
 }
 
 void aggregation::backward_exact(const float* d_out, int width, int k, std::int64_t* acc, const node_t* argmax) const

@@ -122,7 +122,7 @@ TEST_CASE("aggregation backward passes match finite differences", "[kernels][agg
     const std::vector<node_t> subset = {0, 5, 7, 29, 13};
     for (auto kind : {aggregator::sum, aggregator::mean, aggregator::gcn, aggregator::max}) {
         for (bool use_subset : {false, true}) {
-            DYNAMIC_SECTION(to_string(kind) << (use_subset ? " (subset)" : ""))
+            DYNAMIC_SECTION(name_of(kind) << (use_subset ? " (subset)" : ""))
             {
                 const aggregation plan(
                     g, 40,
@@ -141,7 +141,7 @@ TEST_CASE("aggregation backward passes match finite differences", "[kernels][agg
                     plan.forward(x, o, &a);
                     return (o.array() * r.array()).sum();
                 };
-                test::check_gradient(f, x, dx, "aggregation " + to_string(kind));
+                test::check_gradient(f, x, dx, "aggregation " + name_of(kind));
             }
         }
     }
@@ -342,6 +342,6 @@ TEST_CASE("aggregation rejects bad input", "[kernels][aggregate][bad-input]")
     }
     SECTION("unknown aggregator name")
     {
-        CHECK_THROWS_WITH(parse_aggregator("median"), Catch::Contains("unknown aggregator 'median'"));
+        CHECK_THROWS_WITH(parse_name<aggregator>("median"), Catch::Contains("unknown aggregator 'median'"));
     }
 }

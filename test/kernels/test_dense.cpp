@@ -22,7 +22,7 @@ TEST_CASE("activations: values and finite-difference gradients", "[kernels][dens
     CHECK(y(0, 0) == Approx(-0.2));
     activation_forward(activation::elu, x.data(), 4, y.data(), 1.0);
     CHECK(y(0, 0) == Approx(std::expm1(-2.0)));
-    CHECK_THROWS_WITH(parse_activation("gelu"), Catch::Contains("unknown activation 'gelu'"));
+    CHECK_THROWS_WITH(parse_name<activation>("gelu"), Catch::Contains("unknown activation 'gelu'"));
     for (auto a : {activation::relu, activation::leaky_relu, activation::elu}) {
         auto z = random_matrix(3, 5, 7);
         for (Eigen::Index i = 0; i < z.size(); ++i)
@@ -166,7 +166,7 @@ TEST_CASE("optimisers: one step by hand", "[kernels][optim]")
     {
         CHECK_THROWS_WITH(optimizer<double>({.lr = -1}, {&p}), Catch::Contains("--lr must be a positive number"));
         CHECK_THROWS_WITH(optimizer<double>({.decay_steps = -1}, {&p}), Catch::Contains("decay_steps must be >= 0"));
-        CHECK_THROWS_WITH(parse_optimizer("lbfgs"), Catch::Contains("unknown optimizer 'lbfgs'"));
+        CHECK_THROWS_WITH(parse_name<optimizer_kind>("lbfgs"), Catch::Contains("unknown optimizer 'lbfgs'"));
     }
 }
 

@@ -16,6 +16,7 @@
 /// plan instead of scattering, so results are bit-identical for any thread count (no
 /// floating-point atomics).  bf16 inputs are accumulated in float.
 
+#include <retexo/core/names.hpp>
 #include <retexo/graph/csr.hpp>
 #include <retexo/kernels/common.hpp>
 #include <retexo/kernels/exact.hpp>
@@ -29,8 +30,12 @@ namespace retexo {
 
 enum class aggregator { sum, mean, gcn, max };
 
-aggregator parse_aggregator(const std::string& name);
-std::string to_string(aggregator a);
+constexpr name_table<aggregator, 4> names_of(aggregator)
+{
+    return {
+        "aggregator",
+        {{{aggregator::sum, "sum"}, {aggregator::mean, "mean"}, {aggregator::gcn, "gcn"}, {aggregator::max, "max"}}}};
+}
 
 struct aggregation_options {
     aggregator kind = aggregator::sum;

@@ -5,6 +5,7 @@
 /// thread count or on how rows are split across ranks) and bias / column reductions.
 /// Reductions over rows use fixed blocks: results are independent of the thread count.
 
+#include <retexo/core/names.hpp>
 #include <retexo/core/rng.hpp>
 #include <retexo/kernels/common.hpp>
 
@@ -14,7 +15,14 @@
 namespace retexo {
 
 enum class activation { none, relu, leaky_relu, elu };
-activation parse_activation(const std::string& name);
+constexpr name_table<activation, 4> names_of(activation)
+{
+    return {"activation",
+            {{{activation::none, "none"},
+              {activation::relu, "relu"},
+              {activation::leaky_relu, "leaky_relu"},
+              {activation::elu, "elu"}}}};
+}
 
 /// y = act(x) elementwise (in place allowed).
 template <typename T>

@@ -3,6 +3,7 @@
 /// Parameters, initialisation and optimisers (Adam, AdamW, SGD with momentum).  Updates
 /// are elementwise, so they are deterministic given the gradients.
 
+#include <retexo/core/names.hpp>
 #include <retexo/core/rng.hpp>
 #include <retexo/kernels/common.hpp>
 
@@ -33,12 +34,6 @@ struct parameter {
     }
 };
 
-/// A named tensor (saved models, checkpoints).
-struct named_tensor {
-    std::string name;
-    matrix_f value;
-};
-
 /// Glorot/Xavier uniform: U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)).
 template <typename T>
 void xavier_uniform(matrix<T>& w, int fan_in, int fan_out, const counter_rng& rng, double gain = 1.0)
@@ -58,8 +53,11 @@ void kaiming_uniform(matrix<T>& w, int fan_in, const counter_rng& rng)
 }
 
 enum class optimizer_kind { adam, adamw, sgd };
-optimizer_kind parse_optimizer(const std::string& name);
-std::string to_string(optimizer_kind k);
+constexpr name_table<optimizer_kind, 3> names_of(optimizer_kind)
+{
+    return {"optimizer",
+            {{{optimizer_kind::adam, "adam"}, {optimizer_kind::adamw, "adamw"}, {optimizer_kind::sgd, "sgd"}}}};
+}
 
 struct optimizer_options {
     optimizer_kind kind = optimizer_kind::adam;

@@ -5,6 +5,7 @@
 /// partition of node i, as gpmetis writes it), plus partition statistics and the hash that
 /// identifies an assignment.
 
+#include <retexo/core/names.hpp>
 #include <retexo/graph/graph.hpp>
 
 #include <string>
@@ -14,10 +15,18 @@ namespace retexo {
 enum class partition_method { random, metis, blocks, given };
 enum class metis_objective { cut, vol };
 
-partition_method parse_partition_method(const std::string& name); ///< throws naming the value
-std::string to_string(partition_method m);
-metis_objective parse_metis_objective(const std::string& name);
-std::string to_string(metis_objective o);
+constexpr name_table<partition_method, 4> names_of(partition_method)
+{
+    return {"partition method",
+            {{{partition_method::random, "random"},
+              {partition_method::metis, "metis"},
+              {partition_method::blocks, "blocks"},
+              {partition_method::given, "given"}}}};
+}
+constexpr name_table<metis_objective, 2> names_of(metis_objective)
+{
+    return {"METIS objective", {{{metis_objective::cut, "cut"}, {metis_objective::vol, "vol"}}}};
+}
 
 struct partition_options {
     partition_method method = partition_method::random;
