@@ -17,20 +17,21 @@
 
 #include <atomic>
 #include <csignal>
-
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 
 namespace {
 
 using namespace retexo;
+namespace po = boost::program_options;
 
 std::atomic<int> stop_signal{0};
 extern "C" void on_stop_signal(int sig)
 {
     stop_signal.store(sig);
 }
-namespace po = boost::program_options;
 
 std::string versions()
 {
@@ -51,28 +52,408 @@ std::string versions()
     return o.str();
 }
 
-/// "a,b,c" -> one value per stage (a single value applies to every stage).
+enum class run_mode { retexo, standard, bns, stats };
+constexpr name_table<run_mode, 4> names_of(run_mode)
+{
+    return {"mode",
+            {{{run_mode::retexo, "retexo"},
+              {run_mode::standard, "standard"},
+              {run_mode::bns, "bns"},
+              {run_mode::stats, "stats"}}}};
+}
+
+/// Everything a run is asked to do, typed.
+struct app_options {
+    data_options data;
+    std::string mode; ///< as given (or its default)
+    std::vector<run_mode> modes;
+    bool inductive = false;
+    train::retexo_options retexo;
+    train::standard_options standard;
+    double bns_p = 0.1;
+    network_model emulate;
+    bool check_numerics = false;
+    int log_every = 10;
+    std::string metrics_out, save_model, predict_out;
+    int kill_rank = -1, kill_round = 1; ///< failure testing
+    nlohmann::json config;              ///< every option's value, for the metrics and model files
+
+    bool wants(run_mode m) const { return std::find(modes.begin(), modes.end(), m) != modes.end(); }
+};
+
+/// Options as program_options stores them: lists ("200,100": one value per stage) and names
+/// stay text until the stage count is known.
+struct option_text {
+    std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32", select = "accuracy";
+    std::string rounds = "200", lr = "0.003", hidden = "256", dropout = "0.3", weight_decay = "5e-4",
+                optimizer = "adam", norm = "layer", schedule = "constant", std_optimizer = "adam", config;
+    int stages = 2;
+    bool no_overlap = false;
+};
+
+/// "a,b,c" -> the values of an option (names of an enum's values, or numbers).
 template <typename T>
-std::vector<T> per_stage(const std::string& option, const std::string& text, int stages)
+std::vector<T> list_of(const std::string& option, const std::string& text)
 {
     std::vector<T> v;
     std::stringstream ss(text);
     std::string item;
     while (std::getline(ss, item, ',')) {
         T x{};
-        std::istringstream is(item);
-        if constexpr (std::is_same_v<T, std::string>)
-            x = item;
-        else
+        if constexpr (named_enum<T>) {
+            x = parse_name<T>(item, "--" + option);
+        } else {
+            std::istringstream is(item);
             RETEXO_ENSURE(static_cast<bool>(is >> x) && is.eof(),
                           "--" << option << ": '" << item << "' is not a valid value");
+        }
         v.push_back(x);
     }
     RETEXO_ENSURE(!v.empty(), "--" << option << ": empty list");
+    return v;
+}
+
+/// One value per stage: a list of as many, or a single value for every stage.
+template <typename T>
+std::vector<T> per_stage(const std::string& option, const std::string& text, int stages)
+{
+    auto v = list_of<T>(option, text);
     if (v.size() == 1) v.assign(static_cast<std::size_t>(stages), v[0]);
     RETEXO_ENSURE(static_cast<int>(v.size()) == stages,
                   "--" << option << ": " << v.size() << " values for " << stages << " stages");
     return v;
+}
+
+po::options_description declare_options(option_text& t, app_options& a)
+{
+    auto& ro = a.retexo;
+    auto& so = a.standard;
+    po::options_description d_data("Data");
+    d_data.add_options()("data", po::value(&a.data.data),
+                         "partitioned directory (retexo_partition; rank r opens part r only) or graph "
+                         "file (.h5); default: the built-in synthetic graph")(
+        "partition", po::value(&a.data.partition)->default_value(a.data.partition),
+        "with a graph file: random | metis | blocks | assignment file (line i = partition of node i)")(
+        "objective", po::value(&t.objective)->default_value(t.objective),
+        "METIS objective: vol | cut")("seed", po::value(&a.data.seed)->default_value(a.data.seed),
+                                      "random seed (partitioning, initialisation, dropout)");
+    po::options_description d_model("Model and mode");
+    d_model.add_options()("mode", po::value(&t.mode),
+                          "retexo | standard | bns | both (= retexo,standard) | a comma list such as "
+                          "retexo,standard,bns | stats (load the partitions, print their statistics, stop); "
+                          "default: both on the built-in graph, else retexo")(
+        "model", po::value(&t.model)->default_value(t.model), "gcn | sage | sage-pool | gat")(
+        "variant", po::value(&t.variant)->default_value(t.variant),
+        "RETEXO: hidden (exchange hidden embeddings) | logits (stage 0 is an MLP; exchange C logits)")(
+        "stages,layers", po::value(&t.stages)->default_value(t.stages), "RETEXO stages = standard layers")(
+        "heads", po::value(&ro.heads)->default_value(ro.heads), "GAT attention heads");
+    po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,100)");
+    d_retexo.add_options()("rounds", po::value(&t.rounds)->default_value(t.rounds),
+                           "rounds per stage")("lr", po::value(&t.lr)->default_value(t.lr), "learning rate")(
+        "hidden", po::value(&t.hidden)->default_value(t.hidden),
+        "hidden width")("dropout", po::value(&t.dropout)->default_value(t.dropout), "dropout rate")(
+        "weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay),
+        "weight decay")("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adam | adamw | sgd")(
+        "norm", po::value(&t.norm)->default_value(t.norm),
+        "layer | none: LayerNorm before the hidden ReLU, or none (the embedding the next stage aggregates "
+        "is then the same affine map of every node's aggregate)")(
+        "lr-schedule", po::value(&t.schedule)->default_value(t.schedule),
+        "constant | linear (the learning rate falls linearly to 0 over the stage)")(
+        "select", po::value(&t.select)->default_value(t.select),
+        "accuracy | loss: keep the round with the best validation accuracy or the lowest validation loss")(
+        "batch-size", po::value(&ro.batch_size)->default_value(0),
+        "training rows per step over all ranks (0: full batch)")(
+        "patience", po::value(&ro.patience)->default_value(0),
+        "stop a stage after N rounds without a better validation score, see --select (0: never)")(
+        "exchange-precision", po::value(&t.precision)->default_value(t.precision),
+        "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
+        "exchange-columns", po::value(&ro.exchange.columns)->default_value(0),
+        "gcn, sage: send the stage inputs this many columns at a time (0: all at once); same bytes, "
+        "halo buffers one block wide (bounds memory when most nodes are halo rows)");
+    po::options_description d_std("Standard trainer");
+    d_std.add_options()("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")(
+        "std-lr", po::value(&so.optimizer.lr)->default_value(so.optimizer.lr),
+        "learning rate")("std-hidden", po::value(&so.hidden)->default_value(so.hidden), "hidden width")(
+        "std-dropout", po::value(&so.dropout)->default_value(so.dropout), "dropout rate")(
+        "std-weight-decay", po::value(&so.optimizer.weight_decay)->default_value(so.optimizer.weight_decay),
+        "weight decay")("std-optimizer", po::value(&t.std_optimizer)->default_value(t.std_optimizer),
+                        "adam | adamw | sgd")("eval-every", po::value(&so.eval_every)->default_value(so.eval_every),
+                                              "evaluate every N epochs")(
+        "bns-p", po::value(&a.bns_p)->default_value(a.bns_p),
+        "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer");
+    po::options_description d_run("Run");
+    d_run.add_options()("inductive", po::bool_switch(&a.inductive),
+                        "train without the validation and test nodes and their edges; "
+                        "evaluate on the whole graph (default: transductive)")(
+        "deterministic", po::bool_switch(&ro.exact),
+        "exact reductions: identical results for any number of ranks and threads")(
+        "check-numerics", po::bool_switch(&a.check_numerics),
+        "stop with an error at the first NaN/Inf in a kernel input")(
+        "normalize-features", po::bool_switch(&a.data.normalize_features),
+        "scale each node's features to sum 1 (rows with a zero sum stay zero)")(
+        "log-every", po::value(&a.log_every)->default_value(a.log_every), "progress line every N rounds / epochs")(
+        "track-test", po::bool_switch(&ro.track_test), "RETEXO: test accuracy every round too (time to accuracy)")(
+        "no-overlap", po::bool_switch(&t.no_overlap),
+        "wait for the halo rows before aggregating (default: aggregate the rows whose neighbours are all "
+        "owned while they travel; same result)")(
+        "emulate-bandwidth", po::value(&a.emulate.bandwidth_bits_per_s)->default_value(0),
+        "emulate a network of this many bits/s: pause after every communication call (0: off)")(
+        "emulate-latency", po::value(&a.emulate.latency_s)->default_value(0),
+        "emulated latency per communication call, seconds")("metrics-out", po::value(&a.metrics_out),
+                                                            "write metrics as JSON (rank 0, atomically)")(
+        "save-model", po::value(&a.save_model), "write the trained parameters to an HDF5 file (rank 0)")(
+        "predict-out", po::value(&a.predict_out),
+        "write every node's predicted class, logits and final embedding (HDF5)")(
+        "config", po::value(&t.config), "read options from a file (key = value lines); the command line wins");
+    po::options_description d_ckpt("Checkpoints (RETEXO)");
+    d_ckpt.add_options()("checkpoint-dir", po::value(&ro.checkpoint.dir),
+                         "write a checkpoint after every stage (one HDF5 file per rank)")(
+        "checkpoint-every-min", po::value(&ro.checkpoint.every_minutes)->default_value(0.0),
+        "also checkpoint inside a stage at most every M minutes (0: stage ends only)")(
+        "resume", po::bool_switch(&ro.checkpoint.resume), "continue from the newest checkpoint in --checkpoint-dir")(
+        "max-hours", po::value(&ro.checkpoint.max_hours)->default_value(0.0),
+        "stop cleanly with a checkpoint before this many hours (0: no limit); SIGTERM and SIGUSR1 do the same")(
+        "stop-after-stage", po::value(&ro.checkpoint.stop_after_stage)->default_value(-1),
+        "stop cleanly with a checkpoint after this stage (staged jobs)");
+    po::options_description d_test("Failure testing");
+    d_test.add_options()("kill-rank", po::value(&a.kill_rank)->default_value(-1),
+                         "this rank kills itself (SIGKILL) ...")(
+        "kill-at-round", po::value(&a.kill_round)->default_value(1), "... at this RETEXO round of stage 0");
+    po::options_description desc;
+    desc.add(d_data).add(d_model).add(d_retexo).add(d_std).add(d_run).add(d_ckpt).add(d_test);
+    return desc;
+}
+
+/// The typed options from their text, checked by the library's validate().
+void make_typed(const option_text& t, const po::variables_map& vm, app_options& a)
+{
+    auto& ro = a.retexo;
+    auto& so = a.standard;
+    a.mode = t.mode.empty() ? (a.data.data.empty() ? "both" : "retexo") : t.mode;
+    a.modes = list_of<run_mode>("mode", a.mode == "both" ? "retexo,standard" : a.mode);
+    RETEXO_ENSURE(!a.wants(run_mode::stats) || a.modes.size() == 1, "--mode: stats runs alone");
+    RETEXO_ENSURE(a.emulate.bandwidth_bits_per_s >= 0 && a.emulate.latency_s >= 0,
+                  "--emulate-bandwidth and --emulate-latency must be >= 0");
+    RETEXO_ENSURE(t.stages >= 1, "--stages must be at least 1, got " << t.stages);
+    RETEXO_ENSURE(a.log_every >= 1, "--log-every must be positive, got " << a.log_every);
+    a.data.objective = parse_name<metis_objective>(t.objective, "--objective");
+    ro.model = so.model = parse_name<nn::layer_kind>(t.model, "--model");
+    ro.variant = parse_name<train::retexo_variant>(t.variant, "--variant");
+    ro.exchange.precision = parse_name<train::wire_precision>(t.precision, "--exchange-precision");
+    ro.select = parse_name<train::selection>(t.select, "--select");
+    ro.seed = so.seed = a.data.seed;
+    ro.exchange.overlap = so.overlap = !t.no_overlap;
+    so.exact = ro.exact;
+    so.heads = ro.heads;
+    so.layers = t.stages;
+    so.optimizer.kind = parse_name<optimizer_kind>(t.std_optimizer, "--std-optimizer");
+    const auto rounds = per_stage<int>("rounds", t.rounds, t.stages);
+    const auto lr = per_stage<double>("lr", t.lr, t.stages);
+    const auto hidden = per_stage<int>("hidden", t.hidden, t.stages);
+    const auto dropout = per_stage<double>("dropout", t.dropout, t.stages);
+    const auto wd = per_stage<double>("weight-decay", t.weight_decay, t.stages);
+    const auto opt = per_stage<optimizer_kind>("optimizer", t.optimizer, t.stages);
+    const auto norm = per_stage<train::normalization>("norm", t.norm, t.stages);
+    const auto schedule = per_stage<train::lr_schedule>("lr-schedule", t.schedule, t.stages);
+    ro.stages.clear();
+    for (std::size_t k = 0; k < static_cast<std::size_t>(t.stages); ++k)
+        ro.stages.push_back({.rounds = rounds[k],
+                             .lr = lr[k],
+                             .hidden = hidden[k],
+                             .dropout = dropout[k],
+                             .weight_decay = wd[k],
+                             .optimizer = opt[k],
+                             .norm = norm[k],
+                             .schedule = schedule[k]});
+    if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
+    RETEXO_ENSURE(a.wants(run_mode::retexo) || (ro.checkpoint.dir.empty() && !ro.checkpoint.resume),
+                  "--checkpoint-dir and --resume apply to --mode retexo only");
+    if (a.wants(run_mode::retexo)) ro.validate();
+    if (a.wants(run_mode::standard)) so.validate();
+    if (a.wants(run_mode::bns)) {
+        auto b = so;
+        b.bns_p = a.bns_p;
+        b.validate();
+    }
+}
+
+/// Every option's value (command line, config file, defaults) as JSON.
+nlohmann::json config_json(const po::variables_map& vm, const std::string& mode)
+{
+    nlohmann::json cfg;
+    for (const auto& [k, v] : vm) {
+        const auto& a = v.value();
+        if (a.type() == typeid(std::string))
+            cfg[k] = v.as<std::string>();
+        else if (a.type() == typeid(int))
+            cfg[k] = v.as<int>();
+        else if (a.type() == typeid(double))
+            cfg[k] = v.as<double>();
+        else if (a.type() == typeid(bool))
+            cfg[k] = v.as<bool>();
+        else if (a.type() == typeid(std::uint64_t))
+            cfg[k] = v.as<std::uint64_t>();
+    }
+    cfg["mode"] = mode;
+    return cfg;
+}
+
+/// Parse the command line (and --config file) on every rank alike; an error ends the job
+/// cleanly everywhere.  Nothing to run after --help or --version.
+std::optional<app_options> parse_options(int argc, char** argv, mpi::communicator& comm)
+{
+    app_options a;
+    option_text t;
+    const auto desc = declare_options(t, a);
+    po::options_description all = desc;
+    all.add_options()("help,h", "show this help and exit")("version", "print versions and exit");
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    if (vm.count("help") != 0U) {
+        if (comm.rank() == 0) std::cout << "Usage: mpirun -np P retexo_mpi [options]\n\n" << all << "\n";
+        return std::nullopt;
+    }
+    if (vm.count("version") != 0U) {
+        if (comm.rank() == 0) std::cout << versions();
+        return std::nullopt;
+    }
+    comm.checked([&] {
+        if (vm.count("config") != 0U) {
+            const auto path = vm["config"].as<std::string>();
+            std::ifstream f(path);
+            RETEXO_ENSURE(f.good(), "--config: cannot open " << path);
+            po::store(po::parse_config_file(f, desc), vm);
+        }
+        po::notify(vm);
+        make_typed(t, vm, a);
+        comm.emulate(a.emulate);
+        set_check_numerics(a.check_numerics);
+    });
+    a.config = config_json(vm, a.mode);
+    return a;
+}
+
+void print_banner(const mpi::communicator& comm, const app_options& a, const local_partition& lp)
+{
+    const bool from_directory = !a.data.data.empty() && std::filesystem::is_directory(a.data.data);
+    std::printf("retexo %s | %d ranks x %d threads | seed %llu | %s: %d nodes, %lld in-edges, %d features, "
+                "%d classes | partition %s (hash %s) | mode %s, model %s%s\n",
+                version_string, comm.size(), omp_get_max_threads(), static_cast<unsigned long long>(a.data.seed),
+                lp.global.name.c_str(), lp.global.num_nodes, static_cast<long long>(lp.global.num_edges),
+                lp.global.num_features, lp.global.num_classes,
+                from_directory ? "from directory" : a.data.partition.c_str(), hash_to_hex(lp.assignment_hash).c_str(),
+                a.mode.c_str(), name_of(a.retexo.model).c_str(),
+                a.mode == "standard" ? "" : (", variant " + name_of(a.retexo.variant)).c_str());
+}
+
+/// The trainers asked for, one after the other; empty when RETEXO stopped with a checkpoint.
+std::vector<train::run_result> run_trainers(const train::rank_context& ctx, const app_options& a)
+{
+    const auto& comm = ctx.comm;
+    const bool root = comm.rank() == 0;
+    std::vector<train::run_result> runs;
+    if (a.wants(run_mode::retexo)) {
+        int total_rounds = 0, done = 0;
+        for (const auto& st : a.retexo.stages)
+            total_rounds += st.rounds;
+        auto progress = [&](const epoch_record& r) {
+            ++done;
+            if (comm.rank() == a.kill_rank && r.stage == 0 && r.epoch == a.kill_round) std::raise(SIGKILL);
+            if (!root || (r.epoch % a.log_every != 0 && r.epoch != 1)) return;
+            const double eta = r.seconds / done * (total_rounds - done);
+            std::printf("retexo   stage %d round %4d  loss %.4f  valid %.4f  bytes %10s  %6.1fs  ETA %.0fs\n", r.stage,
+                        r.epoch, r.loss, r.acc.valid, report::human_bytes(static_cast<double>(r.bytes)).c_str(),
+                        r.seconds, eta);
+            std::fflush(stdout);
+        };
+        runs.push_back(train::train_retexo(ctx, a.retexo, progress));
+        if (runs.back().interrupted) {
+            if (root)
+                std::printf("stopped after %zu rounds with a checkpoint in %s; continue with --resume\n",
+                            runs.back().history.size(), a.retexo.checkpoint.dir.c_str());
+            return {};
+        }
+    }
+    for (const auto mode : {run_mode::standard, run_mode::bns}) {
+        if (!a.wants(mode)) continue;
+        auto opts = a.standard;
+        if (mode == run_mode::bns) opts.bns_p = a.bns_p;
+        const auto name = name_of(mode);
+        auto progress = [&](const epoch_record& r) {
+            if (!root || (r.epoch % a.log_every != 0 && r.epoch != 1)) return;
+            const double eta = r.seconds / r.epoch * (opts.epochs - r.epoch);
+            std::printf("%-8s epoch %4d  loss %.4f  train %.4f  valid %.4f  test %.4f  bytes %10s  %6.1fs  ETA %.0fs\n",
+                        name.c_str(), r.epoch, r.loss, r.acc.train, r.acc.valid, r.acc.test,
+                        report::human_bytes(static_cast<double>(r.bytes)).c_str(), r.seconds, eta);
+            std::fflush(stdout);
+        };
+        runs.push_back(train::train_standard(ctx, opts, progress));
+    }
+    return runs;
+}
+
+/// Every rank's peak resident set size (collective), printed on rank 0.
+std::vector<std::int64_t> peak_memory(const mpi::communicator& comm)
+{
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    auto rss = comm.allgather(static_cast<std::int64_t>(usage.ru_maxrss) * 1024, purpose::control);
+    std::int64_t total = 0, most = 0;
+    for (auto r : rss) {
+        total += r;
+        most = std::max(most, r);
+    }
+    if (comm.rank() == 0)
+        std::printf("peak memory (RSS): max rank %s, all ranks %s\n",
+                    report::human_bytes(static_cast<double>(most)).c_str(),
+                    report::human_bytes(static_cast<double>(total)).c_str());
+    return rss;
+}
+
+/// The metrics file, the model file and the predictions, as asked.
+void write_outputs(const mpi::communicator& comm, const app_options& a, const local_partition& lp,
+                   const std::vector<train::run_result>& runs, const std::vector<std::int64_t>& rss)
+{
+    const bool root = comm.rank() == 0;
+    if (!a.metrics_out.empty() && root) {
+        nlohmann::json j;
+        if (runs.size() == 1) {
+            j = report::run_json(runs[0], a.config);
+            j["peak_rss_bytes"] = rss;
+        } else {
+            j["peak_rss_bytes"] = rss;
+            j["mode"] = a.mode;
+            j["model"] = name_of(a.retexo.model);
+            j["variant"] = name_of(a.retexo.variant);
+            j["ranks"] = comm.size();
+            j["seed"] = a.data.seed;
+            j["runs"] = nlohmann::json::array();
+            for (const auto& r : runs)
+                j["runs"].push_back(report::run_json(r, a.config));
+        }
+        write_text_atomic(a.metrics_out, j.dump(2) + "\n");
+    }
+    const auto& primary = runs.front();
+    if (!a.save_model.empty()) {
+        std::string err;
+        if (root) {
+            try {
+                nlohmann::json model_cfg = a.config; // the training configuration, without output paths
+                for (const char* k : {"metrics-out", "save-model", "predict-out", "config", "checkpoint-dir"})
+                    model_cfg.erase(k);
+                save_model(a.save_model, primary.parameters,
+                           {{"mode", primary.mode},
+                            {"model", name_of(a.retexo.model)},
+                            {"variant", name_of(a.retexo.variant)},
+                            {"retexo_version", version_string},
+                            {"config", model_cfg.dump()}});
+            } catch (const std::exception& e) {
+                err = e.what();
+            }
+        }
+        comm.agree(err);
+    }
+    if (!a.predict_out.empty()) write_predictions(comm, a.predict_out, lp, primary.logits, primary.embedding);
 }
 
 } // namespace
@@ -81,353 +462,25 @@ int main(int argc, char** argv)
 {
     mpi::environment env(argc, argv);
     mpi::communicator comm(MPI_COMM_WORLD);
-    const bool root = comm.rank() == 0;
     return cli::run_mpi("retexo_mpi", comm, [&] {
-        data_options data;
-        std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32", select = "accuracy";
-        std::string rounds = "200", lr = "0.003", hidden = "256", dropout = "0.3", wd = "5e-4", opt = "adam",
-                    norm = "layer", schedule = "constant";
-        std::string std_opt = "adam", metrics_out, save_model_path, predict_out, config;
-        int stages = 2, log_every = 10;
-        train::retexo_options ro;
-        train::standard_options so;
-        so.hidden = 256;
-        bool check = false, normalize = false, inductive = false;
-        double bns_p = 0.1, emulate_bw = 0, emulate_lat = 0;
-        bool no_overlap = false;
-        int kill_rank = -1, kill_round = 1;
-
-        po::options_description d_data("Data");
-        d_data.add_options()("data", po::value(&data.data),
-                             "partitioned directory (retexo_partition; rank r opens part r only) or graph "
-                             "file (.h5); default: the built-in synthetic graph")(
-            "partition", po::value(&data.partition)->default_value(data.partition),
-            "with a graph file: random | metis | blocks | assignment file (line i = partition of node i)")(
-            "objective", po::value(&objective)->default_value(objective),
-            "METIS objective: vol | cut")("seed", po::value(&data.seed)->default_value(data.seed),
-                                          "random seed (partitioning, initialisation, dropout)");
-        po::options_description d_model("Model and mode");
-        d_model.add_options()("mode", po::value(&mode),
-                              "retexo | standard | bns | both (= retexo,standard) | a comma list such as "
-                              "retexo,standard,bns | stats (load the partitions, print their statistics, stop); "
-                              "default: both on the built-in graph, else retexo")(
-            "model", po::value(&model)->default_value(model), "gcn | sage | sage-pool | gat")(
-            "variant", po::value(&variant)->default_value(variant),
-            "RETEXO: hidden (exchange hidden embeddings) | "
-            "logits (stage 0 is an MLP; exchange C logits)")("stages,layers", po::value(&stages)->default_value(stages),
-                                                             "RETEXO stages = standard layers")(
-            "heads", po::value(&ro.heads)->default_value(ro.heads), "GAT attention heads");
-        po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,100)");
-        d_retexo.add_options()("rounds", po::value(&rounds)->default_value(rounds),
-                               "rounds per stage")("lr", po::value(&lr)->default_value(lr), "learning rate")(
-            "hidden", po::value(&hidden)->default_value(hidden),
-            "hidden width")("dropout", po::value(&dropout)->default_value(dropout),
-                            "dropout rate")("weight-decay", po::value(&wd)->default_value(wd), "weight decay")(
-            "optimizer", po::value(&opt)->default_value(opt), "adam | adamw | sgd")(
-            "norm", po::value(&norm)->default_value(norm),
-            "layer | none: LayerNorm before the hidden ReLU, or none (the embedding the next stage aggregates "
-            "is then the same affine map of every node's aggregate)")(
-            "lr-schedule", po::value(&schedule)->default_value(schedule),
-            "constant | linear (the learning rate falls linearly to 0 over the stage)")(
-            "select", po::value(&select)->default_value(select),
-            "accuracy | loss: keep the round with the best validation accuracy or the lowest validation "
-            "loss")("batch-size", po::value(&ro.batch_size)->default_value(0),
-                    "training rows per step over all ranks (0: full batch)")(
-            "patience", po::value(&ro.patience)->default_value(0),
-            "stop a stage after N rounds without a better "
-            "validation score, see --select (0: never)")(
-            "exchange-precision", po::value(&precision)->default_value(precision),
-            "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
-            "exchange-columns", po::value(&ro.exchange_columns)->default_value(0),
-            "gcn, sage: send the stage inputs this many columns at a time (0: all at once); same bytes, "
-            "halo buffers one block wide (bounds memory when most nodes are halo rows)");
-        po::options_description d_std("Standard trainer");
-        d_std.add_options()("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")(
-            "std-lr", po::value(&so.optimizer.lr)->default_value(so.optimizer.lr),
-            "learning rate")("std-hidden", po::value(&so.hidden)->default_value(so.hidden), "hidden width")(
-            "std-dropout", po::value(&so.dropout)->default_value(so.dropout), "dropout rate")(
-            "std-weight-decay", po::value(&so.optimizer.weight_decay)->default_value(so.optimizer.weight_decay),
-            "weight decay")("std-optimizer", po::value(&std_opt)->default_value(std_opt), "adam | adamw | sgd")(
-            "eval-every", po::value(&so.eval_every)->default_value(so.eval_every), "evaluate every N epochs")(
-            "bns-p", po::value(&bns_p)->default_value(bns_p),
-            "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer");
-        po::options_description d_run("Run");
-        d_run.add_options()("inductive", po::bool_switch(&inductive),
-                            "train without the validation and test nodes and their edges; "
-                            "evaluate on the whole graph (default: transductive)")(
-            "deterministic", po::bool_switch(&ro.exact),
-            "exact reductions: identical results for any number of ranks and threads")(
-            "check-numerics", po::bool_switch(&check), "stop with an error at the first NaN/Inf in a kernel input")(
-            "normalize-features", po::bool_switch(&normalize),
-            "scale each node's features to sum 1 (rows with a zero sum stay zero)")(
-            "log-every", po::value(&log_every)->default_value(log_every), "progress line every N rounds / epochs")(
-            "track-test", po::bool_switch(&ro.track_test), "RETEXO: test accuracy every round too (time to accuracy)")(
-            "no-overlap", po::bool_switch(&no_overlap),
-            "wait for the halo rows before aggregating (default: aggregate the rows whose neighbours are all "
-            "owned while they travel; same result)")("emulate-bandwidth", po::value(&emulate_bw)->default_value(0),
-                                                     "emulate a network of this many bits/s: pause "
-                                                     "after every communication call (0: off)")(
-            "emulate-latency", po::value(&emulate_lat)->default_value(0),
-            "emulated latency per communication call, seconds")("metrics-out", po::value(&metrics_out),
-                                                                "write metrics as JSON (rank 0, atomically)")(
-            "save-model", po::value(&save_model_path), "write the trained parameters to an HDF5 file (rank 0)")(
-            "predict-out", po::value(&predict_out),
-            "write every node's predicted class, logits and final embedding (HDF5)")(
-            "config", po::value(&config), "read options from a file (key = value lines); the command line wins");
-        po::options_description d_ckpt("Checkpoints (RETEXO)");
-        d_ckpt.add_options()("checkpoint-dir", po::value(&ro.checkpoint.dir),
-                             "write a checkpoint after every stage (one HDF5 file per rank)")(
-            "checkpoint-every-min", po::value(&ro.checkpoint.every_minutes)->default_value(0.0),
-            "also checkpoint inside a stage at most every M minutes (0: stage ends only)")(
-            "resume", po::bool_switch(&ro.checkpoint.resume),
-            "continue from the newest checkpoint in --checkpoint-dir")(
-            "max-hours", po::value(&ro.checkpoint.max_hours)->default_value(0.0),
-            "stop cleanly with a checkpoint before this many hours (0: no limit); SIGTERM and SIGUSR1 do the same")(
-            "stop-after-stage", po::value(&ro.checkpoint.stop_after_stage)->default_value(-1),
-            "stop cleanly with a checkpoint after this stage (staged jobs)");
-        po::options_description d_test("Failure testing");
-        d_test.add_options()("kill-rank", po::value(&kill_rank)->default_value(-1),
-                             "this rank kills itself (SIGKILL) ...")(
-            "kill-at-round", po::value(&kill_round)->default_value(1), "... at this RETEXO round of stage 0");
-        po::options_description desc;
-        desc.add(d_data).add(d_model).add(d_retexo).add(d_std).add(d_run).add(d_ckpt).add(d_test);
-
-        po::variables_map vm;
-        po::options_description all = desc;
-        all.add_options()("help,h", "show this help and exit")("version", "print versions and exit");
-        po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
-        if (vm.count("help") != 0U) {
-            if (root) std::cout << "Usage: mpirun -np P retexo_mpi [options]\n\n" << all << "\n";
-            return cli::exit_ok;
-        }
-        if (vm.count("version") != 0U) {
-            if (root) std::cout << versions();
-            return cli::exit_ok;
-        }
-        // Options are checked on every rank alike; an error ends the job cleanly everywhere.
-        std::vector<std::string> modes;
-        auto wants = [&](const char* m) { return std::find(modes.begin(), modes.end(), m) != modes.end(); };
-        comm.checked([&] {
-            if (vm.count("config") != 0U) {
-                const auto path = vm["config"].as<std::string>();
-                std::ifstream f(path);
-                RETEXO_ENSURE(f.good(), "--config: cannot open " << path);
-                po::store(po::parse_config_file(f, desc), vm);
-            }
-            po::notify(vm);
-
-            if (mode.empty()) mode = data.data.empty() ? "both" : "retexo";
-            {
-                std::stringstream ss(mode == "both" ? "retexo,standard" : mode);
-                std::string m;
-                while (std::getline(ss, m, ',')) {
-                    RETEXO_ENSURE(m == "retexo" || m == "standard" || m == "bns" || (m == "stats" && mode == "stats"),
-                                  "--mode: unknown mode '" << m << "' (expected retexo, standard, bns, both or stats)");
-                    modes.push_back(m);
-                }
-            }
-            RETEXO_ENSURE(emulate_bw >= 0 && emulate_lat >= 0,
-                          "--emulate-bandwidth and --emulate-latency must be >= 0");
-            comm.emulate({emulate_bw, emulate_lat});
-            RETEXO_ENSURE(stages >= 1, "--stages must be at least 1, got " << stages);
-            RETEXO_ENSURE(log_every >= 1, "--log-every must be positive, got " << log_every);
-            RETEXO_ENSURE(precision == "fp32" || precision == "bf16" || precision == "int8",
-                          "--exchange-precision: expected fp32, bf16 or int8, got '" << precision << "'");
-            data.objective = parse_metis_objective(objective);
-            ro.model = so.model = nn::parse_layer_kind(model);
-            ro.variant = train::parse_variant(variant);
-            ro.seed = so.seed = data.seed;
-            using wire = train::retexo_options::wire;
-            ro.exchange = precision == "int8" ? wire::int8 : precision == "bf16" ? wire::bf16 : wire::fp32;
-            ro.overlap = so.overlap = !no_overlap;
-            so.exact = ro.exact;
-            so.heads = ro.heads;
-            so.layers = stages;
-            so.optimizer.kind = parse_optimizer(std_opt);
-            const auto r_rounds = per_stage<int>("rounds", rounds, stages);
-            const auto r_lr = per_stage<double>("lr", lr, stages);
-            const auto r_hidden = per_stage<int>("hidden", hidden, stages);
-            const auto r_dropout = per_stage<double>("dropout", dropout, stages);
-            const auto r_wd = per_stage<double>("weight-decay", wd, stages);
-            const auto r_opt = per_stage<std::string>("optimizer", opt, stages);
-            const auto r_norm = per_stage<std::string>("norm", norm, stages);
-            const auto r_schedule = per_stage<std::string>("lr-schedule", schedule, stages);
-            ro.stages.clear();
-            for (int k = 0; k < stages; ++k) {
-                RETEXO_ENSURE(r_norm[k] == "layer" || r_norm[k] == "none",
-                              "--norm: expected layer or none, got '" << r_norm[k] << "'");
-                RETEXO_ENSURE(r_schedule[k] == "constant" || r_schedule[k] == "linear",
-                              "--lr-schedule: expected constant or linear, got '" << r_schedule[k] << "'");
-                ro.stages.push_back({r_rounds[k], r_lr[k], r_hidden[k], r_dropout[k], r_wd[k],
-                                     parse_optimizer(r_opt[k]), r_norm[k] == "layer", r_schedule[k] == "linear"});
-            }
-            RETEXO_ENSURE(select == "accuracy" || select == "loss",
-                          "--select: expected accuracy or loss, got '" << select << "'");
-            ro.select =
-                select == "loss" ? train::retexo_options::selection::loss : train::retexo_options::selection::accuracy;
-            if (vm["std-hidden"].defaulted()) so.hidden = r_hidden[0];
-            if (wants("retexo")) ro.validate();
-            if (wants("standard")) so.validate();
-            if (wants("bns")) {
-                auto b = so;
-                b.bns_p = bns_p;
-                b.validate();
-            }
-            set_check_numerics(check);
-        });
-
-        // Everything the run was asked to do, for the metrics file.
-        nlohmann::json cfg;
-        for (const auto& [k, v] : vm) {
-            const auto& a = v.value();
-            if (a.type() == typeid(std::string))
-                cfg[k] = v.as<std::string>();
-            else if (a.type() == typeid(int))
-                cfg[k] = v.as<int>();
-            else if (a.type() == typeid(double))
-                cfg[k] = v.as<double>();
-            else if (a.type() == typeid(bool))
-                cfg[k] = v.as<bool>();
-            else if (a.type() == typeid(std::uint64_t))
-                cfg[k] = v.as<std::uint64_t>();
-        }
-        cfg["mode"] = mode;
-        // What a checkpoint must agree with: everything that shapes the RETEXO model and run.
-        {
-            std::ostringstream f;
-            f << "model=" << model << " variant=" << variant << " stages=" << stages << " heads=" << ro.heads
-              << " rounds=" << rounds << " lr=" << lr << " hidden=" << hidden << " dropout=" << dropout
-              << " weight-decay=" << wd << " optimizer=" << opt << " norm=" << norm << " lr-schedule=" << schedule
-              << " select=" << select << " batch-size=" << ro.batch_size << " patience=" << ro.patience
-              << " exchange-precision=" << precision << " exchange-columns=" << ro.exchange_columns
-              << " seed=" << data.seed << " inductive=" << inductive << " deterministic=" << ro.exact
-              << " normalize-features=" << normalize;
-            ro.checkpoint.config = f.str();
-        }
-        RETEXO_ENSURE(ro.checkpoint.dir.empty() || wants("retexo"), "--checkpoint-dir applies to --mode retexo only");
-        RETEXO_ENSURE(!ro.checkpoint.resume || !ro.checkpoint.dir.empty(), "--resume needs --checkpoint-dir");
+        auto options = parse_options(argc, argv, comm);
+        if (!options) return cli::exit_ok;
+        auto& a = *options;
         std::signal(SIGTERM, on_stop_signal);
         std::signal(SIGUSR1, on_stop_signal);
-        ro.checkpoint.stop_requested = [] { return stop_signal.load() != 0; };
+        a.retexo.checkpoint.stop_requested = [] { return stop_signal.load() != 0; };
 
-        auto lp = load_rank_partition(comm, data);
-        if (normalize) {
-            for (Eigen::Index i = 0; i < lp.features.rows(); ++i) {
-                const float sum = lp.features.row(i).cwiseAbs().sum();
-                if (sum > 0) lp.features.row(i) /= sum;
-            }
-        }
-        if (root)
-            std::printf("retexo %s | %d ranks x %d threads | seed %llu | %s: %d nodes, %lld in-edges, %d features, "
-                        "%d classes | partition %s (hash %s) | mode %s, model %s%s\n",
-                        version_string, comm.size(), omp_get_max_threads(), static_cast<unsigned long long>(data.seed),
-                        lp.global.name.c_str(), lp.global.num_nodes, static_cast<long long>(lp.global.num_edges),
-                        lp.global.num_features, lp.global.num_classes,
-                        data.data.empty() || !std::filesystem::is_directory(data.data) ? data.partition.c_str()
-                                                                                       : "from directory",
-                        hash_to_hex(lp.assignment_hash).c_str(), mode.c_str(), model.c_str(),
-                        mode == "standard" ? "" : (", variant " + variant).c_str());
+        const auto lp = load_rank_partition(comm, a.data);
+        if (comm.rank() == 0) print_banner(comm, a, lp);
         const auto table = gather_partition_table(comm, lp);
-        if (root) std::cout << table;
-        if (wants("stats")) return cli::exit_ok;
-        const train::rank_context ctx(comm, lp, inductive);
-
-        std::vector<train::run_result> runs;
-        const int total_rounds = [&] {
-            int s = 0;
-            for (const auto& st : ro.stages)
-                s += st.rounds;
-            return s;
-        }();
-        if (wants("retexo")) {
-            int done = 0;
-            auto progress = [&](const train::epoch_record& r) {
-                ++done;
-                if (comm.rank() == kill_rank && r.stage == 0 && r.epoch == kill_round) std::raise(SIGKILL);
-                if (!root || (r.epoch % log_every != 0 && r.epoch != 1)) return;
-                const double eta = r.seconds / done * (total_rounds - done);
-                std::printf("retexo   stage %d round %4d  loss %.4f  valid %.4f  bytes %10s  %6.1fs  ETA %.0fs\n",
-                            r.stage, r.epoch, r.loss, r.acc.valid,
-                            report::human_bytes(static_cast<double>(r.bytes)).c_str(), r.seconds, eta);
-                std::fflush(stdout);
-            };
-            runs.push_back(train::train_retexo(ctx, ro, progress));
-            if (runs.back().interrupted) {
-                if (root)
-                    std::printf("stopped after %zu rounds with a checkpoint in %s; continue with --resume\n",
-                                runs.back().history.size(), ro.checkpoint.dir.c_str());
-                return cli::exit_ok;
-            }
-        }
-        for (const char* name : {"standard", "bns"}) {
-            if (!wants(name)) continue;
-            auto opts = so;
-            if (std::string(name) == "bns") opts.bns_p = bns_p;
-            auto progress = [&](const train::epoch_record& r) {
-                if (!root || (r.epoch % log_every != 0 && r.epoch != 1)) return;
-                const double eta = r.seconds / r.epoch * (opts.epochs - r.epoch);
-                std::printf(
-                    "%-8s epoch %4d  loss %.4f  train %.4f  valid %.4f  test %.4f  bytes %10s  %6.1fs  ETA %.0fs\n",
-                    name, r.epoch, r.loss, r.acc.train, r.acc.valid, r.acc.test,
-                    report::human_bytes(static_cast<double>(r.bytes)).c_str(), r.seconds, eta);
-                std::fflush(stdout);
-            };
-            runs.push_back(train::train_standard(ctx, opts, progress));
-        }
-        if (root) std::cout << report::table(runs);
-        // Peak memory: every rank's maximum resident set size.
-        rusage usage{};
-        getrusage(RUSAGE_SELF, &usage);
-        const auto rss = comm.allgather(static_cast<std::int64_t>(usage.ru_maxrss) * 1024, purpose::control);
-        std::int64_t rss_total = 0, rss_max = 0;
-        for (auto r : rss) {
-            rss_total += r;
-            rss_max = std::max(rss_max, r);
-        }
-        if (root)
-            std::printf("peak memory (RSS): max rank %s, all ranks %s\n",
-                        report::human_bytes(static_cast<double>(rss_max)).c_str(),
-                        report::human_bytes(static_cast<double>(rss_total)).c_str());
-
-        if (!metrics_out.empty() && root) {
-            nlohmann::json j;
-            if (runs.size() == 1) {
-                j = report::run_json(runs[0], cfg);
-                j["peak_rss_bytes"] = rss;
-            } else {
-                j["peak_rss_bytes"] = rss;
-                j["mode"] = mode;
-                j["model"] = model;
-                j["variant"] = variant;
-                j["ranks"] = comm.size();
-                j["seed"] = data.seed;
-                j["runs"] = nlohmann::json::array();
-                for (const auto& r : runs)
-                    j["runs"].push_back(report::run_json(r, cfg));
-            }
-            write_text_atomic(metrics_out, j.dump(2) + "\n");
-        }
-        const auto& primary = runs.front();
-        if (!save_model_path.empty()) {
-            std::string err;
-            if (root) {
-                try {
-                    nlohmann::json model_cfg = cfg; // the training configuration, without output paths
-                    for (const char* k : {"metrics-out", "save-model", "predict-out", "config", "checkpoint-dir"})
-                        model_cfg.erase(k);
-                    save_model(save_model_path, primary.parameters,
-                               {{"mode", primary.mode},
-                                {"model", model},
-                                {"variant", variant},
-                                {"retexo_version", version_string},
-                                {"config", model_cfg.dump()}});
-                } catch (const std::exception& e) {
-                    err = e.what();
-                }
-            }
-            comm.agree(err);
-        }
-        if (!predict_out.empty()) write_predictions(comm, predict_out, lp, primary.logits, primary.embedding);
+        if (comm.rank() == 0) std::cout << table;
+        if (a.wants(run_mode::stats)) return cli::exit_ok;
+        const train::rank_context ctx(comm, lp, a.inductive);
+        const auto runs = run_trainers(ctx, a);
+        if (runs.empty()) return cli::exit_ok; // stopped with a checkpoint
+        if (comm.rank() == 0) std::cout << report::table(runs);
+        const auto rss = peak_memory(comm);
+        write_outputs(comm, a, lp, runs, rss);
         return cli::exit_ok;
     });
 }

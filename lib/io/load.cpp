@@ -38,7 +38,7 @@ std::vector<part_t> assignment_for(const csr& in_edges, bool directed, node_t nu
     po.seed = o.seed;
     po.objective = o.objective;
     if (o.partition == "random" || o.partition == "metis" || o.partition == "blocks") {
-        po.method = parse_partition_method(o.partition);
+        po.method = parse_name<partition_method>(o.partition, "--partition");
     } else {
         RETEXO_ENSURE(fs::exists(o.partition),
                       "--partition: '" << o.partition
@@ -51,6 +51,14 @@ std::vector<part_t> assignment_for(const csr& in_edges, bool directed, node_t nu
 }
 
 } // namespace
+
+void normalize_rows(matrix_f& x)
+{
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+        const float sum = x.row(i).cwiseAbs().sum();
+        if (sum > 0) x.row(i) /= sum;
+    }
+}
 
 local_partition load_rank_partition(const mpi::communicator& comm, const data_options& o)
 {
@@ -74,6 +82,7 @@ local_partition load_rank_partition(const mpi::communicator& comm, const data_op
             lp = load_partition_from_graph(o.data, a, parts, part);
         }
     });
+    if (o.normalize_features) normalize_rows(lp.features);
     // Every rank must hold a piece of the same assignment.
     const auto hashes = comm.allgather(lp.assignment_hash, purpose::setup);
     for (int r = 0; r < parts; ++r)

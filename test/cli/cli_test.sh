@@ -41,6 +41,10 @@ expect 0 "Usage: mpirun -np P retexo_mpi" "$apps/retexo_mpi" --help
 expect 2 "--out.*(required|missing)" "$apps/retexo_generate"
 expect 1 "--homophily must be in \[0, 1\]" "$apps/retexo_generate" --out "$tmp/g.h5" --homophily 2
 absent "$tmp/g.h5"
+expect 1 "--classes must be at least 2, got 1" "$apps/retexo_generate" --out "$tmp/g.h5" --classes 1
+absent "$tmp/g.h5"
+expect 1 "--classes must be at most --nodes \(3\), got 4" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes 3 --classes 4
+absent "$tmp/g.h5"
 expect 2 "nodes" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes abc
 expect 1 "cannot create HDF5 file" "$apps/retexo_generate" --out "$tmp/nodir/g.h5" --nodes 100
 expect 0 "wrote .*g.h5: 2000 nodes" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes 2000 --features 8 --classes 3 --seed 5
@@ -63,7 +67,7 @@ expect 1 "--parts must be positive" "$apps/retexo_partition" --graph "$tmp/g.h5"
 printf '0\n1\n' >"$tmp/short.txt"
 expect 1 "short.txt: 2 lines, but the graph has 2000 nodes" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method given --assignment "$tmp/short.txt" --out "$tmp/p"
 absent "$tmp/p/manifest.json"
-expect 0 "wrote" "$apps/retexo_generate" --out "$tmp/tiny.h5" --nodes 2 --classes 1 --avg-degree 1
+expect 0 "wrote .*tiny.h5: 2 nodes" "$apps/retexo_generate" --out "$tmp/tiny.h5" --nodes 2 --classes 2 --avg-degree 1
 expect 1 "partition 2 of 3 is empty" "$apps/retexo_partition" --graph "$tmp/tiny.h5" --parts 3 --method blocks --out "$tmp/p"
 absent "$tmp/p/manifest.json"
 expect 0 "edge cut" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method metis --out "$tmp/p2"
@@ -93,13 +97,16 @@ expect 0 "hash [0-9a-f]{16}" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/g.h
 # retexo_mpi training runs on a small graph.
 expect 0 "wrote" "$apps/retexo_generate" --out "$tmp/small.h5" --nodes 600 --features 12 --classes 3 --avg-degree 6 --seed 2
 small=(--data "$tmp/small.h5" --rounds 4,3 --epochs 3 --hidden 16 --std-hidden 16 --log-every 1)
-expect_mpi 1 "--mode: unknown mode 'fast'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode fast
+expect_mpi 1 "--mode: unknown mode 'fast' \(expected retexo, standard, bns or stats\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode fast
 expect_mpi 1 "--rounds: 3 values for 2 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 1,2,3
-expect_mpi 1 "--exchange-precision: expected fp32, bf16 or int8" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --exchange-precision fp8
-expect_mpi 1 "--norm: expected layer or none" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --norm batch
-expect_mpi 1 "--lr-schedule: expected constant or linear" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --lr-schedule constant,cosine
-expect_mpi 1 "--select: expected accuracy or loss" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select f1
+expect_mpi 1 "--exchange-precision: unknown exchange precision 'fp8' \(expected fp32, bf16 or int8\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --exchange-precision fp8
+expect_mpi 1 "--norm: unknown normalisation 'batch' \(expected layer or none\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --norm batch
+expect_mpi 1 "--lr-schedule: unknown learning-rate schedule 'cosine' \(expected constant or linear\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --lr-schedule constant,cosine
+expect_mpi 1 "--select: unknown selection 'f1' \(expected accuracy or loss\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select f1
 expect_mpi 1 "--model: unknown model 'gin'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gin
+expect_mpi 1 "--mode: stats runs alone" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode stats,retexo
+expect_mpi 1 "--checkpoint-dir and --resume apply to --mode retexo only" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --checkpoint-dir "$tmp/ck"
+expect_mpi 1 "--resume needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo --resume
 expect_mpi 1 "--config: cannot open" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp/none.cfg"
 expect 0 "oneDNN: 2\.[0-9]+\.[0-9]+" "$apps/retexo_mpi" --version
 expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode both --metrics-out "$tmp/m.json" \

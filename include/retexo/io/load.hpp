@@ -19,11 +19,16 @@ struct data_options {
     std::string partition = "random";
     metis_objective objective = metis_objective::vol;
     std::uint64_t seed = 42;
+    /// Scale each node's features to sum 1 (rows with a zero sum stay zero).
+    bool normalize_features = false;
     csbm_options embedded = embedded_graph_options();
 
     /// The built-in synthetic graph used when no data is given.
     static csbm_options embedded_graph_options();
 };
+
+/// Scale each row of x by the inverse of its sum of absolute values (zero rows stay zero).
+void normalize_rows(matrix_f& x);
 
 /// Load this rank's partition (collective).  Partition r goes to rank r; the partition
 /// count must equal the communicator size.
