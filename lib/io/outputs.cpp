@@ -20,9 +20,7 @@ void save_model(const std::string& path, const std::vector<named_tensor>& tensor
         for (const auto& [k, v] : attributes)
             f.set_attr(k, v);
         for (const auto& t : tensors)
-            f.write<float>("parameters/" + t.name,
-                           std::span<const float>(t.value.data(), static_cast<std::size_t>(t.value.size())),
-                           {static_cast<hsize_t>(t.value.rows()), static_cast<hsize_t>(t.value.cols())});
+            f.write_matrix("parameters/" + t.name, t.value);
     }
     out.commit();
 }
@@ -40,12 +38,7 @@ std::vector<named_tensor> load_model(const std::string& path)
     for (hsize_t i = 0; i < n; ++i) {
         char name[1024];
         H5Gget_objname_by_idx(g.get(), i, name, sizeof name);
-        const std::string ds = std::string("parameters/") + name;
-        const auto d = f.dims(ds);
-        RETEXO_ENSURE(d.size() == 2, path << ": " << ds << " is not a matrix");
-        named_tensor t{name, matrix_f(static_cast<Eigen::Index>(d[0]), static_cast<Eigen::Index>(d[1]))};
-        if (t.value.size() > 0) f.read_rows<float>(f.open_dataset(ds), ds, 0, d[0], d[1], t.value.data());
-        out.push_back(std::move(t));
+        out.push_back({name, f.read_matrix<float>(std::string("parameters/") + name)});
     }
     return out;
 }

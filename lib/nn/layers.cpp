@@ -7,30 +7,6 @@
 
 namespace retexo::nn {
 
-layer_kind parse_layer_kind(const std::string& name)
-{
-    if (name == "gcn") return layer_kind::gcn;
-    if (name == "sage" || name == "sage-mean") return layer_kind::sage_mean;
-    if (name == "sage-pool") return layer_kind::sage_pool;
-    if (name == "gat") return layer_kind::gat;
-    RETEXO_THROW("--model: unknown model '" << name << "' (expected gcn, sage, sage-pool or gat)");
-}
-
-std::string to_string(layer_kind k)
-{
-    switch (k) {
-    case layer_kind::gcn:
-        return "gcn";
-    case layer_kind::sage_mean:
-        return "sage";
-    case layer_kind::sage_pool:
-        return "sage-pool";
-    case layer_kind::gat:
-        return "gat";
-    }
-    return "?";
-}
-
 local_graph make_local_graph(const local_partition& lp, std::vector<offset_t>& degree)
 {
     degree.resize(static_cast<std::size_t>(lp.num_local()));
@@ -238,46 +214,36 @@ void gnn_layer<T>::message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg
 }
 
 template <typename T>
-bool gnn_layer<T>::combine_interior(const layer_plan& plan, const matrix<T>& msg_all, layer_cache<T>& c,
-                                    const std::function<void()>& between) const
+void gnn_layer<T>::aggregate_rows(const layer_plan& plan, const matrix<T>& msg_all, layer_cache<T>& c,
+                                  std::span<const node_t> rows, bool halo_ready) const
 {
-    if (!plan.agg) return false;
-    RETEXO_ENSURE_DIMS("gnn_layer::combine_interior", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
-    RETEXO_ENSURE_DIMS("gnn_layer::combine_interior", "message width", msg_all.cols(), Eigen::Index{msg_width()});
+    if (!plan.agg) return;
+    RETEXO_ENSURE_DIMS("gnn_layer::aggregate_rows", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
+    RETEXO_ENSURE_DIMS("gnn_layer::aggregate_rows", "message width", msg_all.cols(), Eigen::Index{msg_width()});
     const int w = msg_width();
-    c.agg.resize(plan.agg->num_out(), w);
     const bool max = kind_ == layer_kind::sage_pool;
+    if (c.agg.rows() != plan.agg->num_out() || c.agg.cols() != w) c.agg.resize(plan.agg->num_out(), w);
     if (max) c.argmax.resize(static_cast<std::size_t>(plan.agg->num_out()) * w);
-    const std::span<const node_t> rows(plan.interior);
-    const std::size_t chunk = 4096;
-    for (std::size_t r0 = 0; r0 < rows.size(); r0 += chunk) {
-        plan.agg->forward_subset(msg_all.data(), w, c.agg.data(), max ? c.argmax.data() : nullptr,
-                                 rows.subspan(r0, std::min(chunk, rows.size() - r0)), 0, plan.num_owned);
-        if (between) between();
-    }
-    return true;
+    plan.agg->forward_subset(msg_all.data(), w, c.agg.data(), max ? c.argmax.data() : nullptr, rows, 0,
+                             halo_ready ? plan.num_local : plan.num_owned);
 }
 
 template <typename T>
 void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
-                           matrix<T>& out, bool interior_done) const
+                           matrix<T>& out, bool aggregated) const
 {
     const auto n = static_cast<Eigen::Index>(plan.rows.size());
     RETEXO_ENSURE_DIMS("gnn_layer::combine", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
     RETEXO_ENSURE_DIMS("gnn_layer::combine", "message width", msg_all.cols(), Eigen::Index{msg_width()});
     const matrix<T> none;
-    // The neighbour aggregation (gcn, sage): all rows, or the boundary rows after
-    // combine_interior.
+    // The neighbour aggregation (gcn, sage), unless aggregate_rows() has done it.
     auto aggregate = [&] {
-        const bool max = kind_ == layer_kind::sage_pool;
-        if (!interior_done) {
-            plan.agg->forward(msg_all, c.agg, max ? &c.argmax : nullptr);
+        if (!aggregated) {
+            plan.agg->forward(msg_all, c.agg, kind_ == layer_kind::sage_pool ? &c.argmax : nullptr);
             return;
         }
         RETEXO_ENSURE(c.agg.rows() == plan.agg->num_out() && c.agg.cols() == msg_width(),
-                      "retexo::gnn_layer::combine: combine_interior was not called for this plan");
-        plan.agg->forward_subset(msg_all.data(), msg_width(), c.agg.data(), max ? c.argmax.data() : nullptr,
-                                 plan.boundary, 0, plan.num_local);
+                      "retexo::gnn_layer::combine: aggregate_rows was not called for this plan");
     };
     switch (kind_) {
     case layer_kind::gcn:

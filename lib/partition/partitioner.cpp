@@ -1,4 +1,5 @@
 #include <retexo/core/atomic_file.hpp>
+#include <retexo/core/hash.hpp>
 #include <retexo/core/rng.hpp>
 #include <retexo/graph/local_partition.hpp>
 #include <retexo/io/text_reader.hpp>
@@ -13,42 +14,6 @@
 #include <sstream>
 
 namespace retexo {
-
-partition_method parse_partition_method(const std::string& name)
-{
-    if (name == "random") return partition_method::random;
-    if (name == "metis") return partition_method::metis;
-    if (name == "blocks") return partition_method::blocks;
-    if (name == "given") return partition_method::given;
-    RETEXO_THROW("--method: unknown partition method '" << name << "' (expected random, metis, blocks or given)");
-}
-
-std::string to_string(partition_method m)
-{
-    switch (m) {
-    case partition_method::random:
-        return "random";
-    case partition_method::metis:
-        return "metis";
-    case partition_method::blocks:
-        return "blocks";
-    case partition_method::given:
-        return "given";
-    }
-    return "?";
-}
-
-metis_objective parse_metis_objective(const std::string& name)
-{
-    if (name == "cut") return metis_objective::cut;
-    if (name == "vol") return metis_objective::vol;
-    RETEXO_THROW("--objective: unknown METIS objective '" << name << "' (expected cut or vol)");
-}
-
-std::string to_string(metis_objective o)
-{
-    return o == metis_objective::cut ? "cut" : "vol";
-}
 
 std::vector<part_t> partition_random(node_t num_nodes, part_t parts, std::uint64_t seed)
 {
@@ -187,18 +152,12 @@ std::vector<part_t> make_partition(const csr& in_edges, bool directed, const par
 
 std::uint64_t assignment_hash(std::span<const part_t> assignment, part_t parts)
 {
-    std::uint64_t h = 0xcbf29ce484222325ULL;
-    auto feed = [&h](std::uint32_t word) {
-        for (int b = 0; b < 4; ++b) {
-            h ^= (word >> (8 * b)) & 0xFFU;
-            h *= 0x100000001b3ULL;
-        }
-    };
-    feed(static_cast<std::uint32_t>(parts));
-    feed(static_cast<std::uint32_t>(assignment.size()));
+    fnv1a h;
+    h.feed(static_cast<std::uint32_t>(parts));
+    h.feed(static_cast<std::uint32_t>(assignment.size()));
     for (part_t p : assignment)
-        feed(static_cast<std::uint32_t>(p));
-    return h;
+        h.feed(static_cast<std::uint32_t>(p));
+    return h.value();
 }
 
 std::string hash_to_hex(std::uint64_t h)

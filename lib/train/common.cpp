@@ -127,11 +127,42 @@ void restore(const std::vector<parameter<float>*>& params, const std::vector<mat
         params[i]->value = values[i];
 }
 
-void finish_bytes(const rank_context& ctx, const byte_ledger& start, run_result& r)
+run_meter::run_meter(const rank_context& ctx)
+    : ctx_(ctx), start_(ctx.comm.ledger()), t0_(std::chrono::steady_clock::now())
 {
-    const byte_ledger mine = ctx.comm.ledger() - start + ctx.setup_bytes;
-    r.max_rank_bytes = ctx.comm.allreduce(mine.total_sent(), MPI_MAX, purpose::control);
-    r.bytes = ctx.comm.sum(mine);
+}
+
+void run_meter::resume(const byte_ledger& done, double elapsed, const std::map<std::string, double>& phases)
+{
+    start_ = ctx_.comm.ledger() - done;
+    t0_ = std::chrono::steady_clock::now() -
+          std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(elapsed));
+    for (const auto& [phase, seconds] : phases)
+        timer.add(phase, seconds);
+}
+
+double run_meter::elapsed() const
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+void run_meter::record(epoch_record rec, run_result& r, const progress_fn& progress) const
+{
+    rec.bytes = ctx_.comm.sum(traffic() + ctx_.setup_bytes).total_sent();
+    rec.calls = traffic().total_calls();
+    rec.seconds = elapsed();
+    r.history.push_back(rec);
+    if (progress) progress(rec);
+}
+
+run_result run_meter::finish(run_result r) const
+{
+    r.seconds = timer.seconds();
+    r.seconds["total"] = elapsed();
+    const byte_ledger mine = traffic() + ctx_.setup_bytes;
+    r.max_rank_bytes = ctx_.comm.allreduce(mine.total_sent(), MPI_MAX, purpose::control);
+    r.bytes = ctx_.comm.sum(mine);
+    return r;
 }
 
 std::vector<named_network> paper_networks()
@@ -172,6 +203,11 @@ accuracies reduce_accuracies(const rank_context& ctx, const matrix_f& logits)
         return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
     };
     return {ratio(counts[0], ctx.global_train), ratio(counts[1], ctx.global_valid), ratio(counts[2], ctx.global_test)};
+}
+
+int loss_exponent(std::int64_t rows)
+{
+    return exact::scale_exponent(static_cast<double>(rows) * 1024.0);
 }
 
 double reduce_loss(const mpi::communicator& comm, const loss_result& local, std::int64_t global_count, int exact_k)

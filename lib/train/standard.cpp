@@ -1,3 +1,4 @@
+#include <retexo/comm/overlap.hpp>
 #include <retexo/kernels/dense.hpp>
 #include <retexo/kernels/loss.hpp>
 #include <retexo/train/standard.hpp>
@@ -21,12 +22,6 @@ void standard_options::validate() const
 }
 
 namespace {
-
-/// Fixed-point exponent for summing per-node losses (each below 2^10).
-int loss_exponent(std::int64_t rows)
-{
-    return exact::scale_exponent(static_cast<double>(rows) * 1024.0);
-}
 
 struct standard_model {
     std::vector<nn::gnn_layer<float>> layers;
@@ -63,196 +58,227 @@ struct standard_model {
     }
 };
 
+/// One run of the standard trainer: the model, its optimiser and the activations every
+/// epoch reuses.
+class standard_run {
+public:
+    standard_run(const rank_context& ctx, const standard_options& o)
+        : ctx_(ctx), o_(o), meter_(ctx), own_(ctx.part.num_owned()), local_(ctx.part.num_local()), L_(o.layers),
+          model_(ctx, o), params_(model_.parameters()), opt_(o.optimizer, params_), mode_(ctx.reduce(o.exact)),
+          ids_(ctx.part.owned_global)
+    {
+        broadcast_parameters(ctx.comm, params_);
+        const auto n = static_cast<std::size_t>(L_);
+        for (auto* v : {&xs_, &own_msgs_, &msgs_, &out_, &acts_})
+            v->resize(n);
+        inputs_.resize(n);
+        cache_.resize(n);
+        if (ctx.inductive) { // the features training sees: the evaluation nodes' rows hidden
+            train_features_ = ctx.part.features;
+            ctx.hide_evaluation_rows(train_features_);
+        }
+    }
+
+    run_result train(const progress_fn& progress);
+
+private:
+    /// BNS: the boundary nodes kept at (epoch, layer), decided from global ids on every rank.
+    auto keep(int epoch, int layer) const
+    {
+        const counter_rng rng(o_.seed, rng_stream::sampling + static_cast<std::uint64_t>(epoch) * 1000003ULL +
+                                           static_cast<std::uint64_t>(layer));
+        const float p = static_cast<float>(o_.bns_p);
+        return [rng, p](node_t g) { return rng.uniform(static_cast<std::uint64_t>(g)) < p; };
+    }
+    bool bns() const { return o_.bns_p < 1.0; }
+    dropout_key key(int layer, int epoch) const
+    {
+        return {o_.seed, static_cast<std::uint64_t>(layer), static_cast<std::uint64_t>(epoch)};
+    }
+    /// Logits of every owned row: per layer, messages of the owned rows, the halo exchange
+    /// (overlapped with the interior rows' aggregation), combine.
+    const matrix_f& forward(bool training, int epoch, purpose exchange_purpose);
+    void layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const matrix_f& h);
+    /// Parameter gradients from the logits' gradient d (halo rows' message gradients go
+    /// back to their owners).
+    void backward(matrix_f d, int epoch);
+
+    const rank_context& ctx_;
+    const standard_options& o_;
+    run_meter meter_; // from the start: model setup and the parameter broadcast count
+    const node_t own_, local_;
+    const int L_;
+    standard_model model_;
+    std::vector<parameter<float>*> params_;
+    optimizer<float> opt_;
+    nn::reduce_mode mode_;
+    const std::span<const node_t> ids_; // global ids of the owned rows (dropout keys)
+    // Per layer, kept across epochs (no reallocation): the owned rows' dropped-out inputs,
+    // the owned rows' messages, every local row's messages, outputs and activations.
+    std::vector<matrix_f> xs_, own_msgs_, msgs_, out_, acts_;
+    std::vector<const matrix_f*> inputs_;
+    std::vector<nn::layer_cache<float>> cache_;
+    matrix_f train_features_;
+};
+
+const matrix_f& standard_run::forward(bool training, int epoch, purpose exchange_purpose)
+{
+    const matrix_f* h = training && ctx_.inductive ? &train_features_ : &ctx_.part.features;
+    for (int l = 0; l < L_; ++l) {
+        layer_forward(l, training, epoch, exchange_purpose, *h);
+        if (l + 1 < L_) {
+            const auto li = static_cast<std::size_t>(l);
+            phase_timer::scope s(meter_.timer, training ? "compute" : "eval");
+            const auto& y = out_[li];
+            acts_[li].resize(y.rows(), y.cols());
+            activation_forward(model_.act, y.data(), static_cast<std::size_t>(y.size()), acts_[li].data(), 1.0);
+            h = &acts_[li];
+        }
+    }
+    return out_[static_cast<std::size_t>(L_ - 1)];
+}
+
+void standard_run::layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const matrix_f& h)
+{
+    const auto li = static_cast<std::size_t>(l);
+    auto& layer = model_.layers[li];
+    auto& msg = msgs_[li];
+    auto& timer = meter_.timer;
+    const char* phase = training ? "compute" : "eval";
+    const int mw = layer.msg_width();
+    {
+        phase_timer::scope s(timer, phase);
+        if (training && o_.dropout > 0) {
+            xs_[li].resize(own_, layer.in());
+            dropout_forward(h.data(), ids_, layer.in(), o_.dropout, key(l, epoch), xs_[li].data());
+            inputs_[li] = &xs_[li];
+        } else {
+            inputs_[li] = &h;
+        }
+        layer.message(*inputs_[li], cache_[li], own_msgs_[li]);
+        msg.resize(local_, mw);
+        msg.topRows(own_) = own_msgs_[li];
+    }
+    const auto& plan = training || !ctx_.inductive ? *model_.plan : *model_.eval_plan;
+    float* halo_rows = msg.data() + static_cast<std::ptrdiff_t>(own_) * mw;
+    bool aggregated = false;
+    if (training && bns()) {
+        phase_timer::scope s(timer, "exchange");
+        ctx_.halo->forward_sampled(msg.data(), halo_rows, mw, keep(epoch, l), 1.0F / static_cast<float>(o_.bns_p),
+                                   exchange_purpose);
+    } else {
+        pending_exchange pending = [&] {
+            phase_timer::scope s(timer, "exchange");
+            return ctx_.halo->start_forward(msg.data(), halo_rows, mw, exchange_purpose);
+        }();
+        overlap_rows(pending, plan.interior, plan.boundary, o_.overlap, timer,
+                     [&](std::span<const node_t> rows, bool halo_ready) {
+                         phase_timer::scope s(timer, phase);
+                         layer.aggregate_rows(plan, msg, cache_[li], rows, halo_ready);
+                     });
+        aggregated = true;
+    }
+    phase_timer::scope s(timer, phase);
+    layer.combine(plan, msg, *inputs_[li], cache_[li], out_[li], aggregated);
+}
+
+void standard_run::backward(matrix_f d, int epoch)
+{
+    auto& timer = meter_.timer;
+    for (int l = L_ - 1; l >= 0; --l) {
+        const auto li = static_cast<std::size_t>(l);
+        auto& layer = model_.layers[li];
+        auto& c = cache_[li];
+        const auto& plan = *model_.plan;
+        const bool need_in = l > 0;
+        const bool need_msg = need_in || layer.has_message_params();
+        {
+            phase_timer::scope s(timer, "compute");
+            layer.combine_backward(plan, msgs_[li], *inputs_[li], c, d, need_msg, mode_);
+        }
+        if (!need_msg) continue;
+        {
+            phase_timer::scope s(timer, "exchange");
+            const int w = layer.msg_width();
+            const auto off = static_cast<std::ptrdiff_t>(own_) * w;
+            if (o_.exact)
+                ctx_.halo->reverse_add(c.d_msg_exact.data() + off, c.d_msg_exact.data(), w);
+            else if (bns())
+                ctx_.halo->reverse_add_sampled(c.d_msg.data() + off, c.d_msg.data(), w, keep(epoch, l),
+                                               1.0F / static_cast<float>(o_.bns_p));
+            else
+                ctx_.halo->reverse_add(c.d_msg.data() + off, c.d_msg.data(), w);
+        }
+        phase_timer::scope s(timer, "compute");
+        matrix_f dx;
+        layer.message_backward(*inputs_[li], msgs_[li], c, need_in ? &dx : nullptr, mode_);
+        if (need_in) {
+            layer.add_self_gradient(plan, c, dx);
+            dropout_backward(dx.data(), ids_, layer.in(), o_.dropout, key(l, epoch), dx.data());
+            const auto& pre = out_[static_cast<std::size_t>(l - 1)];
+            d.resize(dx.rows(), dx.cols());
+            activation_backward(model_.act, pre.data(), dx.data(), static_cast<std::size_t>(dx.size()), d.data(), 1.0);
+        }
+    }
+}
+
+run_result standard_run::train(const progress_fn& progress)
+{
+    const auto& comm = ctx_.comm;
+    const int C = ctx_.part.global.num_classes;
+    run_result result;
+    result.mode = bns() ? "bns" : "standard";
+    result.model = name_of(o_.model);
+    result.ranks = comm.size();
+    result.seed = o_.seed;
+    double best_valid = -1;
+    std::vector<matrix_f> best_params = snapshot(params_);
+    const int loss_k = o_.exact ? loss_exponent(ctx_.global_train) : -1;
+
+    for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
+        const matrix_f& logits = forward(true, epoch, purpose::halo_forward);
+        matrix_f d = matrix_f::Zero(own_, C);
+        loss_result local_loss;
+        comm.checked([&] {
+            local_loss = softmax_cross_entropy(logits.data(), C, ctx_.part.labels, ctx_.train_rows,
+                                               1.0F / static_cast<float>(ctx_.global_train), d.data(), loss_k);
+        });
+        backward(std::move(d), epoch);
+        {
+            phase_timer::scope s(meter_.timer, "sync");
+            allreduce_gradients(comm, params_, o_.exact);
+        }
+        {
+            phase_timer::scope s(meter_.timer, "compute");
+            opt_.step();
+        }
+        epoch_record rec;
+        rec.epoch = epoch;
+        rec.loss = reduce_loss(comm, local_loss, ctx_.global_train, loss_k);
+        if (epoch % o_.eval_every == 0 || epoch == o_.epochs) {
+            rec.acc = reduce_accuracies(ctx_, forward(false, epoch, purpose::halo_eval));
+            if (rec.acc.valid > best_valid) {
+                best_valid = rec.acc.valid;
+                best_params = snapshot(params_);
+            }
+        }
+        meter_.record(rec, result, progress);
+    }
+    restore(params_, best_params);
+    result.final_acc = reduce_accuracies(ctx_, forward(false, o_.epochs + 1, purpose::halo_eval));
+    result.parameters = named_values(params_);
+    result.logits = out_[static_cast<std::size_t>(L_ - 1)];
+    result.embedding = L_ >= 2 ? acts_[static_cast<std::size_t>(L_ - 2)] : result.logits;
+    return meter_.finish(std::move(result));
+}
+
 } // namespace
 
 run_result train_standard(const rank_context& ctx, const standard_options& o, const progress_fn& progress)
 {
     o.validate();
-    const auto& comm = ctx.comm;
-    const auto& part = ctx.part;
-    const byte_ledger start_ledger = comm.ledger();
-    const auto t_start = std::chrono::steady_clock::now();
-    phase_timer timer;
-    const node_t own = part.num_owned();
-    const node_t local = part.num_local();
-    const int L = o.layers;
-    const int C = part.global.num_classes;
-
-    standard_model model(ctx, o);
-    auto params = model.parameters();
-    broadcast_parameters(comm, params);
-    optimizer<float> opt(o.optimizer, params);
-    const auto mode = ctx.reduce(o.exact);
-
-    // Per layer, kept across epochs (no reallocation): the owned rows' dropped-out inputs,
-    // the owned rows' messages, every local row's messages, outputs and activations.
-    std::vector<matrix_f> xs(static_cast<std::size_t>(L)), own_msgs(static_cast<std::size_t>(L)),
-        msgs(static_cast<std::size_t>(L)), out(static_cast<std::size_t>(L)), acts(static_cast<std::size_t>(L));
-    std::vector<const matrix_f*> inputs(static_cast<std::size_t>(L));
-    std::vector<nn::layer_cache<float>> cache(static_cast<std::size_t>(L));
-    const std::span<const node_t> ids(part.owned_global);
-
-    // Forward over all owned rows: messages of owned rows, halo exchange, combine.
-    // BNS: the boundary nodes kept at (epoch, layer), decided from global ids on every rank.
-    const bool bns = o.bns_p < 1.0;
-    auto keep = [&](int epoch, int layer) {
-        const counter_rng rng(o.seed, rng_stream::sampling + static_cast<std::uint64_t>(epoch) * 1000003ULL +
-                                          static_cast<std::uint64_t>(layer));
-        const float p = static_cast<float>(o.bns_p);
-        return [rng, p](node_t g) { return rng.uniform(static_cast<std::uint64_t>(g)) < p; };
-    };
-    matrix_f train_features; // inductive: features with the evaluation nodes' rows hidden
-    if (ctx.inductive) {
-        train_features = part.features;
-        ctx.hide_evaluation_rows(train_features);
-    }
-    auto forward = [&](bool training, int epoch, purpose exchange_purpose) -> const matrix_f& {
-        const matrix_f* h = training && ctx.inductive ? &train_features : &part.features;
-        for (int l = 0; l < L; ++l) {
-            const auto li = static_cast<std::size_t>(l);
-            auto& layer = model.layers[li];
-            auto& msg = msgs[li];
-            const int mw = layer.msg_width();
-            {
-                phase_timer::scope s(timer, training ? "compute" : "eval");
-                if (training && o.dropout > 0) {
-                    xs[li].resize(own, layer.in());
-                    dropout_forward(
-                        h->data(), ids, layer.in(), o.dropout,
-                        dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)},
-                        xs[li].data());
-                    inputs[li] = &xs[li];
-                } else {
-                    inputs[li] = h;
-                }
-                layer.message(*inputs[li], cache[li], own_msgs[li]);
-                msg.resize(local, mw);
-                msg.topRows(own) = own_msgs[li];
-            }
-            const auto& plan = training || !ctx.inductive ? *model.plan : *model.eval_plan;
-            bool interior_done = false;
-            {
-                float* halo_rows = msg.data() + static_cast<std::ptrdiff_t>(own) * mw;
-                if (training && bns) {
-                    phase_timer::scope s(timer, "exchange");
-                    ctx.halo->forward_sampled(msg.data(), halo_rows, mw, keep(epoch, l),
-                                              1.0F / static_cast<float>(o.bns_p), exchange_purpose);
-                } else {
-                    // While the halo rows travel, aggregate the rows whose neighbours are
-                    // all owned (gcn, sage), letting MPI progress between chunks.
-                    pending_exchange pending = [&] {
-                        phase_timer::scope s(timer, "exchange");
-                        return ctx.halo->start_forward(msg.data(), halo_rows, mw, exchange_purpose);
-                    }();
-                    if (o.overlap) {
-                        phase_timer::scope s(timer, training ? "compute" : "eval");
-                        interior_done = layer.combine_interior(plan, msg, cache[li], [&] { pending.test(); });
-                    }
-                    phase_timer::scope s(timer, "exchange");
-                    pending.wait();
-                }
-            }
-            phase_timer::scope s(timer, training ? "compute" : "eval");
-            layer.combine(plan, msg, *inputs[li], cache[li], out[li], interior_done);
-            if (l + 1 < L) {
-                const auto& y = out[li];
-                acts[li].resize(y.rows(), y.cols());
-                activation_forward(model.act, y.data(), static_cast<std::size_t>(y.size()), acts[li].data(), 1.0);
-                h = &acts[li];
-            }
-        }
-        return out[static_cast<std::size_t>(L - 1)];
-    };
-
-    run_result result;
-    result.mode = bns ? "bns" : "standard";
-    result.model = nn::to_string(o.model);
-    result.ranks = comm.size();
-    result.seed = o.seed;
-    double best_valid = -1;
-    std::vector<matrix_f> best_params = snapshot(params);
-    const int loss_k = o.exact ? loss_exponent(ctx.global_train) : -1;
-
-    for (int epoch = 1; epoch <= o.epochs; ++epoch) {
-        const matrix_f& logits = forward(true, epoch, purpose::halo_forward);
-        matrix_f d = matrix_f::Zero(own, C);
-        loss_result local_loss;
-        comm.checked([&] {
-            local_loss = softmax_cross_entropy(logits.data(), C, part.labels, ctx.train_rows,
-                                               1.0F / static_cast<float>(ctx.global_train), d.data(), loss_k);
-        });
-        for (int l = L - 1; l >= 0; --l) {
-            const auto li = static_cast<std::size_t>(l);
-            auto& layer = model.layers[li];
-            auto& c = cache[li];
-            const auto& plan = *model.plan;
-            const bool need_in = l > 0;
-            const bool need_msg = need_in || layer.has_message_params();
-            {
-                phase_timer::scope s(timer, "compute");
-                layer.combine_backward(plan, msgs[li], *inputs[li], c, d, need_msg, mode);
-            }
-            if (!need_msg) continue;
-            {
-                phase_timer::scope s(timer, "exchange");
-                const int w = layer.msg_width();
-                const auto off = static_cast<std::ptrdiff_t>(own) * w;
-                if (o.exact)
-                    ctx.halo->reverse_add(c.d_msg_exact.data() + off, c.d_msg_exact.data(), w);
-                else if (bns)
-                    ctx.halo->reverse_add_sampled(c.d_msg.data() + off, c.d_msg.data(), w, keep(epoch, l),
-                                                  1.0F / static_cast<float>(o.bns_p));
-                else
-                    ctx.halo->reverse_add(c.d_msg.data() + off, c.d_msg.data(), w);
-            }
-            phase_timer::scope s(timer, "compute");
-            matrix_f dx;
-            layer.message_backward(*inputs[li], msgs[li], c, need_in ? &dx : nullptr, mode);
-            if (need_in) {
-                layer.add_self_gradient(plan, c, dx);
-                dropout_backward(dx.data(), ids, layer.in(), o.dropout,
-                                 dropout_key{o.seed, static_cast<std::uint64_t>(l), static_cast<std::uint64_t>(epoch)},
-                                 dx.data());
-                const auto& pre = out[static_cast<std::size_t>(l - 1)];
-                d.resize(dx.rows(), dx.cols());
-                activation_backward(model.act, pre.data(), dx.data(), static_cast<std::size_t>(dx.size()), d.data(),
-                                    1.0);
-            }
-        }
-        {
-            phase_timer::scope s(timer, "sync");
-            allreduce_gradients(comm, params, o.exact);
-        }
-        {
-            phase_timer::scope s(timer, "compute");
-            opt.step();
-        }
-        epoch_record rec;
-        rec.epoch = epoch;
-        rec.loss = reduce_loss(comm, local_loss, ctx.global_train, loss_k);
-        if (epoch % o.eval_every == 0 || epoch == o.epochs) {
-            const matrix_f& eval_logits = forward(false, epoch, purpose::halo_eval);
-            rec.acc = reduce_accuracies(ctx, eval_logits);
-            if (rec.acc.valid > best_valid) {
-                best_valid = rec.acc.valid;
-                best_params = snapshot(params);
-            }
-        }
-        rec.bytes = comm.sum(comm.ledger() - start_ledger + ctx.setup_bytes).total_sent();
-        rec.calls = (comm.ledger() - start_ledger).total_calls();
-        rec.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-        result.history.push_back(rec);
-        if (progress) progress(rec);
-    }
-    restore(params, best_params);
-    result.final_acc = reduce_accuracies(ctx, forward(false, o.epochs + 1, purpose::halo_eval));
-    result.parameters = named_values(params);
-    result.logits = out[static_cast<std::size_t>(L - 1)];
-    result.embedding = L >= 2 ? acts[static_cast<std::size_t>(L - 2)] : result.logits;
-    result.seconds = timer.seconds();
-    result.seconds["total"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    finish_bytes(ctx, start_ledger, result);
-    return result;
+    standard_run run(ctx, o);
+    return run.train(progress);
 }
 
 } // namespace retexo::train

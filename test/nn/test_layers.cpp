@@ -72,7 +72,7 @@ void check_layer(layer_kind kind, const layer_options& o, bool subset, int in = 
         const matrix<double> grad = p->grad;
         test::check_gradient(f, p->value, grad, p->name);
     }
-    test::check_gradient(f, x, dx, "input of " + to_string(kind));
+    test::check_gradient(f, x, dx, "input of " + name_of(kind));
 }
 
 } // namespace
@@ -166,7 +166,7 @@ TEST_CASE("exact-mode layer gradients agree with fast mode", "[nn][exact]")
         const auto pe = ex.parameters();
         for (std::size_t i = 0; i < pf.size(); ++i) {
             finish_exact_gradient(*pe[i]);
-            INFO(to_string(kind) << " " << pf[i]->name);
+            INFO(name_of(kind) << " " << pf[i]->name);
             CHECK((pf[i]->grad - pe[i]->grad).cwiseAbs().maxCoeff() < 1e-4F);
         }
     }
@@ -184,5 +184,8 @@ TEST_CASE("layers reject bad shapes and names", "[nn][bad-input]")
                       Catch::Contains("message rows is 15, expected 16"));
     CHECK_THROWS_WITH(gnn_layer<double>(layer_kind::gat, 5, 7, {.heads = 2}, 1, 1),
                       Catch::Contains("not divisible by 2 heads"));
-    CHECK_THROWS_WITH(parse_layer_kind("gin"), Catch::Contains("unknown model 'gin'"));
+    CHECK_THROWS_WITH(parse_name<layer_kind>("gin", "--model"),
+                      Catch::Equals("--model: unknown model 'gin' (expected gcn, sage, sage-pool or gat)"));
+    CHECK(parse_name<layer_kind>("sage-mean") == layer_kind::sage_mean); // an alias
+    CHECK(name_of(layer_kind::sage_mean) == "sage");
 }

@@ -2,6 +2,7 @@
 // stage, the logits variant never sends raw features.
 #include "support/test_support.hpp"
 
+#include <retexo/io/load.hpp>
 #include <retexo/partition/generate.hpp>
 #include <retexo/partition/partitioner.hpp>
 #include <retexo/train/retexo.hpp>
@@ -72,13 +73,13 @@ TEST_CASE("retexo: every rank count reproduces the single-process run exactly", 
         for (auto variant : {train::retexo_variant::hidden, train::retexo_variant::logits}) {
             for (int batch : {0, 150}) {
                 // Mini-batches run with LayerNorm off in stage 0, full batches with it on.
-                DYNAMIC_SECTION(nn::to_string(model) << " " << train::to_string(variant) << " batch " << batch)
+                DYNAMIC_SECTION(name_of(model) << " " << name_of(variant) << " batch " << batch)
                 {
                     auto o = small_options(model);
                     o.variant = variant;
                     o.exact = true;
                     o.batch_size = batch;
-                    o.stages[0].layer_norm = batch == 0;
+                    o.stages[0].norm = batch == 0 ? train::normalization::layer : train::normalization::none;
                     const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
                     const run_with dist(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
                     REQUIRE(single.res.history.size() == dist.res.history.size());
@@ -102,12 +103,12 @@ TEST_CASE("retexo: bf16 and int8 exchanges round owned rows alike, so every rank
     const mpi::communicator self(MPI_COMM_SELF);
     const graph g = small_graph();
     for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
-        for (auto wire : {train::retexo_options::wire::bf16, train::retexo_options::wire::int8}) {
-            DYNAMIC_SECTION(nn::to_string(model) << (wire == train::retexo_options::wire::bf16 ? " bf16" : " int8"))
+        for (auto wire : {train::wire_precision::bf16, train::wire_precision::int8}) {
+            DYNAMIC_SECTION(name_of(model) << (wire == train::wire_precision::bf16 ? " bf16" : " int8"))
             {
                 auto o = small_options(model);
                 o.exact = true;
-                o.exchange = wire;
+                o.exchange.precision = wire;
                 const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
                 const run_with dist(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
                 check_identical(dist.res, single.res);
@@ -121,17 +122,17 @@ TEST_CASE("retexo: overlapping the stage exchange with aggregation changes no bi
     const mpi::communicator world;
     const graph g = small_graph();
     const auto a = partition_random(g.num_nodes(), world.size(), 2);
-    using wire = train::retexo_options::wire;
+    using wire = train::wire_precision;
     for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean}) {
         for (auto w : {wire::fp32, wire::int8}) {
             for (bool inductive : {false, true}) {
-                DYNAMIC_SECTION(nn::to_string(model)
+                DYNAMIC_SECTION(name_of(model)
                                 << (w == wire::int8 ? " int8" : " fp32") << (inductive ? " inductive" : ""))
                 {
                     auto o = small_options(model);
-                    o.exchange = w;
+                    o.exchange.precision = w;
                     const run_with overlapped(world, g, a, o, inductive);
-                    o.overlap = false;
+                    o.exchange.overlap = false;
                     const run_with blocking(world, g, a, o, inductive);
                     check_identical(overlapped.res, blocking.res);
                     CHECK(overlapped.res.bytes.total_sent() == blocking.res.bytes.total_sent());
@@ -147,17 +148,17 @@ TEST_CASE("retexo: column-blocked stage exchanges send the same bytes and change
     const mpi::communicator self(MPI_COMM_SELF);
     const graph g = small_graph(); // 20 features, hidden 16: blocks of 7 leave uneven remainders
     const auto a = partition_random(g.num_nodes(), world.size(), 2);
-    using wire = train::retexo_options::wire;
+    using wire = train::wire_precision;
     for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean}) {
         for (auto w : {wire::fp32, wire::bf16}) {
             for (bool inductive : {false, true}) {
-                DYNAMIC_SECTION(nn::to_string(model)
+                DYNAMIC_SECTION(name_of(model)
                                 << (w == wire::bf16 ? " bf16" : " fp32") << (inductive ? " inductive" : ""))
                 {
                     auto o = small_options(model);
-                    o.exchange = w;
+                    o.exchange.precision = w;
                     const run_with whole(world, g, a, o, inductive);
-                    o.exchange_columns = 7;
+                    o.exchange.columns = 7;
                     const run_with blocked(world, g, a, o, inductive);
                     check_identical(blocked.res, whole.res);
                     CHECK(blocked.res.bytes.total_sent() == whole.res.bytes.total_sent());
@@ -170,8 +171,8 @@ TEST_CASE("retexo: column-blocked stage exchanges send the same bytes and change
     {
         auto o = small_options(nn::layer_kind::gcn);
         o.exact = true;
-        o.exchange = wire::int8;
-        o.exchange_columns = 7;
+        o.exchange.precision = wire::int8;
+        o.exchange.columns = 7;
         const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
         const run_with dist(world, g, a, o);
         check_identical(dist.res, single.res);
@@ -179,10 +180,10 @@ TEST_CASE("retexo: column-blocked stage exchanges send the same bytes and change
     SECTION("a negative block width, or blocks for a graph model, are rejected")
     {
         auto o = small_options(nn::layer_kind::gcn);
-        o.exchange_columns = -1;
+        o.exchange.columns = -1;
         CHECK_THROWS_WITH(o.validate(), Catch::Contains("--exchange-columns must be >= 0"));
         o = small_options(nn::layer_kind::gat);
-        o.exchange_columns = 8;
+        o.exchange.columns = 8;
         CHECK_THROWS_WITH(o.validate(), Catch::Contains("--exchange-columns applies to gcn and sage"));
     }
 }
@@ -211,10 +212,10 @@ TEST_CASE("retexo: each stage exchanges its inputs once; logits variant sends no
         CHECK(logits.res.bytes.sent_for(purpose::halo_forward) == rows * 4 * 4 * 2);
 
         o = small_options(model);
-        o.exchange = train::retexo_options::wire::bf16;
+        o.exchange.precision = train::wire_precision::bf16;
         const run_with half(world, g, a, o);
         CHECK(half.res.bytes.sent_for(purpose::halo_forward) == rows * (20 + 16) * 2);
-        o.exchange = train::retexo_options::wire::int8;
+        o.exchange.precision = train::wire_precision::int8;
         const run_with quarter(world, g, a, o);
         CHECK(quarter.res.bytes.sent_for(purpose::halo_forward) == rows * (20 + 4 + 16 + 4));
         // Rounding the inputs costs little accuracy (6 + 5 rounds of a 16-wide model).
@@ -247,7 +248,7 @@ TEST_CASE("retexo inductive: evaluation nodes never reach training; equal at eve
         for (node_t v : h.test)
             h.features.row(v).setConstant(-3.0F);
         const run_with changed(world, h, a, o, true);
-        INFO("model " << nn::to_string(model));
+        INFO("model " << name_of(model));
         for (std::size_t e = 0; e < dist.res.history.size(); ++e)
             if (dist.res.history[e].stage == 0) CHECK(changed.res.history[e].loss == dist.res.history[e].loss);
         // ... whereas transductive training does see them.
@@ -266,7 +267,7 @@ TEST_CASE("retexo learns a homophilous graph", "[mpi][retexo]")
         {
             auto o = small_options(nn::layer_kind::gcn);
             o.stages[0].rounds = o.stages[1].rounds = 40;
-            o.stages[0].layer_norm = norm;
+            o.stages[0].norm = norm ? train::normalization::layer : train::normalization::none;
             const run_with r(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
             CHECK(r.res.final_acc.test > 0.5); // 4 classes: chance is 0.25
         }
@@ -291,13 +292,13 @@ TEST_CASE("retexo: selecting by validation loss keeps the lowest-loss round, at 
     const mpi::communicator self(MPI_COMM_SELF);
     const graph g = small_graph();
     for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
-        DYNAMIC_SECTION(nn::to_string(model))
+        DYNAMIC_SECTION(name_of(model))
         {
             auto o = small_options(model);
             o.exact = true;
-            o.select = train::retexo_options::selection::loss;
+            o.select = train::selection::loss;
             o.stages[0].rounds = 12;
-            o.stages[0].lr_decay = true;
+            o.stages[0].schedule = train::lr_schedule::linear;
             const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
             const run_with dist(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
             REQUIRE(single.res.history.size() == dist.res.history.size());
@@ -334,7 +335,8 @@ TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")
     o = small_options(nn::layer_kind::gcn);
     o.stages.clear();
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--stages must be at least 1"));
-    CHECK_THROWS_WITH(train::parse_variant("probs"), Catch::Contains("unknown variant 'probs'"));
+    CHECK_THROWS_WITH(parse_name<train::retexo_variant>("probs", "--variant"),
+                      Catch::Equals("--variant: unknown variant 'probs' (expected hidden or logits)"));
 }
 
 TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run exactly", "[mpi][retexo][checkpoint]")
@@ -354,8 +356,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
     for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
         auto o = small_options(model);
         o.stages.push_back(o.stages.back()); // three stages
-        o.checkpoint.config = "test " + nn::to_string(model);
-        o.checkpoint.dir = dir + "/full-" + nn::to_string(model);
+        o.checkpoint.dir = dir + "/full-" + name_of(model);
         const auto full = train::train_retexo(ctx, o);
         REQUIRE_FALSE(full.interrupted);
 
@@ -382,7 +383,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
 
         // Stop after stage 1 (a stage boundary), then resume.
         auto b = o;
-        b.checkpoint.dir = dir + "/boundary-" + nn::to_string(model);
+        b.checkpoint.dir = dir + "/boundary-" + name_of(model);
         b.checkpoint.stop_after_stage = 1;
         CHECK(train::train_retexo(ctx, b).interrupted);
         b.checkpoint.stop_after_stage = -1;
@@ -391,7 +392,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
 
         // Stop inside stage 1 (as SIGTERM would), resume, stop again inside stage 2, resume.
         auto c = o;
-        c.checkpoint.dir = dir + "/mid-" + nn::to_string(model);
+        c.checkpoint.dir = dir + "/mid-" + name_of(model);
         int polls = 0;
         c.checkpoint.stop_requested = [&] { return ++polls == 9; };
         CHECK(train::train_retexo(ctx, c).interrupted);
@@ -404,7 +405,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
 
         // A checkpoint of another configuration is refused on every rank.
         auto d = b;
-        d.checkpoint.config = "something else";
+        d.stages[1].lr *= 2;
         CHECK_THROWS_WITH(train::train_retexo(ctx, d), Catch::Contains("made with another model configuration"));
     }
     // ... and so is one made with another partition.
@@ -412,11 +413,17 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
     const auto lp2 = extract_partition(g, a2, world.size(), world.rank());
     const train::rank_context ctx2(world, lp2);
     auto o = small_options(nn::layer_kind::gcn);
-    o.checkpoint.config = "test gcn";
     o.checkpoint.dir = dir + "/full-gcn";
     o.checkpoint.resume = true;
     if (world.size() > 1)
         CHECK_THROWS_WITH(train::train_retexo(ctx2, o), Catch::Contains("made with another partition"));
+    // ... and so is one made from other input features (here: normalised rows).
+    auto lp3 = lp;
+    normalize_rows(lp3.features);
+    const train::rank_context ctx3(world, lp3);
+    o.checkpoint.dir = dir + "/full-gcn";
+    o.stages.push_back(o.stages.back()); // the three stages of the checkpointed run
+    CHECK_THROWS_WITH(train::train_retexo(ctx3, o), Catch::Contains("made with other input features"));
     // ... and resuming from nothing.
     o.checkpoint.dir = dir + "/none";
     CHECK_THROWS_WITH(train::train_retexo(ctx, o), Catch::Contains("no checkpoint to resume from"));

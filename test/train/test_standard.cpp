@@ -42,7 +42,7 @@ TEST_CASE("standard trainer: every rank count reproduces the single-process run 
     const graph g = small_graph();
     for (auto model :
          {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
-        DYNAMIC_SECTION(nn::to_string(model))
+        DYNAMIC_SECTION(name_of(model))
         {
             train::standard_options o;
             o.model = model;
@@ -112,7 +112,7 @@ TEST_CASE("standard trainer: overlapping the halo exchange with aggregation chan
     for (auto model :
          {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
         for (bool inductive : {false, true}) {
-            DYNAMIC_SECTION(nn::to_string(model) << (inductive ? " inductive" : ""))
+            DYNAMIC_SECTION(name_of(model) << (inductive ? " inductive" : ""))
             {
                 train::standard_options o;
                 o.model = model;

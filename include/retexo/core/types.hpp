@@ -4,6 +4,7 @@
 
 #include <Eigen/Core>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace retexo {
@@ -25,6 +26,12 @@ using row_vector = Eigen::Matrix<T, 1, Eigen::Dynamic>;
 
 using matrix_f = matrix<float>;
 using vector_f = vector<float>;
+
+/// A named tensor (saved models, checkpoints).
+struct named_tensor {
+    std::string name;
+    matrix_f value;
+};
 
 /// Membership of a node in the train / valid / test split.
 enum class split : std::int8_t { none = 0, train = 1, valid = 2, test = 3 };

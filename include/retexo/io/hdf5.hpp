@@ -4,6 +4,7 @@
 /// file and the object; HDF5's own error-stack printing is switched off.
 
 #include <retexo/core/error.hpp>
+#include <retexo/core/types.hpp>
 
 #include <hdf5.h>
 
@@ -93,6 +94,12 @@ public:
     /// Read a whole 1-D dataset, checking its length when expected_len >= 0.
     template <typename T>
     std::vector<T> read_vector(const std::string& name, std::int64_t expected_len = -1) const;
+    /// A matrix as a 2-D dataset (rows x cols).
+    template <typename T>
+    void write_matrix(const std::string& name, const matrix<T>& m);
+    /// Read a whole 2-D dataset, checking its width when expected_cols >= 0.
+    template <typename T>
+    matrix<T> read_matrix(const std::string& name, std::int64_t expected_cols = -1) const;
 
     void set_attr(const std::string& name, const std::string& value);
     void set_attr(const std::string& name, std::int64_t value);

@@ -110,4 +110,23 @@ std::vector<T> file::read_vector(const std::string& name, std::int64_t expected_
     return out;
 }
 
+template <typename T>
+void file::write_matrix(const std::string& name, const matrix<T>& m)
+{
+    write<T>(name, std::span<const T>(m.data(), static_cast<std::size_t>(m.size())),
+             {static_cast<hsize_t>(m.rows()), static_cast<hsize_t>(m.cols())});
+}
+
+template <typename T>
+matrix<T> file::read_matrix(const std::string& name, std::int64_t expected_cols) const
+{
+    const auto d = dims(name);
+    RETEXO_ENSURE(d.size() == 2, display_ << ": dataset " << name << " must be 2-D, has " << d.size() << " dimensions");
+    RETEXO_ENSURE(expected_cols < 0 || static_cast<std::int64_t>(d[1]) == expected_cols,
+                  display_ << ": dataset " << name << " has " << d[1] << " columns, expected " << expected_cols);
+    matrix<T> m(static_cast<Eigen::Index>(d[0]), static_cast<Eigen::Index>(d[1]));
+    if (m.size() > 0) read_rows<T>(open_dataset(name), name, 0, d[0], d[1], m.data());
+    return m;
+}
+
 } // namespace retexo::h5

@@ -6,7 +6,6 @@
 
 #include <retexo/comm/communicator.hpp>
 #include <retexo/graph/local_partition.hpp>
-#include <retexo/kernels/optim.hpp>
 
 #include <string>
 #include <vector>

@@ -4,6 +4,7 @@
 /// the dense and LayerNorm blocks of RETEXO's stage models.  Layers never call MPI: local
 /// rows are owned rows first, then halo rows, and trainers decide what crosses the network.
 
+#include <retexo/core/names.hpp>
 #include <retexo/graph/local_partition.hpp>
 #include <retexo/kernels/aggregate.hpp>
 #include <retexo/kernels/gat.hpp>
@@ -11,16 +12,21 @@
 #include <retexo/kernels/optim.hpp>
 #include <retexo/nn/reduce.hpp>
 
-#include <functional>
 #include <memory>
 #include <optional>
 
 namespace retexo::nn {
 
 enum class layer_kind { gcn, sage_mean, sage_pool, gat };
-/// gcn | sage (mean) | sage-pool | gat
-layer_kind parse_layer_kind(const std::string& name);
-std::string to_string(layer_kind k);
+constexpr name_table<layer_kind, 5> names_of(layer_kind)
+{
+    return {"model",
+            {{{layer_kind::gcn, "gcn"},
+              {layer_kind::sage_mean, "sage"},
+              {layer_kind::sage_mean, "sage-mean"},
+              {layer_kind::sage_pool, "sage-pool"},
+              {layer_kind::gat, "gat"}}}};
+}
 
 /// The graph a layer works on: owned rows first, then halo rows.
 struct local_graph {
@@ -99,21 +105,18 @@ public:
 
     /// msg (rows of x) from x (any rows).
     void message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg) const;
+    /// The neighbour aggregation of some of the plan's output rows (indices into plan.rows)
+    /// from msg_all (num_local x msg_width), for layers that aggregate (GCN, GraphSAGE; GAT
+    /// attends in combine instead, so this does nothing).  Rows read halo rows of msg_all
+    /// only when halo_ready, so plan.interior can be aggregated while the halo rows travel
+    /// (overlap_rows); every plan row must be aggregated once before combine(..., true).
+    void aggregate_rows(const layer_plan& plan, const matrix<T>& msg_all, layer_cache<T>& c,
+                        std::span<const node_t> rows, bool halo_ready) const;
     /// out (plan rows x out) from msg_all (num_local x msg_width) and x_rows (the plan rows'
-    /// inputs, in plan order; used by SAGE's self term).
+    /// inputs, in plan order; used by SAGE's self term); aggregated: aggregate_rows() has
+    /// covered every plan row (the same result, bit for bit).
     void combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
-                 matrix<T>& out) const
-    {
-        combine(plan, msg_all, x_rows, c, out, false);
-    }
-    /// Overlap, first part: aggregates the plan's interior rows from the owned rows of
-    /// msg_all (halo rows may still be in flight), in chunks with between() after each
-    /// (e.g. to let MPI progress).  False, doing nothing, for layers that cannot (GAT).
-    bool combine_interior(const layer_plan& plan, const matrix<T>& msg_all, layer_cache<T>& c,
-                          const std::function<void()>& between) const;
-    /// combine() after combine_interior() when interior_done (the same result, bit for bit).
-    void combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
-                 matrix<T>& out, bool interior_done) const;
+                 matrix<T>& out, bool aggregated = false) const;
     /// Parameter gradients of the combine phase and message gradients of every local row
     /// (c.d_msg, or c.d_msg_exact in exact mode), when need_messages.
     void combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,

@@ -5,11 +5,13 @@
 /// reduction, phase timers and the records a run produces.
 
 #include <retexo/comm/halo_plan.hpp>
+#include <retexo/core/timer.hpp>
+#include <retexo/io/records.hpp>
 #include <retexo/kernels/loss.hpp>
 #include <retexo/nn/layers.hpp>
 
 #include <chrono>
-#include <limits>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -66,59 +68,13 @@ std::vector<matrix_f> snapshot(const std::vector<parameter<float>*>& params);
 void restore(const std::vector<parameter<float>*>& params, const std::vector<matrix_f>& values);
 
 /// Accuracy on the three splits, from per-rank correct counts (collective, metrics traffic).
-struct accuracies {
-    double train = 0, valid = 0, test = 0;
-};
 accuracies reduce_accuracies(const rank_context& ctx, const matrix_f& logits_owned);
+
+/// Fixed-point exponent for summing `rows` per-node losses exactly (each below 2^10).
+int loss_exponent(std::int64_t rows);
 
 /// Mean loss over all ranks' rows (collective, metrics traffic): exact when exact_k >= 0.
 double reduce_loss(const mpi::communicator& comm, const loss_result& local, std::int64_t global_count, int exact_k);
-
-/// Wall-clock time by phase.
-class phase_timer {
-public:
-    class scope {
-    public:
-        scope(phase_timer& t, const std::string& phase) : t_(t), phase_(phase), start_(std::chrono::steady_clock::now())
-        {
-        }
-        ~scope() { t_.add(phase_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count()); }
-        scope(const scope&) = delete;
-        scope& operator=(const scope&) = delete;
-
-    private:
-        phase_timer& t_;
-        std::string phase_;
-        std::chrono::steady_clock::time_point start_;
-    };
-    void add(const std::string& phase, double seconds) { seconds_[phase] += seconds; }
-    const std::map<std::string, double>& seconds() const noexcept { return seconds_; }
-
-private:
-    std::map<std::string, double> seconds_;
-};
-
-/// One line of training history.
-struct epoch_record {
-    int stage = 0;
-    int epoch = 0; ///< epoch (standard) or round (retexo), 1-based
-    double loss = 0;
-    double valid_loss = std::numeric_limits<double>::quiet_NaN(); ///< RETEXO --select loss only
-    accuracies acc;
-    std::uint64_t bytes = 0; ///< total bytes sent by all ranks so far
-    std::uint64_t calls = 0; ///< communication calls of this rank so far
-    double seconds = 0;      ///< wall time since the start of training
-};
-
-/// Per-stage summary (RETEXO).
-struct stage_record {
-    int stage = 0;
-    int rounds = 0;
-    int best_round = 0;
-    accuracies best;   ///< at the best-validation round
-    byte_ledger bytes; ///< all ranks, during this stage
-    double seconds = 0;
-};
 
 /// Everything a run reports.
 struct run_result {
@@ -137,9 +93,33 @@ struct run_result {
     matrix_f embedding;                   ///< last hidden embedding of the owned rows
 };
 
-/// The traffic of a run since `start` (this rank's ledger then): summed over ranks into
-/// r.bytes, with the busiest rank's bytes in r.max_rank_bytes (collective).
-void finish_bytes(const rank_context& ctx, const byte_ledger& start, run_result& r);
+/// Progress callback: called on every rank after every epoch / round.
+using progress_fn = std::function<void(const epoch_record&)>;
+
+/// What a trainer measures from its start: this rank's traffic, the wall time, and the
+/// time by phase.
+class run_meter {
+public:
+    explicit run_meter(const rank_context& ctx);
+    /// Continue a run that had already moved `done` (this rank's ledger) in `elapsed`
+    /// seconds, with these times by phase (a resumed checkpoint).
+    void resume(const byte_ledger& done, double elapsed, const std::map<std::string, double>& phases);
+
+    phase_timer timer;
+    /// This rank's traffic since the start.
+    byte_ledger traffic() const { return ctx_.comm.ledger() - start_; }
+    double elapsed() const;
+    /// Completes rec with the bytes all ranks have sent so far (setup included), this rank's
+    /// calls and the time, appends it to r.history and reports it (collective).
+    void record(epoch_record rec, run_result& r, const progress_fn& progress) const;
+    /// Fills in r's times, its bytes summed over ranks and the busiest rank's (collective).
+    run_result finish(run_result r) const;
+
+private:
+    const rank_context& ctx_;
+    byte_ledger start_;
+    std::chrono::steady_clock::time_point t0_;
+};
 
 /// Networks of the paper's settings, for emulated times.
 struct named_network {
@@ -153,8 +133,5 @@ double emulated_seconds(const run_result& r, const network_model& m);
 
 /// Named copies of parameter values.
 std::vector<named_tensor> named_values(const std::vector<parameter<float>*>& params, const std::string& prefix = {});
-
-/// Progress callback: called on every rank after every epoch / round.
-using progress_fn = std::function<void(const epoch_record&)>;
 
 } // namespace retexo::train

@@ -2,22 +2,54 @@
 /// @file retexo.hpp
 /// RETEXO's lazy message passing (Kolluri et al., arXiv 2302.13053).  A K-stage model is
 /// trained stage by stage.  Stage k has fixed inputs h_k (h_0 = the raw features):
-///   1. one halo exchange of h_k, the stage's only neighbour traffic; GCN and SAGE-mean
-///      aggregate once (cached), SAGE-pool and GAT aggregate every round over the fixed
-///      inputs and cached halo rows, with no traffic;
-///   2. the stage model: the layer's transform, then LayerNorm, ReLU and a linear head to the
-///      classes (the last stage's transform outputs the logits directly);
+///   1. one exchange of h_k's halo rows, the stage's only neighbour traffic
+///      (stage_exchange.hpp); GCN and SAGE-mean aggregate once, SAGE-pool and GAT every
+///      round over the fixed inputs, with no traffic;
+///   2. the stage model (nn/stage_model.hpp): the layer's transform, then LayerNorm, ReLU and
+///      a linear head to the classes (the last stage's transform outputs the logits);
 ///   3. R_k rounds of full-batch (or mini-batch) training on each rank's own training nodes,
 ///      gradients all-reduced so the update equals full-graph training; validation accuracy
-///      every round, the best-validation parameters kept (identically on every rank);
+///      (or loss) every round, the best round's parameters kept (identically on every rank);
 ///   4. h_{k+1} = the post-ReLU hidden embedding of every owned node.
 /// The "logits" variant (fully distributed setting) makes stage 0 an MLP on raw features and
 /// has later stages aggregate the previous stage's logits concatenated with the node's own:
 /// raw features never leave their rank, only C values per boundary node per stage do.
 
 #include <retexo/train/common.hpp>
+#include <retexo/train/stage_exchange.hpp>
 
 namespace retexo::train {
+
+enum class retexo_variant { hidden, logits };
+constexpr name_table<retexo_variant, 2> names_of(retexo_variant)
+{
+    return {"variant", {{{retexo_variant::hidden, "hidden"}, {retexo_variant::logits, "logits"}}}};
+}
+
+/// A stage model's normalisation before the hidden ReLU.  Without LayerNorm the hidden
+/// embedding is an affine map of the aggregate followed by ReLU, the same map for every
+/// node, so averaging it over neighbours in the next stage loses less than averaging
+/// per-node normalised rows.
+enum class normalization { layer, none };
+constexpr name_table<normalization, 2> names_of(normalization)
+{
+    return {"normalisation", {{{normalization::layer, "layer"}, {normalization::none, "none"}}}};
+}
+
+/// The learning rate over a stage: constant, or falling linearly to 0 over its steps.
+enum class lr_schedule { constant, linear };
+constexpr name_table<lr_schedule, 2> names_of(lr_schedule)
+{
+    return {"learning-rate schedule", {{{lr_schedule::constant, "constant"}, {lr_schedule::linear, "linear"}}}};
+}
+
+/// Which round's parameters a stage keeps: the best validation accuracy, or the lowest
+/// validation loss (the reference prototype's choice).
+enum class selection { accuracy, loss };
+constexpr name_table<selection, 2> names_of(selection)
+{
+    return {"selection", {{{selection::accuracy, "accuracy"}, {selection::loss, "loss"}}}};
+}
 
 /// Settings of one stage.
 struct stage_options {
@@ -27,28 +59,19 @@ struct stage_options {
     double dropout = 0.3;
     double weight_decay = 5e-4;
     optimizer_kind optimizer = optimizer_kind::adam;
-    /// LayerNorm between the transform and ReLU.  Off, the hidden embedding is an affine map
-    /// of the aggregate followed by ReLU, the same map for every node, so averaging it over
-    /// neighbours in the next stage loses less than averaging per-node normalised rows.
-    bool layer_norm = true;
-    /// The learning rate falls linearly to 0 over the stage's steps (else constant).
-    bool lr_decay = false;
+    normalization norm = normalization::layer;
+    lr_schedule schedule = lr_schedule::constant;
 };
 
-enum class retexo_variant { hidden, logits };
-retexo_variant parse_variant(const std::string& name);
-std::string to_string(retexo_variant v);
-
-/// Checkpoints of a RETEXO run: every finished stage is a restart point, and within a stage
-/// a checkpoint is written at most every `every_minutes`.  One HDF5 file per rank in `dir`
-/// (ckpt.rank<r>.h5, written to a temporary name and renamed; the previous one is kept as
-/// ckpt.rank<r>.h5_prev).  Resuming produces exactly what the uninterrupted run produces.
+/// Checkpoints of a RETEXO run (io/checkpoint.hpp): every finished stage is a restart point,
+/// and within a stage a checkpoint is written at most every `every_minutes`.  A run resumes
+/// only from checkpoints of the same partition, rank count, input features and every
+/// option that shapes the result.
 struct checkpoint_options {
     std::string dir;                      ///< empty: no checkpoints
     double every_minutes = 0;             ///< within a stage, at most this often (0: at stage ends only)
     bool resume = false;                  ///< continue from the newest complete checkpoint in dir
     double max_hours = 0;                 ///< stop cleanly, with a checkpoint, before this wall time (0: no limit)
-    std::string config;                   ///< fingerprint of the configuration; a checkpoint of another is refused
     std::function<bool()> stop_requested; ///< polled every round (e.g. SIGTERM / SIGUSR1 seen)
     int stop_after_stage = -1;            ///< stop cleanly after this stage (testing and staged jobs)
 };
@@ -61,26 +84,18 @@ struct retexo_options {
     std::uint64_t seed = 42;
     bool exact = false; ///< results independent of the partitioning
     int batch_size = 0; ///< training rows per step over all ranks (0: full batch)
-    /// Which round's parameters a stage keeps: the best validation accuracy, or the lowest
-    /// validation loss (the reference prototype's choice).  Patience counts rounds without
-    /// improvement in the same.
-    enum class selection { accuracy, loss } select = selection::accuracy;
+    selection select = selection::accuracy;
     int patience = 0; ///< stop a stage after this many rounds without improvement (0: never)
-    /// How stage inputs cross the network: fp32, bf16 (half the bytes) or int8 with a
-    /// per-row scale (about a quarter).  Below fp32 every row of the aggregation input is
-    /// rounded alike, owned rows too, and stored in bf16.
-    enum class wire { fp32, bf16, int8 } exchange = wire::fp32;
-    /// GCN / GraphSAGE-mean: send a stage's inputs this many columns at a time (0: all at
-    /// once).  The same bytes in more messages; the halo rows held at any time are one block
-    /// wide, which bounds memory when most nodes are halo rows (many partitions).  With int8
-    /// each block carries its own per-row scale.
-    int exchange_columns = 0;
+    /// How stage inputs cross the network: wire precision; GCN / GraphSAGE-mean: in blocks
+    /// of columns (bounds memory when most nodes are halo rows), overlapped with the
+    /// aggregation of the interior rows (the same result bit for bit either way).
+    stage_exchange_options exchange;
     bool track_test = false; ///< also measure test accuracy every round (time to accuracy)
-    /// Aggregate the interior rows (all in-neighbours owned) while the stage's halo rows are
-    /// in flight (MPI_Ialltoallv); the result is the same bit for bit either way.
-    bool overlap = true;
     checkpoint_options checkpoint;
+
     void validate() const;
+    /// Every option that shapes the result, as text (what a checkpoint must match).
+    std::string describe() const;
 };
 
 /// Train (collective).

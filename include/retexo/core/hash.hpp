@@ -1,0 +1,25 @@
+#pragma once
+/// @file hash.hpp
+/// 64-bit FNV-1a over 32-bit words, fed byte by byte from the least significant: the same
+/// value on every platform.  Identifies partition assignments and checkpointed inputs.
+
+#include <cstdint>
+
+namespace retexo {
+
+class fnv1a {
+public:
+    void feed(std::uint32_t word) noexcept
+    {
+        for (int b = 0; b < 4; ++b) {
+            h_ ^= (word >> (8 * b)) & 0xFFU;
+            h_ *= 0x100000001b3ULL;
+        }
+    }
+    std::uint64_t value() const noexcept { return h_; }
+
+private:
+    std::uint64_t h_ = 0xcbf29ce484222325ULL;
+};
+
+} // namespace retexo

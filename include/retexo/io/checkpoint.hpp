@@ -1,0 +1,69 @@
+#pragma once
+/// @file checkpoint.hpp
+/// Checkpoints of a RETEXO run: one HDF5 file per rank, ckpt.rank<r>.h5 in the checkpoint
+/// directory, written to a temporary name and renamed, the previous one kept as
+/// ckpt.rank<r>.h5_prev (format: data/FORMAT.md).  A checkpoint is taken at the end of a
+/// stage (the next stage's inputs) or inside one (the stage model, its optimiser and its
+/// exchanged inputs); resuming from it reproduces the uninterrupted run bit for bit.
+
+#include <retexo/comm/communicator.hpp>
+#include <retexo/core/types.hpp>
+#include <retexo/io/records.hpp>
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace retexo {
+
+/// One rank's part of a RETEXO run at one moment.
+struct retexo_checkpoint {
+    std::int64_t seq = 0;  ///< grows with every checkpoint of a run (all ranks' files of one moment share it)
+    int stage = 0;         ///< the stage to continue
+    int next_round = 1;    ///< its next round; 1: the stage has not begun
+    std::int64_t step = 0; ///< optimiser steps of the run so far (they key the dropout masks)
+    double elapsed = 0;    ///< wall time of the run so far, seconds
+    matrix_f h, h_train;   ///< the stage's inputs, owned rows (h_train: inductive training graph)
+    std::vector<named_tensor> finished; ///< selected parameters of the finished stages
+    std::vector<epoch_record> history;
+    std::vector<stage_record> stages;
+    byte_ledger done;                     ///< this rank's traffic so far
+    std::map<std::string, double> phases; ///< time by phase so far
+
+    /// The stage in progress (next_round > 1).
+    struct in_stage {
+        int rounds_done = 0, best_round = 0;
+        double best_score = 0;
+        double elapsed = 0; ///< wall time of the stage so far
+        byte_ledger done;   ///< this rank's traffic during the stage
+        std::int64_t optimizer_steps = 0;
+        /// The stage model's tensors (its parameter order): values, the optimiser's first and
+        /// second moments, and the values of the best round so far.
+        std::vector<matrix_f> params, first_moments, second_moments, best;
+        matrix_f x, x_train; ///< the stage's exchanged (and aggregated) inputs
+    } current;
+};
+
+/// What a checkpoint must match to be resumed.
+struct checkpoint_identity {
+    std::uint64_t assignment_hash = 0;
+    int ranks = 1, rank = 0;
+    std::string config;             ///< the options that shape the result
+    std::uint64_t input_digest = 0; ///< of the rank's first-stage inputs
+};
+
+/// dir/ckpt.rank<rank>.h5
+std::string checkpoint_path(const std::string& dir, int rank);
+
+/// Write one rank's checkpoint (atomically; the previous file becomes path_prev).
+void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const checkpoint_identity& id);
+
+/// Read a checkpoint; throws naming the file when it is not a checkpoint of `id`.
+retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_identity& id);
+
+/// The newest checkpoint in dir that every rank has: the current files, or the previous ones
+/// if a job died between two ranks' renames (collective; errors are agreed on).
+retexo_checkpoint resume_checkpoint(const mpi::communicator& comm, const std::string& dir,
+                                    const checkpoint_identity& id);
+
+} // namespace retexo

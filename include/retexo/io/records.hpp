@@ -1,0 +1,40 @@
+#pragma once
+/// @file records.hpp
+/// What a training run records as it goes: accuracies, one line of history per epoch or
+/// round, one summary per RETEXO stage.  Metrics files and checkpoints hold them.
+
+#include <retexo/comm/ledger.hpp>
+
+#include <cstdint>
+#include <limits>
+
+namespace retexo {
+
+/// Accuracy on the three splits.
+struct accuracies {
+    double train = 0, valid = 0, test = 0;
+};
+
+/// One line of training history.
+struct epoch_record {
+    int stage = 0;
+    int epoch = 0; ///< epoch (standard) or round (retexo), 1-based
+    double loss = 0;
+    double valid_loss = std::numeric_limits<double>::quiet_NaN(); ///< RETEXO selecting by loss only
+    accuracies acc;
+    std::uint64_t bytes = 0; ///< total bytes sent by all ranks so far
+    std::uint64_t calls = 0; ///< communication calls of this rank so far
+    double seconds = 0;      ///< wall time since the start of training
+};
+
+/// Per-stage summary (RETEXO).
+struct stage_record {
+    int stage = 0;
+    int rounds = 0;
+    int best_round = 0;
+    accuracies best;   ///< at the selected round
+    byte_ledger bytes; ///< all ranks, during this stage
+    double seconds = 0;
+};
+
+} // namespace retexo

@@ -1,0 +1,84 @@
+#pragma once
+/// @file stage_model.hpp
+/// The model of one RETEXO stage: a transform of the stage's inputs, then (unless it is
+/// the hidden variant's last stage) LayerNorm (optional), ReLU and a linear head to the
+/// classes, with dropout on the transform's input and on the hidden embedding.
+///
+/// Two kinds of transform:
+///   dense  a linear map of each node's precomputed input row (GCN and GraphSAGE-mean
+///          aggregate once per stage; the logits variant's first stage is an MLP);
+///   graph  a graph layer over every local row's input (GraphSAGE-pool and GAT aggregate
+///          with trained parameters, so every round).
+/// Like the layers, a stage model never calls MPI; dropout masks are keyed by global node
+/// id and the optimiser step, so they do not depend on how the graph is partitioned.
+
+#include <retexo/kernels/dense.hpp>
+#include <retexo/nn/layers.hpp>
+
+#include <functional>
+
+namespace retexo::nn {
+
+/// The shape of a stage model.
+struct stage_spec {
+    int stage = 0; ///< k: names "stage<k>.*", initialisation and dropout streams
+    layer_kind kind = layer_kind::gcn;
+    bool graph = false; ///< a graph layer (aggregating every round), else dense
+    int in = 0;         ///< width of an input row
+    int hidden = 0;     ///< width of the hidden embedding (stages with a head)
+    int classes = 0;
+    bool head = true;       ///< transform -> [LayerNorm] -> ReLU -> head; else the transform gives the logits
+    bool layer_norm = true; ///< LayerNorm before the ReLU
+    int heads = 8;          ///< GAT attention heads
+    double dropout = 0;
+    std::uint64_t seed = 42;
+};
+
+/// Activations of one pass over a set of rows; reused round after round (fresh large
+/// allocations cost page faults).
+struct stage_pass {
+    std::vector<node_t> rows;         ///< the output rows (set by the caller)
+    const layer_plan* plan = nullptr; ///< graph stages: a plan over rows (set by the caller)
+    std::vector<node_t> ids;          ///< global ids of rows (dropout keys)
+    matrix_f x_rows;                  ///< the rows' (dropped-out) inputs
+    matrix_f x_all, msg;              ///< graph stages: every local row's input and message
+    matrix_f t, u, h, hd;             ///< transform, LayerNorm, ReLU, dropout
+    matrix_f logits;                  ///< rows x classes
+    matrix_f d_logits, d_hd, d_t;     ///< gradients (d_logits set by the caller)
+    layer_cache<float> cache;
+};
+
+/// Adds the halo rows' message gradients into their owners' rows (exact mode, graph
+/// stages): d_msg holds num_local rows of `width` fixed-point values.  The trainer's halo
+/// exchange.
+using halo_gradient_fn = std::function<void(std::int64_t* d_msg, int width)>;
+
+class stage_model {
+public:
+    explicit stage_model(const stage_spec& spec);
+
+    const stage_spec& spec() const noexcept { return spec_; }
+    std::vector<parameter<float>*> parameters();
+    /// Graph stages: the layer's plan over rows of g.
+    layer_plan make_plan(const local_graph& g, std::span<const node_t> rows) const;
+
+    /// p.logits (and the hidden embedding p.h) of p.rows.  x: every owned row's input
+    /// (dense), or every local row's (graph); local_ids: the global id of every local row.
+    /// Training draws the dropout masks of optimiser step `step`; otherwise no dropout.
+    void forward(stage_pass& p, const matrix_f& x, std::span<const node_t> local_ids, bool training, std::int64_t step);
+    /// Parameter gradients from p.d_logits, after forward(p, ..., true, step).  Graph stages
+    /// in exact mode call add_halo between the layer's two halves.
+    void backward(stage_pass& p, std::int64_t step, const reduce_mode& mode, const halo_gradient_fn& add_halo);
+
+private:
+    dropout_key input_key(std::int64_t step) const;
+    dropout_key hidden_key(std::int64_t step) const;
+
+    stage_spec spec_;
+    std::optional<dense_layer<float>> dense_;
+    std::optional<gnn_layer<float>> layer_;
+    std::optional<layer_norm<float>> norm_;
+    std::optional<dense_layer<float>> head_;
+};
+
+} // namespace retexo::nn

@@ -1,0 +1,65 @@
+#pragma once
+/// @file stage_exchange.hpp
+/// The one exchange of a RETEXO stage's inputs: each rank's owned rows travel once to the
+/// ranks that hold them as halo rows, and nothing else crosses the network for the stage
+/// but gradient all-reduces.
+///
+/// Wire precision: fp32, bf16 (half the bytes) or int8 with a per-row scale (about a
+/// quarter).  Below fp32 every row the stage reads is rounded alike, owned rows too, so the
+/// result does not depend on which rows happen to be remote.
+///
+/// Stages that aggregate once (GCN, GraphSAGE-mean) take aggregate(): the rows travel in
+/// blocks of columns if asked (the same bytes in more messages, halo rows one block wide in
+/// memory; with int8 every block has its own per-row scales), and each block's interior rows
+/// are aggregated while its halo rows are in flight (overlap_rows).  Stages that aggregate
+/// every round (GraphSAGE-pool, GAT) take local_rows().
+
+#include <retexo/comm/halo_plan.hpp>
+#include <retexo/core/names.hpp>
+#include <retexo/core/timer.hpp>
+#include <retexo/kernels/aggregate.hpp>
+#include <retexo/nn/layers.hpp>
+
+namespace retexo::train {
+
+enum class wire_precision { fp32, bf16, int8 };
+constexpr name_table<wire_precision, 3> names_of(wire_precision)
+{
+    return {"exchange precision",
+            {{{wire_precision::fp32, "fp32"}, {wire_precision::bf16, "bf16"}, {wire_precision::int8, "int8"}}}};
+}
+
+struct stage_exchange_options {
+    wire_precision precision = wire_precision::fp32;
+    int columns = 0;     ///< aggregate(): send this many columns at a time (0: all at once)
+    bool overlap = true; ///< aggregate(): aggregate the interior rows while the halo rows travel
+};
+
+/// A stage's input exchange over a halo plan.  Collective calls, in the same order on every
+/// rank.  Frees the plan's buffers when destroyed: the stage exchanges nothing more.
+class stage_exchange {
+public:
+    stage_exchange(const halo_plan& halo, const stage_exchange_options& options, phase_timer& timer);
+    ~stage_exchange();
+    stage_exchange(const stage_exchange&) = delete;
+    stage_exchange& operator=(const stage_exchange&) = delete;
+
+    /// Every local row of h (h: the owned rows): owned rows, then halo rows.  The local rows
+    /// listed in `zero` (inductive training: evaluation nodes) are zero.
+    matrix_f local_rows(const matrix_f& h, std::span<const node_t> zero) const;
+
+    /// The aggregate of h over g's in-edges (kind gcn or mean) for every owned row.
+    matrix_f aggregate(const matrix_f& h, const nn::local_graph& g, aggregator kind,
+                       std::span<const node_t> zero) const;
+
+private:
+    template <typename T>
+    matrix_f aggregate_as(const matrix_f& h, const nn::local_graph& g, aggregator kind,
+                          std::span<const node_t> zero) const;
+
+    const halo_plan& halo_;
+    stage_exchange_options o_;
+    phase_timer& timer_;
+};
+
+} // namespace retexo::train

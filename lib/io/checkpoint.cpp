@@ -1,0 +1,312 @@
+#include <retexo/core/atomic_file.hpp>
+#include <retexo/io/checkpoint.hpp>
+#include <retexo/io/hdf5.hpp>
+#include <retexo/partition/partitioner.hpp>
+
+#include <filesystem>
+#include <optional>
+#include <sstream>
+#include <variant>
+
+namespace retexo {
+
+namespace {
+
+constexpr std::int64_t format_version = 2;
+
+/// The scalar fields of the records a checkpoint keeps, for f(name, member): one list for
+/// writing and reading.
+template <typename E, typename F>
+void fields(E& e, F&& f) requires std::is_same_v<std::remove_const_t<E>, epoch_record>
+{
+    f("stage", e.stage);
+    f("epoch", e.epoch);
+    f("loss", e.loss);
+    f("valid_loss", e.valid_loss);
+    f("train", e.acc.train);
+    f("valid", e.acc.valid);
+    f("test", e.acc.test);
+    f("bytes", e.bytes);
+    f("calls", e.calls);
+    f("seconds", e.seconds);
+}
+
+template <typename S, typename F>
+void fields(S& s, F&& f) requires std::is_same_v<std::remove_const_t<S>, stage_record>
+{
+    f("stage", s.stage);
+    f("rounds", s.rounds);
+    f("best_round", s.best_round);
+    f("train", s.best.train);
+    f("valid", s.best.valid);
+    f("test", s.best.test);
+    f("seconds", s.seconds);
+}
+
+/// A record field across records: integers as int64, reals as double.
+using column = std::variant<std::vector<std::int64_t>, std::vector<double>>;
+
+template <typename R>
+void write_records(h5::file& f, const std::string& group, const std::vector<R>& records)
+{
+    std::vector<std::pair<std::string, column>> cols;
+    R probe{};
+    fields(probe, [&](const char* name, auto& v) {
+        if constexpr (std::is_floating_point_v<std::decay_t<decltype(v)>>)
+            cols.emplace_back(name, std::vector<double>());
+        else
+            cols.emplace_back(name, std::vector<std::int64_t>());
+    });
+    for (const auto& r : records) {
+        std::size_t i = 0;
+        fields(r, [&](const char*, const auto& v) {
+            std::visit([&](auto& c) { c.push_back(static_cast<typename std::decay_t<decltype(c)>::value_type>(v)); },
+                       cols[i++].second);
+        });
+    }
+    for (const auto& [name, c] : cols) {
+        std::string path = group;
+        path.append("/").append(name);
+        std::visit(
+            [&](const auto& values) {
+                using T = typename std::decay_t<decltype(values)>::value_type;
+                f.write<T>(path, values);
+            },
+            c);
+    }
+}
+
+template <typename R>
+std::vector<R> read_records(const h5::file& f, const std::string& group)
+{
+    const auto n = static_cast<std::int64_t>(f.dims(group + "/stage").at(0));
+    std::vector<R> records(static_cast<std::size_t>(n));
+    R probe{};
+    fields(probe, [&](const char* name, auto& v) {
+        using M = std::decay_t<decltype(v)>;
+        using T = std::conditional_t<std::is_floating_point_v<M>, double, std::int64_t>;
+        const auto values = f.read_vector<T>(group + "/" + name, n);
+        for (std::int64_t i = 0; i < n; ++i)
+            fields(records[static_cast<std::size_t>(i)], [&](const char* other, auto& w) {
+                if (std::string_view(other) == name) w = static_cast<std::decay_t<decltype(w)>>(values[i]);
+            });
+    });
+    return records;
+}
+
+/// A ledger's four counters as rows of a [4 x purposes] dataset.
+matrix<std::uint64_t> ledger_rows(const std::vector<byte_ledger>& ledgers)
+{
+    matrix<std::uint64_t> m(static_cast<Eigen::Index>(ledgers.size()), 4 * num_purposes);
+    for (std::size_t i = 0; i < ledgers.size(); ++i)
+        for (int p = 0; p < num_purposes; ++p) {
+            const auto r = static_cast<Eigen::Index>(i);
+            m(r, p) = ledgers[i].sent[p];
+            m(r, num_purposes + p) = ledgers[i].received[p];
+            m(r, 2 * num_purposes + p) = ledgers[i].messages[p];
+            m(r, 3 * num_purposes + p) = ledgers[i].calls[p];
+        }
+    return m;
+}
+
+std::vector<byte_ledger> ledgers_of(const matrix<std::uint64_t>& m)
+{
+    std::vector<byte_ledger> out(static_cast<std::size_t>(m.rows()));
+    for (std::size_t i = 0; i < out.size(); ++i)
+        for (int p = 0; p < num_purposes; ++p) {
+            const auto r = static_cast<Eigen::Index>(i);
+            out[i].sent[p] = m(r, p);
+            out[i].received[p] = m(r, num_purposes + p);
+            out[i].messages[p] = m(r, 2 * num_purposes + p);
+            out[i].calls[p] = m(r, 3 * num_purposes + p);
+        }
+    return out;
+}
+
+void write_tensors(h5::file& f, const std::string& group, const std::vector<matrix_f>& tensors)
+{
+    for (std::size_t i = 0; i < tensors.size(); ++i)
+        f.write_matrix(group + "/" + std::to_string(i), tensors[i]);
+}
+
+std::vector<matrix_f> read_tensors(const h5::file& f, const std::string& group, std::int64_t n)
+{
+    std::vector<matrix_f> out;
+    for (std::int64_t i = 0; i < n; ++i)
+        out.push_back(f.read_matrix<float>(group + "/" + std::to_string(i)));
+    return out;
+}
+
+void write_identity(h5::file& f, const checkpoint_identity& id)
+{
+    f.set_attr("retexo_format", std::string("retexo-checkpoint"));
+    f.set_attr("format_version", format_version);
+    f.set_attr("assignment_hash", hash_to_hex(id.assignment_hash));
+    f.set_attr("ranks", static_cast<std::int64_t>(id.ranks));
+    f.set_attr("rank", static_cast<std::int64_t>(id.rank));
+    f.set_attr("config", id.config);
+    f.set_attr("input_digest", hash_to_hex(id.input_digest));
+}
+
+void check_identity(const h5::file& f, const std::string& path, const checkpoint_identity& id)
+{
+    RETEXO_ENSURE(f.has_attr("retexo_format") && f.attr_string("retexo_format") == "retexo-checkpoint",
+                  path << ": not a retexo checkpoint");
+    RETEXO_ENSURE(f.attr_int("format_version") == format_version, path << ": checkpoint format version "
+                                                                       << f.attr_int("format_version")
+                                                                       << ", this retexo reads " << format_version);
+    RETEXO_ENSURE(f.attr_int("ranks") == id.ranks,
+                  path << ": made by a run with " << f.attr_int("ranks") << " ranks; this run has " << id.ranks);
+    RETEXO_ENSURE(f.attr_int("rank") == id.rank, path << ": belongs to rank " << f.attr_int("rank"));
+    RETEXO_ENSURE(f.attr_string("assignment_hash") == hash_to_hex(id.assignment_hash),
+                  path << ": made with another partition (assignment hash " << f.attr_string("assignment_hash")
+                       << ", this run " << hash_to_hex(id.assignment_hash) << ")");
+    RETEXO_ENSURE(f.attr_string("config") == id.config,
+                  path << ": made with another model configuration (checkpoint: " << f.attr_string("config")
+                       << "; this run: " << id.config << ")");
+    RETEXO_ENSURE(f.attr_string("input_digest") == hash_to_hex(id.input_digest),
+                  path << ": made with other input features on this rank (another graph file or feature "
+                          "normalisation)");
+}
+
+} // namespace
+
+std::string checkpoint_path(const std::string& dir, int rank)
+{
+    return dir + "/ckpt.rank" + std::to_string(rank) + ".h5";
+}
+
+void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const checkpoint_identity& id)
+{
+    atomic_file out(path);
+    {
+        auto f = h5::file::create(out.temp_path(), path);
+        write_identity(f, id);
+        for (const auto& [k, v] : std::map<std::string, std::int64_t>{
+                 {"seq", c.seq}, {"stage", c.stage}, {"next_round", c.next_round}, {"step", c.step}})
+            f.set_attr(k, v);
+        f.set_attr("elapsed", c.elapsed);
+        f.write_matrix("inputs/h", c.h);
+        f.write_matrix("inputs/h_train", c.h_train);
+        std::string names;
+        for (std::size_t i = 0; i < c.finished.size(); ++i) {
+            f.write_matrix("finished/" + std::to_string(i), c.finished[i].value);
+            names += (i > 0 ? "\n" : "") + c.finished[i].name;
+        }
+        f.set_attr("finished_names", names);
+        f.set_attr("num_finished", static_cast<std::int64_t>(c.finished.size()));
+        write_records(f, "history", c.history);
+        write_records(f, "stages", c.stages);
+        std::vector<byte_ledger> ledgers;
+        for (const auto& s : c.stages)
+            ledgers.push_back(s.bytes);
+        f.write_matrix("stages/traffic", ledger_rows(ledgers));
+        f.write_matrix("traffic", ledger_rows({c.done, c.current.done}));
+        std::string phases;
+        for (const auto& [k, v] : c.phases) {
+            f.set_attr("phase." + k, v);
+            phases += (phases.empty() ? "" : ",") + k;
+        }
+        f.set_attr("phases", phases);
+        if (c.next_round > 1) {
+            const auto& s = c.current;
+            for (const auto& [k, v] :
+                 std::map<std::string, std::int64_t>{{"stage.rounds_done", s.rounds_done},
+                                                     {"stage.best_round", s.best_round},
+                                                     {"stage.optimizer_steps", s.optimizer_steps},
+                                                     {"stage.tensors", static_cast<std::int64_t>(s.params.size())}})
+                f.set_attr(k, v);
+            f.set_attr("stage.best_score", s.best_score);
+            f.set_attr("stage.elapsed", s.elapsed);
+            write_tensors(f, "stage/params", s.params);
+            write_tensors(f, "stage/first_moments", s.first_moments);
+            write_tensors(f, "stage/second_moments", s.second_moments);
+            write_tensors(f, "stage/best", s.best);
+            f.write_matrix("stage/x", s.x);
+            f.write_matrix("stage/x_train", s.x_train);
+        }
+    }
+    out.commit(true);
+}
+
+retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_identity& id)
+{
+    const auto f = h5::file::open(path);
+    check_identity(f, path, id);
+    retexo_checkpoint c;
+    c.seq = f.attr_int("seq");
+    c.stage = static_cast<int>(f.attr_int("stage"));
+    c.next_round = static_cast<int>(f.attr_int("next_round"));
+    c.step = f.attr_int("step");
+    c.elapsed = f.attr_double("elapsed");
+    c.h = f.read_matrix<float>("inputs/h");
+    c.h_train = f.read_matrix<float>("inputs/h_train");
+    std::stringstream names(f.attr_string("finished_names"));
+    for (std::int64_t i = 0; i < f.attr_int("num_finished"); ++i) {
+        std::string name;
+        std::getline(names, name);
+        c.finished.push_back({name, f.read_matrix<float>("finished/" + std::to_string(i))});
+    }
+    c.history = read_records<epoch_record>(f, "history");
+    c.stages = read_records<stage_record>(f, "stages");
+    const auto stage_traffic = ledgers_of(f.read_matrix<std::uint64_t>("stages/traffic", 4 * num_purposes));
+    RETEXO_ENSURE(stage_traffic.size() == c.stages.size(), path << ": stages/traffic does not match stages");
+    for (std::size_t i = 0; i < c.stages.size(); ++i)
+        c.stages[i].bytes = stage_traffic[i];
+    const auto traffic = ledgers_of(f.read_matrix<std::uint64_t>("traffic", 4 * num_purposes));
+    RETEXO_ENSURE(traffic.size() == 2, path << ": traffic must have 2 rows");
+    c.done = traffic[0];
+    c.current.done = traffic[1];
+    std::stringstream phases(f.attr_string("phases"));
+    std::string k;
+    while (std::getline(phases, k, ','))
+        if (!k.empty()) c.phases[k] = f.attr_double("phase." + k);
+    if (c.next_round > 1) {
+        auto& s = c.current;
+        s.rounds_done = static_cast<int>(f.attr_int("stage.rounds_done"));
+        s.best_round = static_cast<int>(f.attr_int("stage.best_round"));
+        s.optimizer_steps = f.attr_int("stage.optimizer_steps");
+        s.best_score = f.attr_double("stage.best_score");
+        s.elapsed = f.attr_double("stage.elapsed");
+        const auto n = f.attr_int("stage.tensors");
+        s.params = read_tensors(f, "stage/params", n);
+        s.first_moments = read_tensors(f, "stage/first_moments", n);
+        s.second_moments = read_tensors(f, "stage/second_moments", n);
+        s.best = read_tensors(f, "stage/best", n);
+        s.x = f.read_matrix<float>("stage/x");
+        s.x_train = f.read_matrix<float>("stage/x_train");
+    }
+    return c;
+}
+
+retexo_checkpoint resume_checkpoint(const mpi::communicator& comm, const std::string& dir,
+                                    const checkpoint_identity& id)
+{
+    const std::string path = checkpoint_path(dir, comm.rank());
+    std::optional<retexo_checkpoint> cur, prev;
+    std::string err;
+    try {
+        RETEXO_ENSURE(std::filesystem::exists(path) || std::filesystem::exists(path + "_prev"),
+                      path << ": no checkpoint to resume from");
+        if (std::filesystem::exists(path)) cur = read_checkpoint(path, id);
+        if (std::filesystem::exists(path + "_prev")) prev = read_checkpoint(path + "_prev", id);
+    } catch (const std::exception& e) {
+        err = e.what();
+    }
+    comm.agree(err, purpose::checkpoint);
+    const auto cur_seq = comm.allgather(cur ? cur->seq : std::int64_t{-1}, purpose::checkpoint);
+    const auto prev_seq = comm.allgather(prev ? prev->seq : std::int64_t{-1}, purpose::checkpoint);
+    auto everyone_has = [&](std::int64_t s) {
+        for (int r = 0; r < comm.size(); ++r)
+            if (cur_seq[r] != s && prev_seq[r] != s) return false;
+        return true;
+    };
+    std::int64_t pick = -1;
+    for (auto s : {cur_seq[0], prev_seq[0]})
+        if (s >= 0 && everyone_has(s)) pick = std::max(pick, s);
+    if (pick < 0) err = dir + ": the ranks' checkpoints do not belong to one moment of one run";
+    comm.agree(err, purpose::checkpoint);
+    return cur && cur->seq == pick ? std::move(*cur) : std::move(*prev);
+}
+
+} // namespace retexo

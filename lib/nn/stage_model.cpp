@@ -1,0 +1,116 @@
+#include <retexo/nn/stage_model.hpp>
+
+namespace retexo::nn {
+
+stage_model::stage_model(const stage_spec& s) : spec_(s)
+{
+    // Initialisation streams 1000 + 10 k (transform) and + 1 (head): apart from the
+    // standard trainer's layers 0, 1, ...
+    const std::uint64_t init = 1000 + 10 * static_cast<std::uint64_t>(s.stage);
+    const std::string name = "stage" + std::to_string(s.stage);
+    const int out = s.head ? s.hidden : s.classes;
+    if (s.graph) {
+        layer_options lo;
+        lo.heads = s.heads;
+        lo.concat = s.head; // GAT: a hidden embedding concatenates heads, logits average them
+        layer_.emplace(s.kind, s.in, out, lo, s.seed, init, name + ".transform");
+    } else {
+        dense_.emplace(s.in, out, s.seed, init, name + ".transform");
+    }
+    if (s.head && s.layer_norm) norm_.emplace(s.hidden, name + ".norm");
+    if (s.head) head_.emplace(s.hidden, s.classes, s.seed, init + 1, name + ".head");
+}
+
+std::vector<parameter<float>*> stage_model::parameters()
+{
+    std::vector<parameter<float>*> ps;
+    if (dense_) ps = {&dense_->w, &dense_->b};
+    if (layer_) ps = layer_->parameters();
+    if (norm_) ps.insert(ps.end(), {&norm_->gamma, &norm_->beta});
+    if (head_) ps.insert(ps.end(), {&head_->w, &head_->b});
+    return ps;
+}
+
+layer_plan stage_model::make_plan(const local_graph& g, std::span<const node_t> rows) const
+{
+    RETEXO_ENSURE(layer_, "retexo::stage_model::make_plan: stage " << spec_.stage << " has no graph layer");
+    return layer_->make_plan(g, rows);
+}
+
+dropout_key stage_model::input_key(std::int64_t step) const
+{
+    return {spec_.seed, static_cast<std::uint64_t>(2 * spec_.stage), static_cast<std::uint64_t>(step)};
+}
+
+dropout_key stage_model::hidden_key(std::int64_t step) const
+{
+    return {spec_.seed, static_cast<std::uint64_t>(2 * spec_.stage + 1), static_cast<std::uint64_t>(step)};
+}
+
+void stage_model::forward(stage_pass& p, const matrix_f& x, std::span<const node_t> local_ids, bool training,
+                          std::int64_t step)
+{
+    p.ids.resize(p.rows.size());
+    for (std::size_t i = 0; i < p.rows.size(); ++i)
+        p.ids[i] = local_ids[static_cast<std::size_t>(p.rows[i])];
+    const double rate = training ? spec_.dropout : 0.0;
+    const auto w = static_cast<int>(x.cols());
+    if (dense_) {
+        p.x_rows.resize(static_cast<Eigen::Index>(p.rows.size()), w);
+        gather_rows(x.data(), p.rows, w, p.x_rows.data());
+        dropout_forward(p.x_rows.data(), p.ids, w, rate, input_key(step), p.x_rows.data());
+        dense_->forward(p.x_rows, p.t);
+    } else {
+        p.x_all.resize(x.rows(), w);
+        dropout_forward(x.data(), local_ids, w, rate, input_key(step), p.x_all.data());
+        layer_->message(p.x_all, p.cache, p.msg);
+        p.x_rows.resize(static_cast<Eigen::Index>(p.rows.size()), w);
+        gather_rows(p.x_all.data(), p.rows, w, p.x_rows.data());
+        layer_->combine(*p.plan, p.msg, p.x_rows, p.cache, p.t);
+    }
+    if (!head_) {
+        p.logits = p.t;
+        return;
+    }
+    if (norm_) norm_->forward(p.t, p.u);
+    const matrix_f& pre = norm_ ? p.u : p.t; // what ReLU reads
+    p.h.resize(pre.rows(), pre.cols());
+    activation_forward(activation::relu, pre.data(), static_cast<std::size_t>(pre.size()), p.h.data());
+    p.hd.resize(p.h.rows(), p.h.cols());
+    dropout_forward(p.h.data(), p.ids, spec_.hidden, rate, hidden_key(step), p.hd.data());
+    head_->forward(p.hd, p.logits);
+}
+
+void stage_model::backward(stage_pass& p, std::int64_t step, const reduce_mode& mode, const halo_gradient_fn& add_halo)
+{
+    auto& d_t = p.d_t;
+    if (head_) {
+        auto& d_hd = p.d_hd;
+        head_->backward(p.hd, p.d_logits, &d_hd, mode);
+        dropout_backward(d_hd.data(), p.ids, spec_.hidden, spec_.dropout, hidden_key(step), d_hd.data());
+        activation_backward(activation::relu, (norm_ ? p.u : p.t).data(), d_hd.data(),
+                            static_cast<std::size_t>(d_hd.size()), d_hd.data());
+        if (norm_)
+            norm_->backward(p.t, d_hd, d_t, mode);
+        else
+            d_t = d_hd;
+    } else {
+        d_t = p.d_logits;
+    }
+    if (dense_) {
+        dense_->backward(p.x_rows, d_t, nullptr, mode);
+        return;
+    }
+    layer_->combine_backward(*p.plan, p.msg, p.x_rows, p.cache, d_t, true, mode);
+    if (mode.exact) {
+        // Exact sums need each halo row's message gradient summed at its owner.
+        add_halo(p.cache.d_msg_exact.data(), layer_->msg_width());
+        const matrix_f x_own = p.x_all.topRows(p.plan->num_owned);
+        layer_->message_backward(x_own, p.msg, p.cache, nullptr, mode);
+    } else {
+        // Halo rows' contributions stay local: the gradient all-reduce sums them.
+        layer_->message_backward(p.x_all, p.msg, p.cache, nullptr, mode);
+    }
+}
+
+} // namespace retexo::nn

@@ -1,0 +1,145 @@
+// The RETEXO stage model: its backward pass against central differences of its forward
+// pass, for dense and graph stages, with and without the head and LayerNorm.
+#include "support/gradcheck.hpp"
+#include "support/test_support.hpp"
+
+#include <retexo/nn/stage_model.hpp>
+
+using namespace retexo;
+using namespace retexo::nn;
+
+namespace {
+
+/// 12 owned rows, 4 halo rows (sources only), random in-edges.
+struct toy_graph {
+    csr g;
+    std::vector<offset_t> degree;
+    local_graph lg;
+    std::vector<node_t> ids; ///< global ids of the 16 local rows
+    toy_graph()
+    {
+        const counter_rng rng(5, 5);
+        std::vector<node_t> src, dst;
+        for (std::uint64_t e = 0; e < 40; ++e) {
+            src.push_back(static_cast<node_t>(rng.below(2 * e, 16)));
+            dst.push_back(static_cast<node_t>(rng.below(2 * e + 1, 12)));
+        }
+        g = build_csr(16, src, dst);
+        g.offsets.resize(13);
+        g.sources.resize(static_cast<std::size_t>(g.offsets.back()));
+        degree.resize(16);
+        for (node_t v = 0; v < 16; ++v)
+            degree[v] = v < 12 ? g.degree(v) : 1 + v % 3;
+        lg = {&g, 12, 16, degree};
+        for (node_t v = 0; v < 16; ++v)
+            ids.push_back(100 + 3 * v);
+    }
+};
+
+void check_stage(const stage_spec& spec)
+{
+    toy_graph t;
+    stage_model model(spec);
+    std::vector<node_t> rows;
+    for (node_t v = 0; v < 12; ++v)
+        if (v % 4 != 1) rows.push_back(v);
+    std::optional<layer_plan> plan;
+    if (spec.graph) plan = model.make_plan(t.lg, rows);
+    const matrix_f x = test::random_matrix(spec.graph ? 16 : 12, spec.in, 1).cast<float>();
+    const matrix<double> r = test::random_matrix(static_cast<Eigen::Index>(rows.size()), spec.classes, 2);
+    auto loss = [&] { // <logits, r>
+        stage_pass p;
+        p.rows = rows;
+        p.plan = plan ? &*plan : nullptr;
+        model.forward(p, x, t.ids, true, 1);
+        return (p.logits.cast<double>().array() * r.array()).sum();
+    };
+    stage_pass p;
+    p.rows = rows;
+    p.plan = plan ? &*plan : nullptr;
+    model.forward(p, x, t.ids, true, 1);
+    p.d_logits = r.cast<float>();
+    model.backward(p, 1, reduce_mode{}, [](std::int64_t*, int) { FAIL("no halo exchange outside exact mode"); });
+    for (auto* param : model.parameters()) {
+        matrix<double> value = param->value.cast<double>();
+        const matrix<double> grad = param->grad.cast<double>();
+        auto f = [&] {
+            param->value = value.cast<float>();
+            return loss();
+        };
+        // Single-precision forward passes: a larger step and tolerance than in double.
+        test::check_gradient(f, value, grad, param->name, 1e-3, 1e-2);
+        param->value = value.cast<float>();
+    }
+}
+
+} // namespace
+
+TEST_CASE("stage model: gradients match central differences", "[nn][stage]")
+{
+    stage_spec s{.stage = 1, .in = 6, .hidden = 4, .classes = 3, .dropout = 0.0, .seed = 9};
+    SECTION("dense, head and LayerNorm")
+    {
+        check_stage(s);
+    }
+    SECTION("dense, head without LayerNorm")
+    {
+        s.layer_norm = false;
+        check_stage(s);
+    }
+    SECTION("dense, the transform gives the logits")
+    {
+        s.head = false;
+        check_stage(s);
+    }
+    SECTION("graph: GraphSAGE-pool with head")
+    {
+        s.graph = true;
+        s.kind = layer_kind::sage_pool;
+        check_stage(s);
+    }
+    SECTION("graph: GAT with head and LayerNorm")
+    {
+        s.graph = true;
+        s.kind = layer_kind::gat;
+        s.heads = 2;
+        check_stage(s);
+    }
+    SECTION("graph: GAT logits (heads averaged)")
+    {
+        s.graph = true;
+        s.kind = layer_kind::gat;
+        s.heads = 2;
+        s.head = false;
+        check_stage(s);
+    }
+}
+
+TEST_CASE("stage model: names, shapes and dropout keyed by global id", "[nn][stage]")
+{
+    const stage_spec s{.stage = 2, .in = 6, .hidden = 4, .classes = 3, .dropout = 0.5, .seed = 9};
+    stage_model model(s);
+    std::vector<std::string> names;
+    for (auto* p : model.parameters())
+        names.push_back(p->name);
+    CHECK(names == std::vector<std::string>{"stage2.transform.weight", "stage2.transform.bias", "stage2.norm.gamma",
+                                            "stage2.norm.beta", "stage2.head.weight", "stage2.head.bias"});
+    toy_graph t;
+    const matrix_f x = test::random_matrix(12, 6, 1).cast<float>();
+    stage_pass a, b;
+    a.rows = {0, 1, 2, 3};
+    b.rows = {3, 2, 1, 0};
+    model.forward(a, x, t.ids, true, 7);
+    model.forward(b, x, t.ids, true, 7);
+    // The same node gets the same mask wherever it stands in the pass.
+    for (int i = 0; i < 4; ++i)
+        CHECK(a.logits.row(i) == b.logits.row(3 - i));
+    stage_pass c = a;
+    model.forward(c, x, t.ids, true, 8); // another step, other masks
+    CHECK(c.logits != a.logits);
+    model.forward(c, x, t.ids, false, 8); // evaluation: no dropout
+    stage_pass d;
+    d.rows = a.rows;
+    model.forward(d, x, t.ids, false, 1);
+    CHECK(c.logits == d.logits);
+}
