@@ -14,10 +14,11 @@ packages=(
   python3                               # tests compare metrics files; perf/ reports
 )
 
-# --perf: also what perf/run_all.sh needs for its plots.
-if [[ ${1:-} == --perf ]]; then
-  packages+=(python3-matplotlib)
-fi
+# --perf: also what perf/run_all.sh needs for its plots; --golden: what test/golden reads HDF5 with.
+case ${1:-} in
+  --perf) packages+=(python3-matplotlib) ;;
+  --golden) packages+=(python3-h5py) ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do

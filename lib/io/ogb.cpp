@@ -74,6 +74,51 @@ meta_info read_meta(const fs::path& dir)
     return m;
 }
 
+/// The edge list "src,dst" per line (ids in [0, n)); returns the number of edges, which must
+/// be `expected`.
+offset_t read_edges(const std::string& path, node_t n, std::int64_t expected, std::vector<node_t>& src,
+                    std::vector<node_t>& dst)
+{
+    src.reserve(static_cast<std::size_t>(expected));
+    dst.reserve(static_cast<std::size_t>(expected));
+    text_reader in(path);
+    std::string_view line;
+    while (in.next(line)) {
+        if (line.empty()) continue;
+        const auto comma = line.find(',');
+        RETEXO_ENSURE(comma != std::string_view::npos, in.where() << ": expected 'src,dst', got '" << line << "'");
+        const auto u = parse_number<std::int64_t>(line.substr(0, comma), in.where());
+        const auto v = parse_number<std::int64_t>(line.substr(comma + 1), in.where());
+        RETEXO_ENSURE(u >= 0 && u < n && v >= 0 && v < n,
+                      in.where() << ": edge " << u << "," << v << " has a node id outside [0, " << n << ")");
+        src.push_back(static_cast<node_t>(u));
+        dst.push_back(static_cast<node_t>(v));
+    }
+    const auto lines = static_cast<offset_t>(src.size());
+    RETEXO_ENSURE(lines == expected, in.path() << ": " << lines << " edge lines but num-edge-list says " << expected
+                                               << " (truncated file?)");
+    return lines;
+}
+
+/// One class label per line, one line per node.
+std::vector<std::int32_t> read_labels(const std::string& path, node_t n)
+{
+    std::vector<std::int32_t> labels;
+    labels.reserve(static_cast<std::size_t>(n));
+    text_reader in(path);
+    std::string_view line;
+    while (in.next(line)) {
+        RETEXO_ENSURE(line.find(',') == std::string_view::npos, in.where()
+                                                                    << ": multi-column labels are not supported");
+        const auto y = parse_number<std::int64_t>(line, in.where());
+        RETEXO_ENSURE(y >= 0 && y < (1 << 30), in.where() << ": label " << y << " is negative or too large");
+        labels.push_back(static_cast<std::int32_t>(y));
+    }
+    RETEXO_ENSURE(static_cast<node_t>(labels.size()) == n,
+                  in.path() << ": " << labels.size() << " labels for " << n << " nodes");
+    return labels;
+}
+
 } // namespace
 
 std::vector<std::string> ogb_splits(const std::string& dir)
@@ -122,29 +167,8 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
         rep.split = split;
     }
 
-    // Edges.
     std::vector<node_t> src, dst;
-    src.reserve(static_cast<std::size_t>(expected_edges));
-    dst.reserve(static_cast<std::size_t>(expected_edges));
-    {
-        text_reader in(data_file(raw, "edge"));
-        std::string_view line;
-        while (in.next(line)) {
-            if (line.empty()) continue;
-            const auto comma = line.find(',');
-            RETEXO_ENSURE(comma != std::string_view::npos, in.where() << ": expected 'src,dst', got '" << line << "'");
-            const auto u = parse_number<std::int64_t>(line.substr(0, comma), in.where());
-            const auto v = parse_number<std::int64_t>(line.substr(comma + 1), in.where());
-            RETEXO_ENSURE(u >= 0 && u < n && v >= 0 && v < n,
-                          in.where() << ": edge " << u << "," << v << " has a node id outside [0, " << n << ")");
-            src.push_back(static_cast<node_t>(u));
-            dst.push_back(static_cast<node_t>(v));
-        }
-        rep.edge_lines = static_cast<offset_t>(src.size());
-        RETEXO_ENSURE(rep.edge_lines == expected_edges, in.path() << ": " << rep.edge_lines
-                                                                  << " edge lines but num-edge-list says "
-                                                                  << expected_edges << " (truncated file?)");
-    }
+    rep.edge_lines = read_edges(data_file(raw, "edge"), n, expected_edges, src, dst);
     const bool directed = options.directed.value_or(meta.directed.value_or(false));
     csr_build_report build;
     csr in_edges = build_csr(n, src, dst, {.symmetrise = !directed}, &build);
@@ -153,22 +177,7 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     src = {};
     dst = {};
 
-    // Labels.
-    std::vector<std::int32_t> labels;
-    labels.reserve(static_cast<std::size_t>(n));
-    {
-        text_reader in(data_file(raw, "node-label"));
-        std::string_view line;
-        while (in.next(line)) {
-            RETEXO_ENSURE(line.find(',') == std::string_view::npos, in.where()
-                                                                        << ": multi-column labels are not supported");
-            const auto y = parse_number<std::int64_t>(line, in.where());
-            RETEXO_ENSURE(y >= 0 && y < (1 << 30), in.where() << ": label " << y << " is negative or too large");
-            labels.push_back(static_cast<std::int32_t>(y));
-        }
-        RETEXO_ENSURE(static_cast<node_t>(labels.size()) == n,
-                      in.path() << ": " << labels.size() << " labels for " << n << " nodes");
-    }
+    const auto labels = read_labels(data_file(raw, "node-label"), n);
     int num_classes = options.num_classes > 0 ? options.num_classes : meta.num_classes;
     const int max_label = labels.empty() ? -1 : *std::max_element(labels.begin(), labels.end());
     if (num_classes <= 0) num_classes = max_label + 1;

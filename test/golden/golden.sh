@@ -10,8 +10,8 @@
 # x np 1 and 3 x transductive/inductive; --exchange-columns (gcn, sage); --deterministic;
 # the standard and BNS trainers; per-stage options, mini-batches, patience, loss selection,
 # no overlap; a partitioned directory of a generated graph; runs stopped (after a stage, and
-# inside one by the wall-time limit) and resumed from their checkpoints.  About 15 min on
-# 2 cores.  Needs ../shared/datasets (or RETEXO_DATASETS) and Debian's python3-h5py.
+# inside one by the wall-time limit) and resumed from their checkpoints.  About 40 min on
+# 2 cores.  Needs ../shared/datasets (or RETEXO_DATASETS); installs Debian's python3-h5py.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 usage() {
@@ -25,10 +25,7 @@ build=$(cd "${3:-$root/build}" && pwd)
 datasets=${RETEXO_DATASETS:-$root/../shared/datasets}
 [[ -d $datasets/cora && -d $datasets/citeseer ]] || { echo "$0: no datasets in $datasets" >&2; exit 1; }
 py=/usr/bin/python3
-"$py" -c 'import h5py' 2>/dev/null || {
-  echo "$0: needs h5py (apt-get install python3-h5py)" >&2
-  exit 1
-}
+"$root/cmake/install-deps.sh" --golden
 case $action in
   record) out=$dir ;;
   compare) out=$dir/candidate ;;
