@@ -1,5 +1,6 @@
 #include "support/gradcheck.hpp"
 #include "support/test_support.hpp"
+#include "support/toy_graph.hpp"
 
 #include <retexo/nn/layers.hpp>
 
@@ -8,29 +9,6 @@ using namespace retexo::nn;
 using test::random_matrix;
 
 namespace {
-
-/// 12 owned rows, 4 halo rows (sources only), random in-edges.
-struct toy_graph {
-    csr g;
-    std::vector<offset_t> degree;
-    local_graph lg;
-    toy_graph()
-    {
-        const counter_rng rng(7, 7);
-        std::vector<node_t> src, dst;
-        for (std::uint64_t e = 0; e < 40; ++e) {
-            src.push_back(static_cast<node_t>(rng.below(2 * e, 16)));
-            dst.push_back(static_cast<node_t>(rng.below(2 * e + 1, 12)));
-        }
-        g = build_csr(16, src, dst);
-        g.offsets.resize(13); // keep the 12 owned rows
-        g.sources.resize(static_cast<std::size_t>(g.offsets.back()));
-        degree.resize(16);
-        for (node_t v = 0; v < 16; ++v)
-            degree[v] = v < 12 ? g.degree(v) : 1 + v % 3;
-        lg = {&g, 12, 16, degree};
-    }
-};
 
 /// Forward through message + combine with every local row's messages computed locally.
 template <typename T>
@@ -46,7 +24,7 @@ void run_forward(const gnn_layer<T>& layer, const layer_plan& plan, const matrix
 
 void check_layer(layer_kind kind, const layer_options& o, bool subset, int in = 5, int out = 3)
 {
-    toy_graph t;
+    const test::toy_graph t;
     if (kind == layer_kind::gat && o.concat) out = 2 * o.heads;
     gnn_layer<double> layer(kind, in, out, o, 3, 1);
     std::vector<node_t> rows;
@@ -140,7 +118,7 @@ TEST_CASE("dense layer and layer norm gradients match finite differences", "[nn]
 
 TEST_CASE("exact-mode layer gradients agree with fast mode", "[nn][exact]")
 {
-    toy_graph t;
+    const test::toy_graph t;
     for (auto kind : {layer_kind::gcn, layer_kind::sage_mean, layer_kind::sage_pool, layer_kind::gat}) {
         gnn_layer<float> fast(kind, 5, 4, {.heads = 2}, 3, 1), ex(kind, 5, 4, {.heads = 2}, 3, 1);
         std::vector<node_t> rows(12);
@@ -174,7 +152,7 @@ TEST_CASE("exact-mode layer gradients agree with fast mode", "[nn][exact]")
 
 TEST_CASE("layers reject bad shapes and names", "[nn][bad-input]")
 {
-    toy_graph t;
+    const test::toy_graph t;
     gnn_layer<double> l(layer_kind::gcn, 5, 3, {}, 1, 1);
     const auto plan = l.make_plan(t.lg, std::vector<node_t>{0, 1});
     layer_cache<double> c;

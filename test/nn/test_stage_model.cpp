@@ -2,6 +2,7 @@
 // pass, for dense and graph stages, with and without the head and LayerNorm.
 #include "support/gradcheck.hpp"
 #include "support/test_support.hpp"
+#include "support/toy_graph.hpp"
 
 #include <retexo/nn/stage_model.hpp>
 
@@ -10,35 +11,9 @@ using namespace retexo::nn;
 
 namespace {
 
-/// 12 owned rows, 4 halo rows (sources only), random in-edges.
-struct toy_graph {
-    csr g;
-    std::vector<offset_t> degree;
-    local_graph lg;
-    std::vector<node_t> ids; ///< global ids of the 16 local rows
-    toy_graph()
-    {
-        const counter_rng rng(5, 5);
-        std::vector<node_t> src, dst;
-        for (std::uint64_t e = 0; e < 40; ++e) {
-            src.push_back(static_cast<node_t>(rng.below(2 * e, 16)));
-            dst.push_back(static_cast<node_t>(rng.below(2 * e + 1, 12)));
-        }
-        g = build_csr(16, src, dst);
-        g.offsets.resize(13);
-        g.sources.resize(static_cast<std::size_t>(g.offsets.back()));
-        degree.resize(16);
-        for (node_t v = 0; v < 16; ++v)
-            degree[v] = v < 12 ? g.degree(v) : 1 + v % 3;
-        lg = {&g, 12, 16, degree};
-        for (node_t v = 0; v < 16; ++v)
-            ids.push_back(100 + 3 * v);
-    }
-};
-
 void check_stage(const stage_spec& spec)
 {
-    toy_graph t;
+    const test::toy_graph t(5);
     stage_model model(spec);
     std::vector<node_t> rows;
     for (node_t v = 0; v < 12; ++v)
@@ -124,7 +99,7 @@ TEST_CASE("stage model: names, shapes and dropout keyed by global id", "[nn][sta
         names.push_back(p->name);
     CHECK(names == std::vector<std::string>{"stage2.transform.weight", "stage2.transform.bias", "stage2.norm.gamma",
                                             "stage2.norm.beta", "stage2.head.weight", "stage2.head.bias"});
-    toy_graph t;
+    const test::toy_graph t(5);
     const matrix_f x = test::random_matrix(12, 6, 1).cast<float>();
     stage_pass a, b;
     a.rows = {0, 1, 2, 3};

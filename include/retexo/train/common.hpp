@@ -2,7 +2,7 @@
 /// @file common.hpp
 /// What every trainer shares: a rank's view of its partition (halo plan, local graph,
 /// split rows, global counts), gradient synchronisation, parameter broadcast, metric
-/// reduction, phase timers and the records a run produces.
+/// reduction, the run meter (traffic, time, history) and what a run reports.
 
 #include <retexo/comm/halo_plan.hpp>
 #include <retexo/core/timer.hpp>
