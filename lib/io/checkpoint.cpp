@@ -152,9 +152,10 @@ void check_identity(const h5::file& f, const std::string& path, const checkpoint
 {
     RETEXO_ENSURE(f.has_attr("retexo_format") && f.attr_string("retexo_format") == "retexo-checkpoint",
                   path << ": not a retexo checkpoint");
-    RETEXO_ENSURE(f.attr_int("format_version") == format_version, path << ": checkpoint format version "
-                                                                       << f.attr_int("format_version")
-                                                                       << ", this retexo reads " << format_version);
+    const std::int64_t version = f.has_attr("format_version") ? f.attr_int("format_version") : 1;
+    RETEXO_ENSURE(version == format_version, path << ": checkpoint format version " << version
+                                                  << ", this retexo reads version " << format_version
+                                                  << " (finish the run with the retexo that started it)");
     RETEXO_ENSURE(f.attr_int("ranks") == id.ranks,
                   path << ": made by a run with " << f.attr_int("ranks") << " ranks; this run has " << id.ranks);
     RETEXO_ENSURE(f.attr_int("rank") == id.rank, path << ": belongs to rank " << f.attr_int("rank"));
