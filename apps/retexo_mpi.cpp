@@ -1,6 +1,7 @@
 // retexo_mpi: train GNNs over a partitioned graph, one partition per MPI rank, with RETEXO's
 // lazy message passing and/or the standard distributed trainer, side by side.
 #include "mpi_main.hpp"
+#include "placement.hpp"
 #include "report.hpp"
 
 #include <retexo/core/atomic_file.hpp>
@@ -466,6 +467,7 @@ int main(int argc, char** argv)
         auto options = parse_options(argc, argv, comm);
         if (!options) return cli::exit_ok;
         auto& a = *options;
+        placement::check(comm); // warns on rank 0 when ranks' OpenMP threads share CPUs (stderr only)
         std::signal(SIGTERM, on_stop_signal);
         std::signal(SIGUSR1, on_stop_signal);
         a.retexo.checkpoint.stop_requested = [] { return stop_signal.load() != 0; };

@@ -165,6 +165,55 @@ else
   echo "ok: identical metrics"
 fi
 
+# Placement: rank 0 warns on stderr, with the fix, when OpenMP threads are crowded onto CPUs
+# (apps/placement.hpp); legitimate placements get no warning; the warning changes no output.
+# expect_quiet REGEX -- command...: exit 0 and REGEX not in stdout+stderr.
+expect_quiet() {
+  local regex=$1
+  shift
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  if [[ $rc -ne 0 ]] || grep -qE -- "$regex" <<<"$out"; then
+    echo "FAIL: $* -> exit $rc, output:"; sed 's/^/    /' <<<"$out" | head -20
+    echo "    (expected exit 0 and no match for: $regex)"
+    failures=$((failures + 1))
+  else
+    echo "ok: $*"
+  fi
+}
+if "$mpiexec" --version 2>&1 | grep -qE "Open MPI|OpenRTE|open-mpi"; then
+  warn="retexo_mpi: (warning|note):"
+  stats=("$apps/retexo_mpi" --data "$tmp/small.h5" --mode stats)
+  expect 0 "retexo_mpi: warning: rank 0 runs 2 OpenMP threads on 1 CPU\(s\) \(affinity mask [0-9]+\): set OMP_NUM_THREADS=1, or start with mpi_scripts/retexo_run.sh" \
+    env OMP_NUM_THREADS=2 "$mpiexec" -n 1 --bind-to core "${stats[@]}"
+  expect_quiet "$warn" env OMP_NUM_THREADS=1 "$mpiexec" -n 1 --bind-to core "${stats[@]}"
+  expect_quiet "$warn" env OMP_NUM_THREADS=1 "$mpiexec" -n 4 --bind-to none "${stats[@]}"
+  if (( $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) >= 2 )); then
+    # Issue #18: OMP_PROC_BIND with unbound ranks pins every rank's thread to the first core.
+    expect 0 "retexo_mpi: warning: ranks 0,1 on host .* run 2 OpenMP threads in all on the same 1 CPU\(s\).*unset them" \
+      env OMP_NUM_THREADS=1 OMP_PROC_BIND=close OMP_PLACES=cores "$mpiexec" -n 2 --bind-to none "${stats[@]}"
+    expect_quiet "$warn" env OMP_NUM_THREADS=1 "$mpiexec" -n 2 --bind-to none "${stats[@]}"
+    expect_quiet "$warn" env OMP_NUM_THREADS=2 "$mpiexec" -n 1 --bind-to none "${stats[@]}"
+    # The default binding (one core per rank) with OMP_NUM_THREADS unset: a note that CPUs stay idle.
+    expect 0 "retexo_mpi: note: the 1 rank\(s\) on host .* run 1 OpenMP thread\(s\) on 1 of its [0-9]+ CPUs" \
+      env -u OMP_NUM_THREADS "$mpiexec" -n 1 --bind-to core "${stats[@]}"
+    # Same threads, warned or not: identical model and metrics.
+    for b in core none; do
+      OMP_NUM_THREADS=2 "$mpiexec" -n 1 --bind-to $b "$apps/retexo_mpi" "${small[@]}" --deterministic \
+        --save-model "$tmp/bind-$b.h5" --metrics-out "$tmp/bind-$b.json" >/dev/null 2>&1
+    done
+    if ! cmp -s "$tmp/bind-core.h5" "$tmp/bind-none.h5" ||
+       ! diff <(strip_times "$tmp/bind-core.json") <(strip_times "$tmp/bind-none.json") >/dev/null; then
+      echo "FAIL: a run with the placement warning wrote other outputs"; failures=$((failures + 1))
+    else
+      echo "ok: the placement warning changes no output"
+    fi
+  fi
+else
+  echo "SKIPPED: placement checks need Open MPI's mpiexec"
+fi
+
 if [[ -n $datasets && -d $datasets/cora ]]; then
   expect 0 "2708 nodes" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --out "$tmp/cora.h5"
   expect 1 "choose a split with --split \(available: public random-paper\)" "$apps/retexo_convert" --ogb "$datasets/cora" --out "$tmp/cora2.h5"

@@ -32,5 +32,43 @@ for f in "$src"/mpi_scripts/presets/*.cfg; do
   done
   echo "ok: keys of $f"
 done
+# Placement (issue #16): retexo_run.sh gives each rank its own cores for its threads, or no
+# binding when oversubscribing; the Slurm template binds only where Slurm can and never exports
+# OMP_PROC_BIND/OMP_PLACES (which pin every unbound rank's threads to the same cores).
+run=$src/mpi_scripts/retexo_run.sh
+sbatch=$src/mpi_scripts/retexo.sbatch
+check() { # check DESCRIPTION command...: the command succeeds
+  local what=$1
+  shift
+  if "$@"; then echo "ok: $what"; else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+check "retexo_run.sh binds each rank to PE=threads cores" grep -qE -- '--map-by "slot:PE=\$threads"' "$run"
+check "retexo_run.sh does not bind when oversubscribing" grep -qE -- '--bind-to none' "$run"
+check "retexo_run.sh passes the binding to mpirun" grep -qE '^exec mpirun -np "\$np" "\$\{bind\[@\]\}"' "$run"
+check "retexo.sbatch does not export OMP_PROC_BIND/OMP_PLACES" bash -c "! grep -qE '^\s*export .*OMP_(PROC_BIND|PLACES)' '$sbatch'"
+check "retexo.sbatch passes --cpus-per-task and the conditional binding to srun" \
+  grep -qE '^srun .*--cpus-per-task=.*cpu_bind\[@\]' "$sbatch"
+check "retexo.sbatch's mpirun alternative maps slot:PE=N" grep -qE '^# mpirun --map-by slot:PE=' "$sbatch"
+# Real runs: no placement warning from retexo_mpi, OMP_NUM_THREADS = cores / N (at least 1).
+if command -v mpirun >/dev/null && mpirun --version 2>&1 | grep -qE "Open MPI|OpenRTE|open-mpi"; then
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  "$apps/retexo_generate" --out "$tmp/g.h5" --nodes 400 --features 8 --classes 3 --seed 1 >/dev/null
+  cores=$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)
+  for np in 1 2 4; do
+    threads=$(( cores / np > 0 ? cores / np : 1 ))
+    out=$(env -u OMP_NUM_THREADS RETEXO_MPI="$apps/retexo_mpi" timeout 120 "$run" -np $np --data "$tmp/g.h5" --mode stats 2>&1)
+    rc=$?
+    if [[ $rc -ne 0 ]] || grep -qE "retexo_mpi: (warning|note)" <<<"$out" || ! grep -q "$np ranks x $threads threads" <<<"$out"; then
+      echo "FAIL: retexo_run.sh -np $np: exit $rc, expected '$np ranks x $threads threads' and no placement warning:"
+      sed 's/^/    /' <<<"$out" | head -10
+      failures=$((failures + 1))
+    else
+      echo "ok: retexo_run.sh -np $np: $threads thread(s) per rank, no placement warning"
+    fi
+  done
+else
+  echo "SKIPPED: retexo_run.sh runs need Open MPI's mpirun"
+fi
 echo "$failures failure(s)"
 [[ $failures -eq 0 ]]
