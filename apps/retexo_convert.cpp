@@ -9,7 +9,7 @@ int main(int argc, char** argv)
 {
     using namespace retexo;
     return cli::run("retexo_convert", [&] {
-        std::string dir, out, directed;
+        std::string dir, out, directed, storage;
         ogb_options o;
         random_split_spec rs;
         cli::po::options_description desc("Options");
@@ -25,7 +25,9 @@ int main(int argc, char** argv)
             "num-test", cli::po::value(&rs.num_test)->default_value(rs.num_test), "test nodes of --random-split")(
             "directed", cli::po::value(&directed), "true|false: override meta.json (default: undirected, symmetrised)")(
             "num-classes", cli::po::value(&o.num_classes), "number of classes (default: meta.json or max label + 1)")(
-            "name", cli::po::value(&o.name), "graph name (default: meta.json or directory name)");
+            "name", cli::po::value(&o.name), "graph name (default: meta.json or directory name)")(
+            "features", cli::po::value(&storage)->default_value("auto"),
+            "auto | dense | sparse: how the features are stored (auto: sparse rows below 10% non-zero)");
         cli::po::variables_map vm;
         int code = 0;
         if (!cli::parse(argc, argv, "retexo_convert",
@@ -43,6 +45,7 @@ int main(int argc, char** argv)
                           "--directed must be true or false, got '" << directed << "'");
             o.directed = directed == "true";
         }
+        if (storage != "auto") o.features = parse_name<feature_storage>(storage, "--features");
         const auto t0 = std::chrono::steady_clock::now();
         const auto r = convert_ogb(dir, out, o);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -50,8 +53,9 @@ int main(int argc, char** argv)
                   << " edge lines -> " << r.info.num_edges << " CSR in-edges ("
                   << (r.info.directed ? "directed" : "undirected, symmetrised") << "; " << r.self_loops_dropped
                   << " self loops, " << r.duplicates_dropped << " duplicates dropped), " << r.info.num_features
-                  << " features, " << r.info.num_classes << " classes, split " << r.split << " " << r.train << "/"
-                  << r.valid << "/" << r.test << " in " << s << " s\n";
+                  << " features (" << name_of(r.storage) << ", " << 100 * r.density << "% non-zero), "
+                  << r.info.num_classes << " classes, split " << r.split << " " << r.train << "/" << r.valid << "/"
+                  << r.test << " in " << s << " s\n";
         return cli::exit_ok;
     });
 }

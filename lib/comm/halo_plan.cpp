@@ -106,6 +106,49 @@ pending_exchange halo_plan::start(const void* send, void* recv, const std::vecto
     return x;
 }
 
+pending_exchange halo_plan::start_forward_rows(const byte_rows& owned, byte_rows& halo, purpose p) const
+{
+    RETEXO_ENSURE(owned.rows() == num_owned_, "retexo::halo_plan::start_forward_rows: " << owned.rows() << " rows for "
+                                                                                        << num_owned_ << " owned rows");
+    std::vector<std::int32_t> length(static_cast<std::size_t>(num_owned_) + static_cast<std::size_t>(num_halo_));
+    for (node_t r = 0; r < num_owned_; ++r) {
+        const auto n = owned.offsets[r + 1] - owned.offsets[r];
+        RETEXO_ENSURE(n < (std::int64_t{1} << 31),
+                      "retexo::halo_plan::start_forward_rows: row " << r << " has " << n << " bytes");
+        length[r] = static_cast<std::int32_t>(n);
+    }
+    forward(length.data(), length.data() + num_owned_, 1, p);
+    halo.offsets.assign(static_cast<std::size_t>(num_halo_) + 1, 0);
+    for (node_t h = 0; h < num_halo_; ++h)
+        halo.offsets[h + 1] = halo.offsets[h] + length[static_cast<std::size_t>(num_owned_ + h)];
+    halo.data.resize(static_cast<std::size_t>(halo.offsets.back()));
+    // Byte counts per peer (an MPI count is an int: at most 2 GiB to one peer per exchange).
+    const int P = comm_.size();
+    for (auto* v : {&bytes_scount_, &bytes_sdispl_, &bytes_rcount_, &bytes_rdispl_})
+        v->assign(static_cast<std::size_t>(P), 0);
+    std::int64_t sent = 0;
+    for (int q = 0; q < P; ++q) {
+        std::int64_t s = 0;
+        for (node_t row : send_rows(q))
+            s += length[row];
+        const std::int64_t r = halo.offsets[recv_displ_[q] + recv_count_[q]] - halo.offsets[recv_displ_[q]];
+        RETEXO_ENSURE(s < (std::int64_t{1} << 31) && r < (std::int64_t{1} << 31) && sent + s < (std::int64_t{1} << 31),
+                      "retexo::halo_plan::start_forward_rows: more than 2 GiB for one exchange");
+        bytes_scount_[q] = static_cast<int>(s);
+        bytes_sdispl_[q] = static_cast<int>(sent);
+        bytes_rcount_[q] = static_cast<int>(r);
+        bytes_rdispl_[q] = static_cast<int>(halo.offsets[recv_displ_[q]]);
+        sent += s;
+    }
+    if (send_buf_.size() < static_cast<std::size_t>(sent)) send_buf_.resize(static_cast<std::size_t>(sent));
+    auto* out = reinterpret_cast<std::uint8_t*>(send_buf_.data());
+    for (node_t row : send_rows_) {
+        const auto bytes = owned.row(row);
+        out = std::copy(bytes.begin(), bytes.end(), out);
+    }
+    return start(send_buf_.data(), halo.data.data(), bytes_scount_, bytes_sdispl_, bytes_rcount_, bytes_rdispl_, 1, p);
+}
+
 pending_exchange::pending_exchange(pending_exchange&& o) noexcept
     : request_(std::exchange(o.request_, MPI_REQUEST_NULL)), ready_(o.ready_)
 {

@@ -74,12 +74,11 @@ local_partition extract_partition(const graph& g, std::span<const part_t> assign
     lp.global = info_of(g);
     const auto member = split_membership(g.num_nodes(), g.train, g.valid, g.test);
     const node_t n_own = lp.num_owned();
-    lp.features.resize(n_own, g.num_features());
+    lp.features = g.features.select_rows(lp.owned_global);
     lp.labels.resize(static_cast<std::size_t>(n_own));
     lp.membership.resize(static_cast<std::size_t>(n_own));
     for (node_t i = 0; i < n_own; ++i) {
         const node_t v = lp.owned_global[i];
-        lp.features.row(i) = g.features.row(v);
         lp.labels[i] = g.labels[v];
         lp.membership[i] = member[v];
     }

@@ -1,5 +1,6 @@
 #include <retexo/core/atomic_file.hpp>
 #include <retexo/io/checkpoint.hpp>
+#include <retexo/io/features.hpp>
 #include <retexo/io/hdf5.hpp>
 #include <retexo/partition/partitioner.hpp>
 
@@ -187,8 +188,8 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
                  {"seq", c.seq}, {"stage", c.stage}, {"next_round", c.next_round}, {"step", c.step}})
             f.set_attr(k, v);
         f.set_attr("elapsed", c.elapsed);
-        f.write_matrix("inputs/h", c.h);
-        f.write_matrix("inputs/h_train", c.h_train);
+        write_features(f, "inputs/h", c.h);
+        write_features(f, "inputs/h_train", c.h_train);
         std::string names;
         for (std::size_t i = 0; i < c.finished.size(); ++i) {
             f.write_matrix("finished/" + std::to_string(i), c.finished[i].value);
@@ -223,8 +224,8 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
             write_tensors(f, "stage/first_moments", s.first_moments);
             write_tensors(f, "stage/second_moments", s.second_moments);
             write_tensors(f, "stage/best", s.best);
-            f.write_matrix("stage/x", s.x);
-            f.write_matrix("stage/x_train", s.x_train);
+            write_features(f, "stage/x", s.x);
+            write_features(f, "stage/x_train", s.x_train);
         }
     }
     out.commit(true);
@@ -240,8 +241,8 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
     c.next_round = static_cast<int>(f.attr_int("next_round"));
     c.step = f.attr_int("step");
     c.elapsed = f.attr_double("elapsed");
-    c.h = f.read_matrix<float>("inputs/h");
-    c.h_train = f.read_matrix<float>("inputs/h_train");
+    c.h = read_features(f, "inputs/h");
+    c.h_train = read_features(f, "inputs/h_train");
     std::stringstream names(f.attr_string("finished_names"));
     for (std::int64_t i = 0; i < f.attr_int("num_finished"); ++i) {
         std::string name;
@@ -274,8 +275,8 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
         s.first_moments = read_tensors(f, "stage/first_moments", n);
         s.second_moments = read_tensors(f, "stage/second_moments", n);
         s.best = read_tensors(f, "stage/best", n);
-        s.x = f.read_matrix<float>("stage/x");
-        s.x_train = f.read_matrix<float>("stage/x_train");
+        s.x = read_features(f, "stage/x");
+        s.x_train = read_features(f, "stage/x_train");
     }
     return c;
 }

@@ -4,11 +4,8 @@
 
 namespace retexo {
 
-namespace {
-constexpr node_t read_block_rows = 1 << 16;
-} // namespace
-
-graph_file_writer::graph_file_writer(const std::string& path, const graph_info& info) : info_(info), out_(path)
+graph_file_writer::graph_file_writer(const std::string& path, const graph_info& info, feature_storage storage)
+    : info_(info), out_(path)
 {
     RETEXO_ENSURE(info.num_nodes >= 0 && info.num_features >= 0 && info.num_classes > 0,
                   path << ": invalid graph sizes (nodes " << info.num_nodes << ", features " << info.num_features
@@ -22,9 +19,7 @@ graph_file_writer::graph_file_writer(const std::string& path, const graph_info& 
     file_->set_attr("num_features", static_cast<std::int64_t>(info.num_features));
     file_->set_attr("num_classes", static_cast<std::int64_t>(info.num_classes));
     file_->set_attr("directed", static_cast<std::int64_t>(info.directed ? 1 : 0));
-    const hsize_t dims[2] = {static_cast<hsize_t>(info.num_nodes), static_cast<hsize_t>(info.num_features)};
-    features_ =
-        file_->create_dataset<float>("features", dims, h5::chunk_rows_for(static_cast<hsize_t>(info.num_features)));
+    features_.emplace(*file_, "features", info.num_nodes, info.num_features, storage);
 }
 
 graph_file_writer::~graph_file_writer() = default;
@@ -49,19 +44,18 @@ void graph_file_writer::write_structure(const csr& in_edges, std::span<const std
     structure_written_ = true;
 }
 
-void graph_file_writer::append_features(const float* data, node_t rows)
+void graph_file_writer::append_features(const node_features& block)
 {
-    RETEXO_ENSURE(rows_written_ + rows <= info_.num_nodes, out_.path() << ": more feature rows than nodes");
-    file_->write_rows<float>(features_, "features", static_cast<hsize_t>(rows_written_), static_cast<hsize_t>(rows),
-                             static_cast<hsize_t>(info_.num_features), data);
-    rows_written_ += rows;
+    features_->append(block);
 }
 
 void graph_file_writer::commit()
 {
     RETEXO_ENSURE(structure_written_, out_.path() << ": graph structure was never written");
-    RETEXO_ENSURE(rows_written_ == info_.num_nodes,
-                  out_.path() << ": only " << rows_written_ << " of " << info_.num_nodes << " feature rows written");
+    RETEXO_ENSURE(features_->rows_written() == info_.num_nodes, out_.path()
+                                                                    << ": only " << features_->rows_written() << " of "
+                                                                    << info_.num_nodes << " feature rows written");
+    features_->finish();
     features_.reset();
     RETEXO_ENSURE(H5Fflush(file_->id(), H5F_SCOPE_GLOBAL) >= 0, out_.path() << ": flush failed");
     file_.reset();
@@ -70,9 +64,9 @@ void graph_file_writer::commit()
 
 void write_graph(const graph& g, const std::string& path)
 {
-    graph_file_writer w(path, info_of(g));
+    graph_file_writer w(path, info_of(g), g.features.is_sparse() ? feature_storage::sparse : feature_storage::dense);
     w.write_structure(g.in_edges, g.labels, g.train, g.valid, g.test);
-    w.append_features(g.features.data(), g.num_nodes());
+    w.append_features(g.features);
     w.commit();
 }
 
@@ -94,17 +88,13 @@ graph_file_reader::graph_file_reader(const std::string& path) : file_(h5::file::
     info_.directed = file_.attr_int("directed") != 0;
     RETEXO_ENSURE(info_.num_classes > 0, path << ": num_classes must be positive");
 
-    const auto fd = file_.dims("features");
-    RETEXO_ENSURE(fd.size() == 2 && fd[0] == static_cast<hsize_t>(n) &&
-                      fd[1] == static_cast<hsize_t>(info_.num_features),
-                  path << ": dataset features must be " << n << " x " << info_.num_features);
     const auto od = file_.dims("csr/offsets");
     RETEXO_ENSURE(od.size() == 1 && od[0] == static_cast<hsize_t>(n) + 1,
                   path << ": dataset csr/offsets must have num_nodes + 1 = " << n + 1 << " entries");
     const auto sd = file_.dims("csr/sources");
     RETEXO_ENSURE(sd.size() == 1 && sd[0] == static_cast<hsize_t>(info_.num_edges),
                   path << ": dataset csr/sources must have num_edges = " << info_.num_edges << " entries");
-    features_ = file_.open_dataset("features");
+    features_.emplace(file_, "features", n, info_.num_features);
 }
 
 csr graph_file_reader::read_csr() const
@@ -135,11 +125,9 @@ std::vector<node_t> graph_file_reader::read_split(const std::string& which) cons
     return ids;
 }
 
-void graph_file_reader::read_features(node_t row0, node_t rows, float* out) const
+node_features graph_file_reader::read_features(node_t row0, node_t rows) const
 {
-    if (rows == 0 || info_.num_features == 0) return;
-    file_.read_rows<float>(features_, "features", static_cast<hsize_t>(row0), static_cast<hsize_t>(rows),
-                           static_cast<hsize_t>(info_.num_features), out);
+    return features_->read(row0, rows);
 }
 
 graph read_graph(const std::string& path)
@@ -155,11 +143,7 @@ graph read_graph(const std::string& path)
     g.train = r.read_split("train");
     g.valid = r.read_split("valid");
     g.test = r.read_split("test");
-    g.features.resize(info.num_nodes, info.num_features);
-    for (node_t row = 0; row < info.num_nodes; row += read_block_rows) {
-        const node_t rows = std::min(read_block_rows, info.num_nodes - row);
-        r.read_features(row, rows, g.features.data() + static_cast<std::ptrdiff_t>(row) * info.num_features);
-    }
+    g.features = r.read_features(0, info.num_nodes);
     validate_graph(g, path);
     return g;
 }

@@ -52,11 +52,24 @@ std::vector<part_t> assignment_for(const csr& in_edges, bool directed, node_t nu
 
 } // namespace
 
-void normalize_rows(matrix_f& x)
+void normalize_rows(node_features& x)
 {
-    for (Eigen::Index i = 0; i < x.rows(); ++i) {
-        const float sum = x.row(i).cwiseAbs().sum();
-        if (sum > 0) x.row(i) /= sum;
+    if (x.is_sparse()) {
+        auto& s = x.sparse();
+        for (std::int64_t i = 0; i < s.rows; ++i) {
+            float sum = 0;
+            for (float v : s.row_values(i))
+                sum += std::fabs(v);
+            if (sum > 0)
+                for (offset_t e = s.offsets[i]; e < s.offsets[i + 1]; ++e)
+                    s.values[e] /= sum;
+        }
+        return;
+    }
+    auto& d = x.dense();
+    for (Eigen::Index i = 0; i < d.rows(); ++i) {
+        const float sum = d.row(i).cwiseAbs().sum();
+        if (sum > 0) d.row(i) /= sum;
     }
 }
 

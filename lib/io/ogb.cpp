@@ -225,14 +225,25 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     info.num_classes = num_classes;
     rep.info = info;
 
-    graph_file_writer writer(out_path, info);
-    writer.write_structure(in_edges, labels, sl.train, sl.valid, sl.test);
+    // The storage follows the density of the first block (unless given): the writer is made
+    // when that block is complete.
+    std::optional<graph_file_writer> writer;
     constexpr node_t block_rows = 8192;
     node_t rows = 1;
     node_t total = 0;
     block.reserve(static_cast<std::size_t>(block_rows) * num_features);
     auto flush = [&] {
-        writer.append_features(block.data(), rows);
+        const matrix_f dense = Eigen::Map<const matrix_f>(block.data(), rows, num_features);
+        if (!writer) {
+            rep.density = dense.size() > 0
+                              ? static_cast<double>((dense.array() != 0.0F).count()) / static_cast<double>(dense.size())
+                              : 1.0;
+            rep.storage = options.features.value_or(storage_for(rep.density));
+            writer.emplace(out_path, info, rep.storage);
+            writer->write_structure(in_edges, labels, sl.train, sl.valid, sl.test);
+        }
+        writer->append_features(rep.storage == feature_storage::sparse ? node_features(csr_matrix::from_dense(dense))
+                                                                       : node_features(dense));
         total += rows;
         rows = 0;
         block.clear();
@@ -247,7 +258,7 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     }
     flush();
     RETEXO_ENSURE(total == n, feat.path() << ": " << total << " feature rows for " << n << " nodes");
-    writer.commit();
+    writer->commit();
     return rep;
 }
 

@@ -29,19 +29,16 @@ nlohmann::json stats_to_json(const partition_stats& s)
     return {{"edge_cut", s.edge_cut}, {"total_halo", s.total_halo}, {"balance", s.balance}, {"parts", parts}};
 }
 
-/// Writes one part file: structure at construction, feature rows appended in order.
+/// Writes one part file: structure at construction, feature rows appended in order (stored
+/// as the graph file stores them).
 struct part_writer {
     atomic_file out;
     h5::file file;
-    h5::handle features;
-    node_t written = 0;
-    std::vector<float> pending;
-    node_t pending_rows = 0;
-    node_t chunk_rows = 1;
+    std::optional<feature_writer> features;
 
     part_writer(const std::string& path, const partition_structure& s, const graph_info& info, part_t part,
                 part_t parts, std::uint64_t hash, std::span<const std::int32_t> labels,
-                std::span<const split> membership)
+                std::span<const split> membership, feature_storage storage)
         : out(path), file(h5::file::create(out.temp_path(), path))
     {
         file.set_attr("retexo_format", std::string(partition_format_name));
@@ -70,28 +67,12 @@ struct part_writer {
         file.write<node_t>("halo/global_ids", s.halo_global);
         file.write<part_t>("halo/owner", s.halo_owner);
         file.write<offset_t>("halo/in_degree", s.halo_in_degree);
-        const hsize_t dims[2] = {static_cast<hsize_t>(n_own), static_cast<hsize_t>(info.num_features)};
-        chunk_rows = static_cast<node_t>(h5::chunk_rows_for(static_cast<hsize_t>(info.num_features)));
-        features = file.create_dataset<float>("owned/features", dims, static_cast<hsize_t>(chunk_rows));
-        pending.reserve(static_cast<std::size_t>(chunk_rows) * info.num_features);
+        features.emplace(file, "owned/features", n_own, info.num_features, storage);
     }
 
-    void add_row(const float* row, int f)
-    {
-        pending.insert(pending.end(), row, row + f);
-        if (++pending_rows == chunk_rows) flush(f);
-    }
-    void flush(int f)
-    {
-        if (pending_rows == 0) return;
-        file.write_rows<float>(features, "owned/features", static_cast<hsize_t>(written),
-                               static_cast<hsize_t>(pending_rows), static_cast<hsize_t>(f), pending.data());
-        written += pending_rows;
-        pending_rows = 0;
-        pending.clear();
-    }
     void commit()
     {
+        features->finish();
         features.reset();
         file.close();
         out.commit();
@@ -145,19 +126,22 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
     for (part_t p = 0; p < parts; ++p) {
         const auto s = build_partition_structure(global, assignment, p);
         writers.push_back(std::make_unique<part_writer>(partition_file_path(out_dir, p), s, info, p, parts, hash,
-                                                        labels, membership));
+                                                        labels, membership, reader.storage()));
     }
-    // One pass over the features, each row routed to its partition's file.
-    const int f = info.num_features;
-    std::vector<float> block(static_cast<std::size_t>(feature_block_rows) * f);
+    // One pass over the features, each block's rows routed to their partitions' files.
+    std::vector<std::vector<node_t>> rows_of(static_cast<std::size_t>(parts));
     for (node_t row = 0; row < info.num_nodes; row += feature_block_rows) {
         const node_t rows = std::min(feature_block_rows, info.num_nodes - row);
-        reader.read_features(row, rows, block.data());
+        const auto block = reader.read_features(row, rows);
+        for (auto& r : rows_of)
+            r.clear();
         for (node_t r = 0; r < rows; ++r)
-            writers[assignment[row + r]]->add_row(block.data() + static_cast<std::ptrdiff_t>(r) * f, f);
+            rows_of[static_cast<std::size_t>(assignment[row + r])].push_back(r);
+        for (part_t p = 0; p < parts; ++p)
+            if (!rows_of[static_cast<std::size_t>(p)].empty())
+                writers[static_cast<std::size_t>(p)]->features->append(
+                    block.select_rows(rows_of[static_cast<std::size_t>(p)]));
     }
-    for (auto& w : writers)
-        w->flush(f);
     for (auto& w : writers)
         w->commit();
 
@@ -259,14 +243,7 @@ local_partition load_partition(const std::string& dir, part_t part)
     const auto n_halo = static_cast<std::int64_t>(lp.halo_global.size());
     lp.halo_owner = file.read_vector<part_t>("halo/owner", n_halo);
     lp.halo_in_degree = file.read_vector<offset_t>("halo/in_degree", n_halo);
-    const auto fd = file.dims("owned/features");
-    RETEXO_ENSURE(fd.size() == 2 && fd[0] == static_cast<hsize_t>(n_own) &&
-                      fd[1] == static_cast<hsize_t>(m.graph.num_features),
-                  path << ": owned/features must be " << n_own << " x " << m.graph.num_features);
-    lp.features.resize(n_own, m.graph.num_features);
-    if (n_own > 0 && m.graph.num_features > 0)
-        file.read_rows<float>(file.open_dataset("owned/features"), "owned/features", 0, static_cast<hsize_t>(n_own),
-                              static_cast<hsize_t>(m.graph.num_features), lp.features.data());
+    lp.features = feature_reader(file, "owned/features", n_own, m.graph.num_features).read_all();
 
     // Consistency of what was read.
     validate_csr(lp.in_edges, static_cast<node_t>(n_own + n_halo), path);
@@ -314,18 +291,18 @@ local_partition load_partition_from_graph(const std::string& graph_path, std::sp
         lp.membership[i] = membership[lp.owned_global[i]];
     }
     // Owned feature rows: read the blocks that contain owned rows, keep those rows.
-    const int f = info.num_features;
-    lp.features.resize(n_own, f);
-    std::vector<float> block(static_cast<std::size_t>(feature_block_rows) * f);
+    std::vector<node_features> parts_read;
+    std::vector<node_t> keep;
     node_t next = 0;
     while (next < n_own) {
         const node_t row0 = lp.owned_global[next] / feature_block_rows * feature_block_rows;
         const node_t rows = std::min(feature_block_rows, info.num_nodes - row0);
-        reader.read_features(row0, rows, block.data());
+        keep.clear();
         for (; next < n_own && lp.owned_global[next] < row0 + rows; ++next)
-            std::copy_n(block.data() + static_cast<std::ptrdiff_t>(lp.owned_global[next] - row0) * f, f,
-                        lp.features.data() + static_cast<std::ptrdiff_t>(next) * f);
+            keep.push_back(lp.owned_global[next] - row0);
+        parts_read.push_back(reader.read_features(row0, rows).select_rows(keep));
     }
+    lp.features = vstack(parts_read, info.num_features, reader.storage() == feature_storage::sparse);
     return lp;
 }
 

@@ -39,6 +39,17 @@ matrix<T> message_rows(const layer_cache<T>& c, node_t n, int w, bool exact_mode
     return m;
 }
 
+/// x itself (dense), or the dense form of sparse rows.
+template <typename T>
+const matrix<T>& dense_rows(const matrix<T>& x)
+{
+    return x;
+}
+inline matrix_f dense_rows(const csr_matrix& x)
+{
+    return x.to_dense();
+}
+
 template <typename T>
 void init_glorot(parameter<T>& p, int fan_in, int fan_out, std::uint64_t seed, std::uint64_t index)
 {
@@ -177,9 +188,10 @@ layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t>
 }
 
 template <typename T>
-void gnn_layer<T>::message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg) const
+template <typename X>
+void gnn_layer<T>::message(const X& x, layer_cache<T>& c, matrix<T>& msg) const
 {
-    RETEXO_ENSURE_DIMS("gnn_layer::message", "input width", x.cols(), Eigen::Index{in_});
+    RETEXO_ENSURE_DIMS("gnn_layer::message", "input width", cols_of(x), Eigen::Index{in_});
     const matrix<T> none;
     switch (kind_) {
     case layer_kind::gcn:
@@ -187,7 +199,7 @@ void gnn_layer<T>::message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg
         if (transform_first_)
             lin_->forward(x, w_.value, none, msg);
         else
-            msg = x;
+            msg = dense_rows(x);
         break;
     case layer_kind::sage_pool:
         lin_pool_->forward(x, w_pool_.value, b_pool_.value, c.pre);
@@ -198,10 +210,10 @@ void gnn_layer<T>::message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg
         const int H = heads_, D = head_dim_, HD = H * D;
         matrix<T> z;
         lin_->forward(x, w_.value, none, z);
-        msg.resize(x.rows(), HD + H);
+        msg.resize(rows_of(x), HD + H);
         msg.leftCols(HD) = z;
 #pragma omp parallel for schedule(static)
-        for (Eigen::Index u = 0; u < x.rows(); ++u)
+        for (Eigen::Index u = 0; u < rows_of(x); ++u)
             for (int h = 0; h < H; ++h) {
                 T s = 0;
                 for (int d = 0; d < D; ++d)
@@ -229,7 +241,8 @@ void gnn_layer<T>::aggregate_rows(const layer_plan& plan, const matrix<T>& msg_a
 }
 
 template <typename T>
-void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
+template <typename X>
+void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows, layer_cache<T>& c,
                            matrix<T>& out, bool aggregated) const
 {
     const auto n = static_cast<Eigen::Index>(plan.rows.size());
@@ -257,7 +270,7 @@ void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, con
         break;
     case layer_kind::sage_mean:
     case layer_kind::sage_pool: {
-        RETEXO_ENSURE_DIMS("gnn_layer::combine", "self rows", x_rows.rows(), n);
+        RETEXO_ENSURE_DIMS("gnn_layer::combine", "self rows", rows_of(x_rows), n);
         aggregate();
         lin_self_->forward(x_rows, w_self_.value, b_.value, out);
         if (transform_first_) {
@@ -304,7 +317,8 @@ void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, con
 }
 
 template <typename T>
-void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows,
+template <typename X>
+void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows,
                                     layer_cache<T>& c, const matrix<T>& d_out, bool need_messages,
                                     const reduce_mode& mode)
 {
@@ -334,7 +348,7 @@ void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg
     case layer_kind::sage_mean:
     case layer_kind::sage_pool: {
         if (kind_ != layer_kind::gcn) {
-            weight_gradient(w_self_, *lin_self_, x_rows.data(), d_out.data(), n, mode);
+            weight_gradient(w_self_, *lin_self_, x_rows, d_out.data(), mode);
             if (need_messages) {
                 c.d_self.resize(n, in_);
                 lin_self_->backward_data(d_out.data(), n, w_self_.value.data(), c.d_self.data());
@@ -428,18 +442,19 @@ void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg
 }
 
 template <typename T>
-void gnn_layer<T>::message_backward(const matrix<T>& x, const matrix<T>& msg, layer_cache<T>& c, matrix<T>* d_x,
+template <typename X>
+void gnn_layer<T>::message_backward(const X& x, const matrix<T>& msg, layer_cache<T>& c, matrix<T>* d_x,
                                     const reduce_mode& mode)
 {
     const bool exact_mode = mode.exact && std::is_same_v<T, float>;
-    const auto n = static_cast<node_t>(x.rows());
+    const auto n = static_cast<node_t>(rows_of(x));
     const int mw = msg_width();
     matrix<T> dm = message_rows(c, n, mw, exact_mode);
     switch (kind_) {
     case layer_kind::gcn:
     case layer_kind::sage_mean:
         if (transform_first_) {
-            weight_gradient(w_, *lin_, x.data(), dm.data(), n, mode);
+            weight_gradient(w_, *lin_, x, dm.data(), mode);
             if (d_x != nullptr) {
                 d_x->resize(n, in_);
                 lin_->backward_data(dm.data(), n, w_.value.data(), d_x->data());
@@ -450,7 +465,7 @@ void gnn_layer<T>::message_backward(const matrix<T>& x, const matrix<T>& msg, la
         break;
     case layer_kind::sage_pool:
         activation_backward(activation::relu, c.pre.data(), dm.data(), static_cast<std::size_t>(dm.size()), dm.data());
-        weight_gradient(w_pool_, *lin_pool_, x.data(), dm.data(), n, mode);
+        weight_gradient(w_pool_, *lin_pool_, x, dm.data(), mode);
         bias_gradient(b_pool_, dm.data(), n, mode);
         if (d_x != nullptr) {
             d_x->resize(n, in_);
@@ -483,7 +498,7 @@ void gnn_layer<T>::message_backward(const matrix<T>& x, const matrix<T>& msg, la
             for (int h = 0; h < H; ++h)
                 for (int d = 0; d < D; ++d)
                     d_z(u, h * D + d) += d_el(u, h) * a_l_.value(h, d);
-        weight_gradient(w_, *lin_, x.data(), d_z.data(), n, mode);
+        weight_gradient(w_, *lin_, x, d_z.data(), mode);
         if (d_x != nullptr) {
             d_x->resize(n, in_);
             lin_->backward_data(d_z.data(), n, w_.value.data(), d_x->data());
@@ -509,13 +524,14 @@ dense_layer<T>::dense_layer(int in, int out, std::uint64_t seed, std::uint64_t i
 }
 
 template <typename T>
-void dense_layer<T>::backward(const matrix<T>& x, const matrix<T>& dy, matrix<T>* dx, const reduce_mode& mode)
+template <typename X>
+void dense_layer<T>::backward(const X& x, const matrix<T>& dy, matrix<T>* dx, const reduce_mode& mode)
 {
-    RETEXO_ENSURE_DIMS("dense_layer::backward", "gradient rows", dy.rows(), x.rows());
-    weight_gradient(w, kernel, x.data(), dy.data(), x.rows(), mode);
-    bias_gradient(b, dy.data(), x.rows(), mode);
+    RETEXO_ENSURE_DIMS("dense_layer::backward", "gradient rows", dy.rows(), rows_of(x));
+    weight_gradient(w, kernel, x, dy.data(), mode);
+    bias_gradient(b, dy.data(), dy.rows(), mode);
     if (dx != nullptr) {
-        dx->resize(x.rows(), w.value.rows());
+        dx->resize(dy.rows(), w.value.rows());
         kernel.backward_data(dy.data(), dy.rows(), w.value.data(), dx->data());
     }
 }
@@ -566,6 +582,21 @@ template class gnn_layer<float>;
 template class gnn_layer<double>;
 template struct dense_layer<float>;
 template struct dense_layer<double>;
+
+// The input forms each layer takes: dense rows of its type, and sparse rows (float).
+#define RETEXO_LAYER_INPUT(T, X)                                                                                       \
+    template void gnn_layer<T>::message<X>(const X&, layer_cache<T>&, matrix<T>&) const;                               \
+    template void gnn_layer<T>::combine<X>(const layer_plan&, const matrix<T>&, const X&, layer_cache<T>&, matrix<T>&, \
+                                           bool) const;                                                                \
+    template void gnn_layer<T>::combine_backward<X>(const layer_plan&, const matrix<T>&, const X&, layer_cache<T>&,    \
+                                                    const matrix<T>&, bool, const reduce_mode&);                       \
+    template void gnn_layer<T>::message_backward<X>(const X&, const matrix<T>&, layer_cache<T>&, matrix<T>*,           \
+                                                    const reduce_mode&);                                               \
+    template void dense_layer<T>::backward<X>(const X&, const matrix<T>&, matrix<T>*, const reduce_mode&);
+RETEXO_LAYER_INPUT(float, matrix_f)
+RETEXO_LAYER_INPUT(float, csr_matrix)
+RETEXO_LAYER_INPUT(double, matrix<double>)
+#undef RETEXO_LAYER_INPUT
 template struct layer_norm<float>;
 template struct layer_norm<double>;
 

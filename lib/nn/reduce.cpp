@@ -38,6 +38,20 @@ void weight_gradient<double>(parameter<double>& p, const linear_kernel& k, const
     k.backward_weights(x, d, n, p.grad.data(), static_cast<decltype(p.grad.data())>(nullptr));
 }
 
+void weight_gradient(parameter<float>& p, const linear_kernel& k, const csr_matrix& x, const float* d,
+                     const reduce_mode& mode)
+{
+    const auto b = static_cast<int>(p.value.cols());
+    if (!mode.exact) {
+        k.backward_weights(x, d, p.grad.data());
+        return;
+    }
+    p.exact_k = mode.scale_for(
+        {exact::max_abs(x.values.data(), x.values.size()), exact::max_abs(d, static_cast<std::size_t>(x.rows) * b)});
+    p.exact.assign(static_cast<std::size_t>(p.size()), 0);
+    exact::sparse_gemm_tn(x, d, b, p.exact_k, p.exact.data());
+}
+
 template <>
 void bias_gradient<float>(parameter<float>& p, const float* d, std::int64_t n, const reduce_mode& mode)
 {

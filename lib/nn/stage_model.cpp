@@ -1,3 +1,4 @@
+#include <retexo/kernels/sparse.hpp>
 #include <retexo/nn/stage_model.hpp>
 
 namespace retexo::nn {
@@ -47,27 +48,18 @@ dropout_key stage_model::hidden_key(std::int64_t step) const
     return {spec_.seed, static_cast<std::uint64_t>(2 * spec_.stage + 1), static_cast<std::uint64_t>(step)};
 }
 
-void stage_model::forward(stage_pass& p, const matrix_f& x, std::span<const node_t> local_ids, bool training,
+void stage_model::forward(stage_pass& p, const node_features& x, std::span<const node_t> local_ids, bool training,
                           std::int64_t step)
 {
     p.ids.resize(p.rows.size());
     for (std::size_t i = 0; i < p.rows.size(); ++i)
         p.ids[i] = local_ids[static_cast<std::size_t>(p.rows[i])];
     const double rate = training ? spec_.dropout : 0.0;
-    const auto w = static_cast<int>(x.cols());
-    if (dense_) {
-        p.x_rows.resize(static_cast<Eigen::Index>(p.rows.size()), w);
-        gather_rows(x.data(), p.rows, w, p.x_rows.data());
-        dropout_forward(p.x_rows.data(), p.ids, w, rate, input_key(step), p.x_rows.data());
-        dense_->forward(p.x_rows, p.t);
-    } else {
-        p.x_all.resize(x.rows(), w);
-        dropout_forward(x.data(), local_ids, w, rate, input_key(step), p.x_all.data());
-        layer_->message(p.x_all, p.cache, p.msg);
-        p.x_rows.resize(static_cast<Eigen::Index>(p.rows.size()), w);
-        gather_rows(p.x_all.data(), p.rows, w, p.x_rows.data());
-        layer_->combine(*p.plan, p.msg, p.x_rows, p.cache, p.t);
-    }
+    p.sparse = x.is_sparse();
+    if (p.sparse)
+        transform(p, x.sparse(), p.xs_rows, p.xs_all, local_ids, rate, step);
+    else
+        transform(p, x.dense(), p.x_rows, p.x_all, local_ids, rate, step);
     if (!head_) {
         p.logits = p.t;
         return;
@@ -79,6 +71,22 @@ void stage_model::forward(stage_pass& p, const matrix_f& x, std::span<const node
     p.hd.resize(p.h.rows(), p.h.cols());
     dropout_forward(p.h.data(), p.ids, spec_.hidden, rate, hidden_key(step), p.hd.data());
     head_->forward(p.hd, p.logits);
+}
+
+template <typename X>
+void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std::span<const node_t> local_ids,
+                            double rate, std::int64_t step)
+{
+    if (dense_) {
+        gather_rows(x, p.rows, x_rows);
+        dropout_rows(x_rows, p.ids, rate, input_key(step), x_rows);
+        dense_->forward(x_rows, p.t);
+        return;
+    }
+    dropout_rows(x, local_ids, rate, input_key(step), x_all);
+    layer_->message(x_all, p.cache, p.msg);
+    gather_rows(x_all, p.rows, x_rows);
+    layer_->combine(*p.plan, p.msg, x_rows, p.cache, p.t);
 }
 
 void stage_model::backward(stage_pass& p, std::int64_t step, const reduce_mode& mode, const halo_gradient_fn& add_halo)
@@ -97,19 +105,28 @@ void stage_model::backward(stage_pass& p, std::int64_t step, const reduce_mode& 
     } else {
         d_t = p.d_logits;
     }
+    if (p.sparse)
+        transform_backward(p, p.xs_rows, p.xs_all, mode, add_halo);
+    else
+        transform_backward(p, p.x_rows, p.x_all, mode, add_halo);
+}
+
+template <typename X>
+void stage_model::transform_backward(stage_pass& p, const X& x_rows, const X& x_all, const reduce_mode& mode,
+                                     const halo_gradient_fn& add_halo)
+{
     if (dense_) {
-        dense_->backward(p.x_rows, d_t, nullptr, mode);
+        dense_->backward(x_rows, p.d_t, nullptr, mode);
         return;
     }
-    layer_->combine_backward(*p.plan, p.msg, p.x_rows, p.cache, d_t, true, mode);
+    layer_->combine_backward(*p.plan, p.msg, x_rows, p.cache, p.d_t, true, mode);
     if (mode.exact) {
         // Exact sums need each halo row's message gradient summed at its owner.
         add_halo(p.cache.d_msg_exact.data(), layer_->msg_width());
-        const matrix_f x_own = p.x_all.topRows(p.plan->num_owned);
-        layer_->message_backward(x_own, p.msg, p.cache, nullptr, mode);
+        layer_->message_backward(top_rows(x_all, p.plan->num_owned), p.msg, p.cache, nullptr, mode);
     } else {
         // Halo rows' contributions stay local: the gradient all-reduce sums them.
-        layer_->message_backward(p.x_all, p.msg, p.cache, nullptr, mode);
+        layer_->message_backward(x_all, p.msg, p.cache, nullptr, mode);
     }
 }
 

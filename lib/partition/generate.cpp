@@ -167,8 +167,9 @@ graph generate_csbm(const csbm_options& options)
     g.train = gen.train();
     g.valid = gen.valid();
     g.test = gen.test();
-    g.features.resize(options.nodes, options.features);
-    gen.feature_rows(0, options.nodes, g.features.data());
+    matrix_f x(options.nodes, options.features);
+    gen.feature_rows(0, options.nodes, x.data());
+    g.features = std::move(x);
     return g;
 }
 
@@ -179,11 +180,11 @@ graph_info generate_csbm_file(const csbm_options& options, const std::string& pa
     graph_file_writer writer(path, info);
     writer.write_structure(gen.in_edges(), gen.labels(), gen.train(), gen.valid(), gen.test());
     constexpr node_t block = 1 << 15;
-    std::vector<float> buf(static_cast<std::size_t>(block) * options.features);
     for (node_t row = 0; row < options.nodes; row += block) {
         const node_t rows = std::min(block, options.nodes - row);
-        gen.feature_rows(row, rows, buf.data());
-        writer.append_features(buf.data(), rows);
+        matrix_f x(rows, options.features);
+        gen.feature_rows(row, rows, x.data());
+        writer.append_features(x);
     }
     writer.commit();
     return info;

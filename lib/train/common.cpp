@@ -55,6 +55,17 @@ rank_context::rank_context(const mpi::communicator& c, const local_partition& p,
     RETEXO_ENSURE(global_train > 0, "the graph has no training nodes");
 }
 
+void rank_context::hide_evaluation_rows(node_features& x) const
+{
+    if (x.is_sparse()) {
+        x.sparse().clear_rows(evaluation_rows);
+        return;
+    }
+    auto& d = x.dense();
+    for (node_t u : evaluation_rows)
+        if (u < d.rows()) d.row(u).setZero();
+}
+
 nn::reduce_mode rank_context::reduce(bool exact) const
 {
     nn::reduce_mode m;

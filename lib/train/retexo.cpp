@@ -67,8 +67,9 @@ struct retexo_stage {
     byte_ledger start;     ///< this rank's ledger at the stage's start
     std::chrono::steady_clock::time_point t0;
     /// The stage's inputs: every owned row's aggregate (dense stages) or every local row
-    /// (graph stages); x_train: the same over the graph training sees (inductive).
-    matrix_f x, x_train;
+    /// (graph stages), dense or sparse; x_train: the same over the graph training sees
+    /// (inductive).
+    node_features x, x_train;
     std::optional<nn::stage_model> model;
     std::vector<parameter<float>*> params;
     std::optional<optimizer<float>> opt;
@@ -82,7 +83,7 @@ struct retexo_stage {
     std::vector<matrix_f> best;
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
 
-    const matrix_f& train_input(bool inductive) const { return inductive ? x_train : x; }
+    const node_features& train_input(bool inductive) const { return inductive ? x_train : x; }
 };
 
 /// A RETEXO run: what carries from stage to stage (the next stage's inputs, the optimiser
@@ -107,7 +108,7 @@ private:
     double train_round(retexo_stage& s, int round);
     void evaluate(retexo_stage& s, epoch_record& rec);
     /// Every owned row's logits and hidden embedding under the selected parameters.
-    void embed_owned(retexo_stage& s, const matrix_f& x, const nn::layer_plan* plan, matrix_f& logits,
+    void embed_owned(retexo_stage& s, const node_features& x, const nn::layer_plan* plan, matrix_f& logits,
                      matrix_f& hidden);
     /// After a round: stop (signal, wall-time limit) and/or write a timed checkpoint, the
     /// same decision on every rank.  True: stop.
@@ -125,23 +126,45 @@ private:
     const int loss_k_, valid_k_;    ///< exact mode: fixed-point exponents of the losses
     std::vector<node_t> local_ids_; ///< global id of every local row (dropout keys, batches)
     run_result result_;
-    matrix_f h_, h_train_;  ///< this stage's inputs, owned rows (h_train_: the training graph's)
-    std::int64_t step_ = 0; ///< optimiser steps of the run (dropout masks)
+    node_features h_, h_train_; ///< this stage's inputs, owned rows (h_train_: the training graph's)
+    std::int64_t step_ = 0;     ///< optimiser steps of the run (dropout masks)
     std::optional<retexo_checkpoint> resumed_;
     checkpoint_identity id_;
     std::int64_t seq_ = 0;
     std::chrono::steady_clock::time_point last_checkpoint_;
 };
 
-std::uint64_t digest(const matrix_f& x)
+/// [a | b], sparse when both are.
+node_features beside(const node_features& a, const node_features& b)
+{
+    if (a.is_sparse() && b.is_sparse()) return hstack(a.sparse(), b.sparse());
+    matrix_f cat(a.rows(), a.cols() + b.cols());
+    cat.leftCols(a.cols()) = a.to_dense();
+    cat.rightCols(b.cols()) = b.to_dense();
+    return cat;
+}
+
+std::uint64_t digest(const node_features& x)
 {
     fnv1a h;
     h.feed(static_cast<std::uint32_t>(x.rows()));
     h.feed(static_cast<std::uint32_t>(x.cols()));
-    for (Eigen::Index i = 0; i < x.size(); ++i) {
-        std::uint32_t bits = 0;
-        std::memcpy(&bits, x.data() + i, sizeof bits);
-        h.feed(bits);
+    auto feed = [&h](std::span<const float> values) {
+        for (float v : values) {
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, &v, sizeof bits);
+            h.feed(bits);
+        }
+    };
+    if (x.is_sparse()) { // its structure, then its values
+        const auto& s = x.sparse();
+        for (offset_t o : s.offsets)
+            h.feed(static_cast<std::uint32_t>(o));
+        for (std::int32_t j : s.indices)
+            h.feed(static_cast<std::uint32_t>(j));
+        feed(s.values);
+    } else {
+        feed({x.dense().data(), static_cast<std::size_t>(x.dense().size())});
     }
     return h.value();
 }
@@ -223,13 +246,10 @@ void retexo_run::exchange_and_aggregate(retexo_stage& s)
     // node's own input beside its neighbours' aggregate.
     const bool self_apart = o_.model != nn::layer_kind::gcn || o_.variant == retexo_variant::logits;
     const aggregator kind = o_.model == nn::layer_kind::gcn ? aggregator::gcn : aggregator::mean;
-    auto input = [&](const nn::local_graph& g, const matrix_f& h, std::span<const node_t> zero) {
-        matrix_f a = exchange.aggregate(h, g, kind, zero);
+    auto input = [&](const nn::local_graph& g, const node_features& h, std::span<const node_t> zero) {
+        node_features a = exchange.aggregate(h, g, kind, zero);
         if (!self_apart) return a;
-        matrix_f cat(own_, 2 * h.cols());
-        cat.leftCols(h.cols()) = h;
-        cat.rightCols(h.cols()) = a;
-        return cat;
+        return beside(h, a);
     };
     s.x = input(ctx_.graph, h_, {});
     if (ctx_.inductive) s.x_train = input(ctx_.train_graph, h_train_, hidden);
@@ -331,7 +351,7 @@ double retexo_run::train_round(retexo_stage& s, int round)
         counts[0] = ctx_.global_train;
 
     auto& p = s.p;
-    const matrix_f& x = s.train_input(ctx_.inductive);
+    const node_features& x = s.train_input(ctx_.inductive);
     const nn::halo_gradient_fn add_halo = [&](std::int64_t* d_msg, int width) {
         phase_timer::scope sc(meter_.timer, "exchange");
         ctx_.halo->reverse_add(d_msg + static_cast<std::ptrdiff_t>(own_) * width, d_msg, width);
@@ -469,7 +489,7 @@ void retexo_run::keep_selected_round(retexo_stage& s)
     s.pe = nn::stage_pass();
 }
 
-void retexo_run::embed_owned(retexo_stage& s, const matrix_f& x, const nn::layer_plan* plan, matrix_f& logits,
+void retexo_run::embed_owned(retexo_stage& s, const node_features& x, const nn::layer_plan* plan, matrix_f& logits,
                              matrix_f& hidden)
 {
     // Dense stages in chunks of rows: a few chunk-sized buffers instead of one per layer
@@ -512,7 +532,7 @@ bool retexo_run::embed(retexo_stage& s)
     if (s.last) {
         result_.final_acc = sr.best;
         result_.logits = std::move(logits);
-        result_.embedding = s.model->spec().head ? std::move(hidden) : h_;
+        result_.embedding = s.model->spec().head ? std::move(hidden) : h_.to_dense();
         return true;
     }
     h_ = logits_variant ? std::move(logits) : std::move(hidden);

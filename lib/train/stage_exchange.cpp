@@ -1,6 +1,12 @@
 #include <retexo/comm/overlap.hpp>
 #include <retexo/kernels/quantize.hpp>
+#include <retexo/kernels/sparse.hpp>
 #include <retexo/train/stage_exchange.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <optional>
 
 namespace retexo::train {
 
@@ -74,6 +80,171 @@ private:
     pending_exchange pending_;
 };
 
+/// Sparse rows on the wire, per row: [int8: the row's scale, float] [column ids: uint16
+/// when there are at most 65536 columns, else int32] [values: float, bf16 or int8].  Values
+/// are rounded as the dense wire rounds them (bf16; int8 with a per-row scale, then kept
+/// as bf16), so a sparse exchange gives the dense exchange's values bit for bit.
+class sparse_wire {
+public:
+    sparse_wire(wire_precision p, std::int64_t cols)
+        : p_(p), idx_(cols <= 65536 ? 2 : 4), val_(p == wire_precision::fp32 ? 4 : (p == wire_precision::bf16 ? 2 : 1)),
+          head_(p == wire_precision::int8 ? 4 : 0)
+    {
+    }
+    std::int64_t row_bytes(offset_t nnz) const noexcept { return head_ + nnz * (idx_ + val_); }
+
+    /// x's values as the receivers will see them.
+    void round(csr_matrix& x) const
+    {
+        if (p_ == wire_precision::fp32) return;
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < x.rows; ++i) {
+            const offset_t e0 = x.offsets[i], e1 = x.offsets[i + 1];
+            const float s = scale(x, i);
+            for (offset_t e = e0; e < e1; ++e)
+                x.values[e] =
+                    static_cast<float>(bf16(p_ == wire_precision::int8 ? s * quantize(x.values[e], s) : x.values[e]));
+        }
+    }
+    byte_rows encode(const csr_matrix& x) const
+    {
+        byte_rows b;
+        b.offsets.resize(static_cast<std::size_t>(x.rows) + 1);
+        for (std::int64_t i = 0; i < x.rows; ++i)
+            b.offsets[i + 1] = b.offsets[i] + row_bytes(x.row_nnz(i));
+        b.data.resize(static_cast<std::size_t>(b.offsets.back()));
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < x.rows; ++i) {
+            std::uint8_t* o = b.data.data() + b.offsets[i];
+            const float s = scale(x, i);
+            if (head_ > 0) o = put(o, s);
+            for (std::int32_t j : x.row_indices(i))
+                o = idx_ == 2 ? put(o, static_cast<std::uint16_t>(j)) : put(o, j);
+            for (float v : x.row_values(i)) {
+                if (p_ == wire_precision::fp32)
+                    o = put(o, v);
+                else if (p_ == wire_precision::bf16)
+                    o = put(o, bf16(v));
+                else
+                    o = put(o, static_cast<std::int8_t>(quantize(v, s)));
+            }
+        }
+        return b;
+    }
+    /// Appends the rows of b to x.
+    void decode(const byte_rows& b, csr_matrix& x) const
+    {
+        for (std::int64_t r = 0; r < b.rows(); ++r) {
+            const auto row = b.row(r);
+            const auto nnz = static_cast<std::int64_t>((static_cast<std::int64_t>(row.size()) - head_) / (idx_ + val_));
+            const std::uint8_t* in = row.data();
+            float s = 0;
+            if (head_ > 0) in = get(in, s);
+            for (std::int64_t k = 0; k < nnz; ++k) {
+                std::int32_t j = 0;
+                if (idx_ == 2) {
+                    std::uint16_t j16 = 0;
+                    in = get(in, j16);
+                    j = j16;
+                } else {
+                    in = get(in, j);
+                }
+                x.indices.push_back(j);
+            }
+            for (std::int64_t k = 0; k < nnz; ++k) {
+                float v = 0;
+                if (p_ == wire_precision::fp32) {
+                    in = get(in, v);
+                } else if (p_ == wire_precision::bf16) {
+                    bf16 q;
+                    in = get(in, q);
+                    v = static_cast<float>(q);
+                } else {
+                    std::int8_t q = 0;
+                    in = get(in, q);
+                    v = static_cast<float>(bf16(s * static_cast<float>(q)));
+                }
+                x.values.push_back(v);
+            }
+            x.offsets.push_back(static_cast<offset_t>(x.values.size()));
+            ++x.rows;
+        }
+    }
+
+private:
+    /// quantize_int8's per-row scale and rounding.
+    float scale(const csr_matrix& x, std::int64_t i) const
+    {
+        if (p_ != wire_precision::int8) return 0;
+        float m = 0;
+        for (float v : x.row_values(i))
+            m = std::max(m, std::fabs(v));
+        return m / 127.0F;
+    }
+    static float quantize(float v, float s)
+    {
+        const float inv = s > 0 ? 1.0F / s : 0.0F;
+        return std::clamp(std::nearbyint(v * inv), -127.0F, 127.0F);
+    }
+    template <typename V>
+    static std::uint8_t* put(std::uint8_t* o, V v)
+    {
+        std::memcpy(o, &v, sizeof v);
+        return o + sizeof v;
+    }
+    template <typename V>
+    static const std::uint8_t* get(const std::uint8_t* in, V& v)
+    {
+        std::memcpy(&v, in, sizeof v);
+        return in + sizeof v;
+    }
+
+    wire_precision p_;
+    int idx_, val_, head_;
+};
+
+/// Sparse rows of a stage's inputs on the wire: the owned rows (rounded) while the halo rows
+/// travel; after wait(), every local row.
+class sparse_in_flight {
+public:
+    sparse_in_flight(const halo_plan& halo, const csr_matrix& h, wire_precision precision, std::span<const node_t> zero,
+                     phase_timer& timer)
+        : wire_(precision, h.cols), zero_(zero), own_(halo.num_owned()), x_(h)
+    {
+        x_.clear_rows(zero_); // owned rows to zero (halo rows after they arrive)
+        const byte_rows owned = wire_.encode(x_);
+        wire_.round(x_); // after encoding: the scales are the unrounded rows'
+        // Until the halo rows arrive they are empty rows: every local row can be indexed.
+        x_.offsets.resize(static_cast<std::size_t>(own_ + halo.num_halo()) + 1, x_.offsets.back());
+        x_.rows = own_ + halo.num_halo();
+        phase_timer::scope s(timer, "exchange");
+        pending_.emplace(halo.start_forward_rows(owned, got_));
+    }
+    bool test() { return pending_->test(); }
+    void wait()
+    {
+        pending_->wait();
+        x_.offsets.resize(static_cast<std::size_t>(own_) + 1);
+        x_.rows = own_;
+        wire_.decode(got_, x_);
+        got_ = {};
+        std::vector<node_t> halo_zero;
+        for (node_t u : zero_)
+            if (u >= own_) halo_zero.push_back(u);
+        x_.clear_rows(halo_zero);
+    }
+    const csr_matrix& rows() const noexcept { return x_; }
+    csr_matrix& rows() noexcept { return x_; }
+
+private:
+    sparse_wire wire_;
+    std::span<const node_t> zero_;
+    node_t own_;
+    csr_matrix x_;
+    byte_rows got_;
+    std::optional<pending_exchange> pending_;
+};
+
 } // namespace
 
 stage_exchange::stage_exchange(const halo_plan& halo, const stage_exchange_options& options, phase_timer& timer)
@@ -87,7 +258,44 @@ stage_exchange::~stage_exchange()
     halo_.release_buffers();
 }
 
-matrix_f stage_exchange::local_rows(const matrix_f& h, std::span<const node_t> zero) const
+bool stage_exchange::sparse_wire_smaller(const csr_matrix& h) const
+{
+    const sparse_wire wire(o_.precision, h.cols);
+    const int dense_row = o_.precision == wire_precision::fp32   ? 4 * static_cast<int>(h.cols)
+                          : o_.precision == wire_precision::bf16 ? 2 * static_cast<int>(h.cols)
+                                                                 : int8_row_bytes(static_cast<int>(h.cols));
+    std::int64_t bytes[2] = {0, 0}; // dense, sparse
+    for (int q = 0; q < halo_.comm().size(); ++q)
+        for (node_t r : halo_.send_rows(q)) {
+            bytes[0] += dense_row;
+            bytes[1] += 4 + wire.row_bytes(h.row_nnz(r));
+        }
+    halo_.comm().allreduce(std::span<std::int64_t>(bytes, 2), MPI_SUM, purpose::control);
+    return bytes[1] < bytes[0];
+}
+
+node_features stage_exchange::local_rows(const node_features& h, std::span<const node_t> zero) const
+{
+    if (!h.is_sparse()) return local_rows_dense(h.dense(), zero);
+    if (!sparse_wire_smaller(h.sparse())) return csr_matrix::from_dense(local_rows_dense(h.sparse().to_dense(), zero));
+    sparse_in_flight x(halo_, h.sparse(), o_.precision, zero, timer_);
+    {
+        phase_timer::scope s(timer_, "exchange");
+        x.wait();
+    }
+    return std::move(x.rows());
+}
+
+csr_matrix stage_exchange::aggregate_rows(const csr_matrix& x, const nn::local_graph& g, aggregator kind,
+                                          std::span<const node_t> rows) const
+{
+    phase_timer::scope s(timer_, "aggregate");
+    const aggregation agg(*g.in_edges, static_cast<node_t>(x.rows),
+                          aggregation_options{.kind = kind, .in_degree = g.in_degree, .rows = rows, .backward = false});
+    return aggregate_sparse(agg, x);
+}
+
+matrix_f stage_exchange::local_rows_dense(const matrix_f& h, std::span<const node_t> zero) const
 {
     auto complete = [&](auto& x) {
         phase_timer::scope s(timer_, "exchange");
@@ -103,11 +311,53 @@ matrix_f stage_exchange::local_rows(const matrix_f& h, std::span<const node_t> z
     return x.rows().cast<float>();
 }
 
-matrix_f stage_exchange::aggregate(const matrix_f& h, const nn::local_graph& g, aggregator kind,
-                                   std::span<const node_t> zero) const
+node_features stage_exchange::aggregate(const node_features& h, const nn::local_graph& g, aggregator kind,
+                                        std::span<const node_t> zero) const
 {
-    return o_.precision == wire_precision::fp32 ? aggregate_as<float>(h, g, kind, zero)
-                                                : aggregate_as<bf16>(h, g, kind, zero);
+    if (!h.is_sparse())
+        return o_.precision == wire_precision::fp32 ? aggregate_as<float>(h.dense(), g, kind, zero)
+                                                    : aggregate_as<bf16>(h.dense(), g, kind, zero);
+    csr_matrix a = aggregate_sparse_rows(h.sparse(), g, kind, zero);
+    // Sparse while the whole aggregate (every rank's rows) is: the same storage on every rank,
+    // whatever the partitioning.
+    std::int64_t size[2] = {a.nnz(), a.rows * a.cols};
+    halo_.comm().allreduce(std::span<std::int64_t>(size, 2), MPI_SUM, purpose::control);
+    if (size[1] == 0 || static_cast<double>(size[0]) < sparse_density_limit * static_cast<double>(size[1])) return a;
+    return a.to_dense();
+}
+
+csr_matrix stage_exchange::aggregate_sparse_rows(const csr_matrix& h, const nn::local_graph& g, aggregator kind,
+                                                 std::span<const node_t> zero) const
+{
+    const node_t own = halo_.num_owned();
+    const auto [interior, boundary] = split_rows_within(*g.in_edges, own);
+    // Each chunk's rows are aggregated with their own plan; the chunks' rows are put back in
+    // order at the end.
+    std::vector<csr_matrix> parts;
+    std::vector<std::span<const node_t>> part_rows;
+    auto chunk = [&](const csr_matrix& x, std::span<const node_t> rows) {
+        parts.push_back(aggregate_rows(x, g, kind, rows));
+        part_rows.push_back(rows);
+    };
+    if (sparse_wire_smaller(h)) {
+        // Before the halo rows arrive they are empty rows, which interior rows never read.
+        sparse_in_flight x(halo_, h, o_.precision, zero, timer_);
+        overlap_rows(x, interior, boundary, o_.overlap, timer_,
+                     [&](std::span<const node_t> rows, bool) { chunk(x.rows(), rows); });
+    } else {
+        const auto x = csr_matrix::from_dense(local_rows_dense(h.to_dense(), zero));
+        for (const auto& rows : {std::span<const node_t>(interior), std::span<const node_t>(boundary)})
+            for (std::size_t r0 = 0; r0 < rows.size(); r0 += overlap_chunk_rows)
+                chunk(x, rows.subspan(r0, std::min(overlap_chunk_rows, rows.size() - r0)));
+    }
+    std::vector<std::pair<std::size_t, std::int64_t>> where(static_cast<std::size_t>(own));
+    for (std::size_t p = 0; p < parts.size(); ++p)
+        for (std::size_t i = 0; i < part_rows[p].size(); ++i)
+            where[static_cast<std::size_t>(part_rows[p][i])] = {p, static_cast<std::int64_t>(i)};
+    csr_matrix a(0, h.cols);
+    for (const auto& [p, i] : where)
+        a.push_row(parts[p].row_indices(i), parts[p].row_values(i));
+    return a;
 }
 
 template <typename T>

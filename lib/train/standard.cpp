@@ -1,6 +1,7 @@
 #include <retexo/comm/overlap.hpp>
 #include <retexo/kernels/dense.hpp>
 #include <retexo/kernels/loss.hpp>
+#include <retexo/kernels/sparse.hpp>
 #include <retexo/train/standard.hpp>
 
 #include <cmath>
@@ -58,6 +59,19 @@ struct standard_model {
     }
 };
 
+/// y = dropout(x) over the owned rows (global ids ids), stored as x is (dense or sparse).
+void dropout_into(const node_features& x, node_features& y, std::span<const node_t> ids, const dropout_key& key,
+                  double p)
+{
+    if (x.is_sparse()) {
+        if (!y.is_sparse()) y = csr_matrix();
+        dropout_rows(x.sparse(), ids, p, key, y.sparse());
+    } else {
+        if (y.is_sparse()) y = matrix_f();
+        dropout_rows(x.dense(), ids, p, key, y.dense());
+    }
+}
+
 /// One run of the standard trainer: the model, its optimiser and the activations every
 /// epoch reuses.
 class standard_run {
@@ -69,8 +83,10 @@ public:
     {
         broadcast_parameters(ctx.comm, params_);
         const auto n = static_cast<std::size_t>(L_);
-        for (auto* v : {&xs_, &own_msgs_, &msgs_, &out_, &acts_})
+        for (auto* v : {&own_msgs_, &msgs_, &out_})
             v->resize(n);
+        xs_.resize(n);
+        acts_.resize(n);
         inputs_.resize(n);
         cache_.resize(n);
         if (ctx.inductive) { // the features training sees: the evaluation nodes' rows hidden
@@ -98,7 +114,7 @@ private:
     /// Logits of every owned row: per layer, messages of the owned rows, the halo exchange
     /// (overlapped with the interior rows' aggregation), combine.
     const matrix_f& forward(bool training, int epoch, purpose exchange_purpose);
-    void layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const matrix_f& h);
+    void layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const node_features& h);
     /// Parameter gradients from the logits' gradient d (halo rows' message gradients go
     /// back to their owners).
     void backward(matrix_f d, int epoch);
@@ -115,30 +131,32 @@ private:
     const std::span<const node_t> ids_; // global ids of the owned rows (dropout keys)
     // Per layer, kept across epochs (no reallocation): the owned rows' dropped-out inputs,
     // the owned rows' messages, every local row's messages, outputs and activations.
-    std::vector<matrix_f> xs_, own_msgs_, msgs_, out_, acts_;
-    std::vector<const matrix_f*> inputs_;
+    std::vector<matrix_f> own_msgs_, msgs_, out_;
+    std::vector<node_features> xs_, acts_; // the first layer's inputs may be sparse rows
+    std::vector<const node_features*> inputs_;
     std::vector<nn::layer_cache<float>> cache_;
-    matrix_f train_features_;
+    node_features train_features_;
 };
 
 const matrix_f& standard_run::forward(bool training, int epoch, purpose exchange_purpose)
 {
-    const matrix_f* h = training && ctx_.inductive ? &train_features_ : &ctx_.part.features;
+    const node_features* h = training && ctx_.inductive ? &train_features_ : &ctx_.part.features;
     for (int l = 0; l < L_; ++l) {
         layer_forward(l, training, epoch, exchange_purpose, *h);
         if (l + 1 < L_) {
             const auto li = static_cast<std::size_t>(l);
             phase_timer::scope s(meter_.timer, training ? "compute" : "eval");
             const auto& y = out_[li];
-            acts_[li].resize(y.rows(), y.cols());
-            activation_forward(model_.act, y.data(), static_cast<std::size_t>(y.size()), acts_[li].data(), 1.0);
+            auto& a = acts_[li].dense();
+            a.resize(y.rows(), y.cols());
+            activation_forward(model_.act, y.data(), static_cast<std::size_t>(y.size()), a.data(), 1.0);
             h = &acts_[li];
         }
     }
     return out_[static_cast<std::size_t>(L_ - 1)];
 }
 
-void standard_run::layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const matrix_f& h)
+void standard_run::layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const node_features& h)
 {
     const auto li = static_cast<std::size_t>(l);
     auto& layer = model_.layers[li];
@@ -149,13 +167,12 @@ void standard_run::layer_forward(int l, bool training, int epoch, purpose exchan
     {
         phase_timer::scope s(timer, phase);
         if (training && o_.dropout > 0) {
-            xs_[li].resize(own_, layer.in());
-            dropout_forward(h.data(), ids_, layer.in(), o_.dropout, key(l, epoch), xs_[li].data());
+            dropout_into(h, xs_[li], ids_, key(l, epoch), o_.dropout);
             inputs_[li] = &xs_[li];
         } else {
             inputs_[li] = &h;
         }
-        layer.message(*inputs_[li], cache_[li], own_msgs_[li]);
+        inputs_[li]->visit([&](const auto& x) { layer.message(x, cache_[li], own_msgs_[li]); });
         msg.resize(local_, mw);
         msg.topRows(own_) = own_msgs_[li];
     }
@@ -179,7 +196,7 @@ void standard_run::layer_forward(int l, bool training, int epoch, purpose exchan
         aggregated = true;
     }
     phase_timer::scope s(timer, phase);
-    layer.combine(plan, msg, *inputs_[li], cache_[li], out_[li], aggregated);
+    inputs_[li]->visit([&](const auto& x) { layer.combine(plan, msg, x, cache_[li], out_[li], aggregated); });
 }
 
 void standard_run::backward(matrix_f d, int epoch)
@@ -194,7 +211,8 @@ void standard_run::backward(matrix_f d, int epoch)
         const bool need_msg = need_in || layer.has_message_params();
         {
             phase_timer::scope s(timer, "compute");
-            layer.combine_backward(plan, msgs_[li], *inputs_[li], c, d, need_msg, mode_);
+            inputs_[li]->visit(
+                [&](const auto& x) { layer.combine_backward(plan, msgs_[li], x, c, d, need_msg, mode_); });
         }
         if (!need_msg) continue;
         {
@@ -211,7 +229,8 @@ void standard_run::backward(matrix_f d, int epoch)
         }
         phase_timer::scope s(timer, "compute");
         matrix_f dx;
-        layer.message_backward(*inputs_[li], msgs_[li], c, need_in ? &dx : nullptr, mode_);
+        inputs_[li]->visit(
+            [&](const auto& x) { layer.message_backward(x, msgs_[li], c, need_in ? &dx : nullptr, mode_); });
         if (need_in) {
             layer.add_self_gradient(plan, c, dx);
             dropout_backward(dx.data(), ids_, layer.in(), o_.dropout, key(l, epoch), dx.data());
@@ -268,7 +287,7 @@ run_result standard_run::train(const progress_fn& progress)
     result.final_acc = reduce_accuracies(ctx_, forward(false, o_.epochs + 1, purpose::halo_eval));
     result.parameters = named_values(params_);
     result.logits = out_[static_cast<std::size_t>(L_ - 1)];
-    result.embedding = L_ >= 2 ? acts_[static_cast<std::size_t>(L_ - 2)] : result.logits;
+    result.embedding = L_ >= 2 ? acts_[static_cast<std::size_t>(L_ - 2)].dense() : result.logits;
     return meter_.finish(std::move(result));
 }
 

@@ -142,3 +142,46 @@ TEST_CASE("halo plan refuses inconsistent partitions on every rank", "[mpi][halo
     if (comm.rank() == 0 && lp.num_halo() > 0) lp.halo_global[0] = lp.owned_global[0];
     CHECK_THROWS_AS(halo_plan(comm, lp), mpi::agreed_error);
 }
+
+TEST_CASE("rows of varying length reach their halo slots, with every byte counted", "[mpi][halo]")
+{
+    const mpi::communicator comm;
+    const graph g = test_graph();
+    const auto a = partition_random(g.num_nodes(), comm.size(), 6);
+    const auto lp = extract_partition(g, a, comm.size(), comm.rank());
+    const halo_plan plan(comm, lp);
+    // Row of node v: v % 5 bytes, each (v + k) % 251 (rows of length 0 included).
+    auto row_of = [](node_t v) {
+        std::vector<std::uint8_t> r(static_cast<std::size_t>(v % 5));
+        for (std::size_t k = 0; k < r.size(); ++k)
+            r[k] = static_cast<std::uint8_t>((static_cast<std::size_t>(v) + k) % 251);
+        return r;
+    };
+    byte_rows owned, halo;
+    for (node_t v : lp.owned_global) {
+        const auto r = row_of(v);
+        owned.data.insert(owned.data.end(), r.begin(), r.end());
+        owned.offsets.push_back(static_cast<std::int64_t>(owned.data.size()));
+    }
+    const auto before = comm.ledger();
+    auto pending = plan.start_forward_rows(owned, halo);
+    pending.wait();
+    REQUIRE(halo.rows() == lp.num_halo());
+    bool ok = true;
+    for (node_t h = 0; h < lp.num_halo(); ++h) {
+        const auto want = row_of(lp.halo_global[h]);
+        const auto got = halo.row(h);
+        ok = ok && std::equal(got.begin(), got.end(), want.begin(), want.end());
+    }
+    CHECK(ok);
+    // Sent: 4 bytes of length and the row's bytes per row sent to another rank.
+    std::uint64_t expect = 0;
+    for (int q = 0; q < comm.size(); ++q)
+        if (q != comm.rank())
+            for (node_t r : plan.send_rows(q))
+                expect += 4 + static_cast<std::uint64_t>(lp.owned_global[r] % 5);
+    CHECK((comm.ledger() - before).sent_for(purpose::halo_forward) == expect);
+    byte_rows wrong;
+    wrong.offsets.assign(static_cast<std::size_t>(lp.num_owned()) + 2, 0);
+    CHECK_THROWS_WITH((void)plan.start_forward_rows(wrong, halo), Catch::Contains("owned rows"));
+}

@@ -90,7 +90,7 @@ TEST_CASE("validate_graph catches labels, splits and sizes", "[graph][bad-input]
     }
     SECTION("feature rows")
     {
-        g.features.conservativeResize(5, 3);
+        g.features.dense().conservativeResize(5, 3);
         CHECK_THROWS_WITH(validate_graph(g, "g"), Catch::Contains("5 feature rows for 6 nodes"));
     }
     SECTION("isolated nodes are fine")

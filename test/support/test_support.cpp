@@ -66,15 +66,34 @@ graph make_graph(node_t n, const std::vector<std::pair<node_t, node_t>>& undirec
     }
     g.in_edges = build_csr(n, src, dst, {.symmetrise = true});
     const counter_rng rng(seed, 99);
-    g.features.resize(n, features);
+    matrix_f x(n, features);
     for (node_t v = 0; v < n; ++v)
         for (int f = 0; f < features; ++f)
-            g.features(v, f) = static_cast<float>(rng.normal(static_cast<std::uint64_t>(v) * features + f));
+            x(v, f) = static_cast<float>(rng.normal(static_cast<std::uint64_t>(v) * features + f));
+    g.features = std::move(x);
     g.labels.resize(static_cast<std::size_t>(n));
     for (node_t v = 0; v < n; ++v) {
         g.labels[v] = static_cast<std::int32_t>(v % classes);
         (v % 3 == 0 ? g.train : v % 3 == 1 ? g.valid : g.test).push_back(v);
     }
+    return g;
+}
+
+graph with_sparse_features(graph g, double density, std::uint64_t seed)
+{
+    matrix_f x = g.features.to_dense();
+    const counter_rng rng(seed, 98);
+    for (Eigen::Index v = 0; v < x.rows(); ++v)
+        for (Eigen::Index f = 0; f < x.cols(); ++f)
+            if (f != v % x.cols() && rng.uniform_double(static_cast<std::uint64_t>(v * x.cols() + f)) >= density)
+                x(v, f) = 0.0F;
+    g.features = csr_matrix::from_dense(x);
+    return g;
+}
+
+graph dense_twin(graph g)
+{
+    g.features = g.features.to_dense();
     return g;
 }
 
@@ -90,10 +109,11 @@ void write_ogb_dir(const graph& g, const std::string& dir, const std::string& sp
                 edges += std::to_string(u) + "," + std::to_string(v) + "\n";
                 ++m;
             }
+    const matrix_f x = g.features.to_dense();
     for (node_t v = 0; v < g.num_nodes(); ++v) {
         for (int f = 0; f < g.num_features(); ++f) {
             char buf[32];
-            std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(g.features(v, f)));
+            std::snprintf(buf, sizeof buf, "%.9g", static_cast<double>(x(v, f)));
             feats += (f > 0 ? "," : "") + std::string(buf);
         }
         feats += "\n";

@@ -42,6 +42,11 @@ graph make_graph(node_t n, const std::vector<std::pair<node_t, node_t>>& undirec
                  std::uint64_t seed = 1);
 
 /// Write an OGB raw layout directory for g (undirected edges u<v once).
+/// g with most feature entries zeroed (about `density` of them kept, each node keeps at least
+/// one), stored as sparse rows.  Its dense twin: the same values in a dense matrix.
+graph with_sparse_features(graph g, double density, std::uint64_t seed = 17);
+graph dense_twin(graph g);
+
 void write_ogb_dir(const graph& g, const std::string& dir, const std::string& split = "s");
 
 } // namespace retexo::test

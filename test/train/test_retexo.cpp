@@ -244,9 +244,9 @@ TEST_CASE("retexo inductive: evaluation nodes never reach training; equal at eve
         // they legitimately depend on validation nodes through that choice).
         graph h = g;
         for (node_t v : h.valid)
-            h.features.row(v).setConstant(7.0F);
+            h.features.dense().row(v).setConstant(7.0F);
         for (node_t v : h.test)
-            h.features.row(v).setConstant(-3.0F);
+            h.features.dense().row(v).setConstant(-3.0F);
         const run_with changed(world, h, a, o, true);
         INFO("model " << name_of(model));
         for (std::size_t e = 0; e < dist.res.history.size(); ++e)
@@ -427,5 +427,73 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
     // ... and resuming from nothing.
     o.checkpoint.dir = dir + "/none";
     CHECK_THROWS_WITH(train::train_retexo(ctx, o), Catch::Contains("no checkpoint to resume from"));
+    world.barrier();
+}
+
+TEST_CASE("retexo on sparse features: the dense run to rounding, exact at every rank count, fewer bytes",
+          "[mpi][retexo][sparse]")
+{
+    const mpi::communicator world;
+    const mpi::communicator self(MPI_COMM_SELF);
+    const graph sparse = test::with_sparse_features(small_graph(), 0.1);
+    const graph dense = test::dense_twin(sparse);
+    const auto a = partition_random(sparse.num_nodes(), world.size(), 2);
+    const std::vector<part_t> one(static_cast<std::size_t>(sparse.num_nodes()), 0);
+    for (auto model :
+         {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
+        for (auto variant : {train::retexo_variant::hidden, train::retexo_variant::logits}) {
+            for (auto wire : {train::wire_precision::fp32, train::wire_precision::int8}) {
+                for (bool inductive : {false, true}) {
+                    DYNAMIC_SECTION(name_of(model) << " " << name_of(variant) << " " << name_of(wire)
+                                                   << (inductive ? " inductive" : ""))
+                    {
+                        auto o = small_options(model);
+                        o.variant = variant;
+                        o.exchange.precision = wire;
+                        const run_with s(world, sparse, a, o, inductive);
+                        const run_with d(world, dense, a, o, inductive);
+                        REQUIRE(s.res.history.size() == d.res.history.size());
+                        for (std::size_t e = 0; e < s.res.history.size(); ++e)
+                            CHECK(s.res.history[e].loss == Approx(d.res.history[e].loss).epsilon(1e-4));
+                        CHECK(std::abs(s.res.final_acc.test - d.res.final_acc.test) <= 0.01);
+                        // Stage 0's inputs cross as column ids and values: fewer bytes.
+                        if (world.size() > 1 && variant == train::retexo_variant::hidden)
+                            CHECK(s.res.stages[0].bytes.sent_for(purpose::halo_forward) <
+                                  d.res.stages[0].bytes.sent_for(purpose::halo_forward));
+                        o.exact = true;
+                        const run_with single(self, sparse, one, o, inductive);
+                        const run_with dist(world, sparse, a, o, inductive);
+                        check_identical(dist.res, single.res);
+                    }
+                }
+            }
+        }
+    }
+}
+
+TEST_CASE("retexo checkpoints hold sparse stage inputs: stop inside stage 0 and resume", "[mpi][retexo][sparse]")
+{
+    const mpi::communicator world;
+    const graph g = test::with_sparse_features(small_graph(), 0.1);
+    const auto a = partition_random(g.num_nodes(), world.size(), 2);
+    const auto lp = extract_partition(g, a, world.size(), world.rank());
+    const train::rank_context ctx(world, lp);
+    std::string dir;
+    std::unique_ptr<test::temp_dir> owner;
+    if (world.rank() == 0) {
+        owner = std::make_unique<test::temp_dir>();
+        dir = owner->path();
+    }
+    world.broadcast(dir, 0, purpose::control);
+    auto o = small_options(nn::layer_kind::sage_mean);
+    const auto full = train::train_retexo(ctx, o);
+    o.checkpoint.dir = dir + "/sparse";
+    int polls = 0;
+    o.checkpoint.stop_requested = [&] { return ++polls == 3; };
+    CHECK(train::train_retexo(ctx, o).interrupted);
+    o.checkpoint.stop_requested = {};
+    o.checkpoint.resume = true;
+    const auto resumed = train::train_retexo(ctx, o);
+    check_identical(resumed, full);
     world.barrier();
 }

@@ -87,9 +87,9 @@ TEST_CASE("standard trainer inductive: evaluation nodes never reach training", "
         CHECK(dist.history[e].loss == single.history[e].loss);
     graph h = g;
     for (node_t v : h.valid)
-        h.features.row(v).setConstant(5.0F);
+        h.features.dense().row(v).setConstant(5.0F);
     for (node_t v : h.test)
-        h.features.row(v).setConstant(-2.0F);
+        h.features.dense().row(v).setConstant(-2.0F);
     const auto changed = run(world, h, a, o, true);
     for (std::size_t e = 0; e < dist.history.size(); ++e)
         CHECK(changed.history[e].loss == dist.history[e].loss);
@@ -197,4 +197,43 @@ TEST_CASE("standard trainer rejects bad options", "[mpi][standard][bad-input]")
     o.hidden = 10;
     o.heads = 3;
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("divisible by --heads"));
+}
+
+TEST_CASE("standard trainer on sparse features: the dense run to rounding, and exact at every rank count",
+          "[mpi][standard][sparse]")
+{
+    const mpi::communicator world;
+    const mpi::communicator self(MPI_COMM_SELF);
+    const graph sparse = test::with_sparse_features(small_graph(), 0.1);
+    const graph dense = test::dense_twin(sparse);
+    REQUIRE(sparse.features.is_sparse());
+    const auto a = partition_random(sparse.num_nodes(), world.size(), 4);
+    for (auto model :
+         {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
+        for (bool inductive : {false, true}) {
+            DYNAMIC_SECTION(name_of(model) << (inductive ? " inductive" : ""))
+            {
+                train::standard_options o;
+                o.model = model;
+                o.hidden = 16;
+                o.heads = 2;
+                o.epochs = 8;
+                o.seed = 9;
+                const auto s = run(world, sparse, a, o, inductive);
+                const auto d = run(world, dense, a, o, inductive);
+                REQUIRE(s.history.size() == d.history.size());
+                for (std::size_t e = 0; e < s.history.size(); ++e)
+                    CHECK(s.history[e].loss == Approx(d.history[e].loss).epsilon(1e-4));
+                CHECK(std::abs(s.final_acc.test - d.final_acc.test) <= 0.01);
+                CHECK(s.bytes.total_sent() == d.bytes.total_sent()); // the same messages cross
+                o.exact = true;
+                const auto single = run(
+                    self, sparse, std::vector<part_t>(static_cast<std::size_t>(sparse.num_nodes()), 0), o, inductive);
+                const auto dist = run(world, sparse, a, o, inductive);
+                for (std::size_t e = 0; e < single.history.size(); ++e)
+                    CHECK(dist.history[e].loss == single.history[e].loss);
+                CHECK(dist.final_acc.test == single.final_acc.test);
+            }
+        }
+    }
 }

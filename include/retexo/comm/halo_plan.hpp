@@ -49,6 +49,17 @@ private:
     std::chrono::steady_clock::time_point ready_{};
 };
 
+/// Rows of varying length in bytes (e.g. sparse rows: column ids and values).
+struct byte_rows {
+    std::vector<std::uint8_t> data;
+    std::vector<std::int64_t> offsets{0}; ///< rows + 1 byte offsets into data
+    std::int64_t rows() const noexcept { return static_cast<std::int64_t>(offsets.size()) - 1; }
+    std::span<const std::uint8_t> row(std::int64_t r) const noexcept
+    {
+        return {data.data() + offsets[r], static_cast<std::size_t>(offsets[r + 1] - offsets[r])};
+    }
+};
+
 class halo_plan {
 public:
     /// Collective.  Throws (on every rank) if a requested node is not owned by the rank the
@@ -83,6 +94,14 @@ public:
     template <typename Src, typename Dst>
     [[nodiscard]] pending_exchange start_forward(const Src* owned, Dst* halo, int width,
                                                  purpose p = purpose::halo_forward) const;
+
+    /// Forward of rows of varying length (collective): every owned row of `owned` (num_owned
+    /// rows) travels to the peers that hold it as a halo row.  The rows' lengths cross first
+    /// (4 bytes per row sent, blocking); on return halo.offsets are set and the rows' bytes
+    /// are in flight into halo.data, valid after the returned exchange's wait().  Both steps
+    /// are counted under p.
+    [[nodiscard]] pending_exchange start_forward_rows(const byte_rows& owned, byte_rows& halo,
+                                                      purpose p = purpose::halo_forward) const;
 
     /// Reverse (collective): the halo rows' values (num_halo x width) are sent to their
     /// owners and added into owned (num_owned x width).
@@ -132,6 +151,7 @@ private:
     std::vector<int> send_count_, send_displ_; // in rows
     std::vector<int> recv_count_, recv_displ_; // in rows (halo rows, grouped by owner)
     mutable std::vector<std::byte> send_buf_, recv_buf_;
+    mutable std::vector<int> bytes_scount_, bytes_sdispl_, bytes_rcount_, bytes_rdispl_; // start_forward_rows
     mutable std::map<int, MPI_Datatype> types_; // row bytes -> contiguous datatype
 };
 

@@ -2,6 +2,7 @@
 /// @file graph.hpp
 /// A whole attributed graph in memory, as stored in the HDF5 graph format (data/FORMAT.md).
 
+#include <retexo/core/sparse.hpp>
 #include <retexo/graph/csr.hpp>
 
 #include <string>
@@ -14,7 +15,7 @@ struct graph {
     bool directed = false; ///< false: in_edges is symmetric
     int num_classes = 0;
     csr in_edges;                           ///< row v = sources of edges into v
-    matrix_f features;                      ///< num_nodes x num_features
+    node_features features;                 ///< num_nodes x num_features (dense or sparse rows)
     std::vector<std::int32_t> labels;       ///< num_nodes entries in [0, num_classes)
     std::vector<node_t> train, valid, test; ///< sorted node ids, pairwise disjoint
 

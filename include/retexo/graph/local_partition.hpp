@@ -32,7 +32,7 @@ struct local_partition : partition_structure {
     part_t num_parts = 1;
     std::uint64_t assignment_hash = 0;
     graph_info global;                ///< whole-graph metadata
-    matrix_f features;                ///< num_owned x num_features
+    node_features features;           ///< num_owned x num_features (dense or sparse rows)
     std::vector<std::int32_t> labels; ///< num_owned
     std::vector<split> membership;    ///< num_owned
 

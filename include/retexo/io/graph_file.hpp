@@ -4,6 +4,7 @@
 
 #include <retexo/core/atomic_file.hpp>
 #include <retexo/graph/graph.hpp>
+#include <retexo/io/features.hpp>
 #include <retexo/io/hdf5.hpp>
 
 #include <memory>
@@ -19,14 +20,16 @@ inline constexpr std::int64_t graph_format_version = 1;
 /// final name only when commit() succeeds.
 class graph_file_writer {
 public:
-    graph_file_writer(const std::string& path, const graph_info& info);
+    /// Features are stored dense or sparse (io/features.hpp), whatever the blocks given.
+    graph_file_writer(const std::string& path, const graph_info& info,
+                      feature_storage storage = feature_storage::dense);
     ~graph_file_writer();
 
     /// Write the CSR, labels and the split; sizes must match the info given at construction.
     void write_structure(const csr& in_edges, std::span<const std::int32_t> labels, std::span<const node_t> train,
                          std::span<const node_t> valid, std::span<const node_t> test);
-    /// Append `rows` feature rows (row-major, rows * num_features floats).
-    void append_features(const float* data, node_t rows);
+    /// Append the next feature rows.
+    void append_features(const node_features& block);
     /// Check completeness, close and move the file into place.
     void commit();
 
@@ -34,8 +37,7 @@ private:
     graph_info info_;
     atomic_file out_;
     std::optional<h5::file> file_;
-    h5::handle features_;
-    node_t rows_written_ = 0;
+    std::optional<feature_writer> features_;
     bool structure_written_ = false;
 };
 
@@ -53,13 +55,14 @@ public:
     csr read_csr() const;                                           ///< validated
     std::vector<std::int32_t> read_labels() const;                  ///< validated against num_classes
     std::vector<node_t> read_split(const std::string& which) const; ///< train|valid|test
-    /// Feature rows [row0, row0 + rows) into out (rows * num_features floats).
-    void read_features(node_t row0, node_t rows, float* out) const;
+    /// Feature rows [row0, row0 + rows), stored as the file stores them.
+    node_features read_features(node_t row0, node_t rows) const;
+    feature_storage storage() const noexcept { return features_->storage(); }
 
 private:
     h5::file file_;
-    h5::handle features_;
     graph_info info_;
+    std::optional<feature_reader> features_;
 };
 
 /// Read a whole graph (features in row blocks) and validate it.

@@ -79,6 +79,12 @@ public:
     /// Create a dataset of shape dims, chunked along the first dimension (chunk_rows > 0).
     template <typename T>
     handle create_dataset(const std::string& name, std::span<const hsize_t> dims, hsize_t chunk_rows = 0);
+    /// A 1-D dataset that grows by append() (chunked, unlimited), empty at first.
+    template <typename T>
+    handle create_growing(const std::string& name, hsize_t chunk);
+    /// Append values to a growing dataset that holds `at` values so far.
+    template <typename T>
+    void append(const handle& dataset, const std::string& name, hsize_t at, std::span<const T> values) const;
     /// Write rows [row0, row0 + rows) of a 1-D or 2-D dataset; `cols` = row width.
     template <typename T>
     void write_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows, hsize_t cols,

@@ -49,6 +49,30 @@ handle file::create_dataset(const std::string& name, std::span<const hsize_t> di
 }
 
 template <typename T>
+handle file::create_growing(const std::string& name, hsize_t chunk)
+{
+    make_groups(name);
+    const hsize_t dims[1] = {0}, maxdims[1] = {H5S_UNLIMITED}, chunks[1] = {chunk > 0 ? chunk : 1};
+    handle space(H5Screate_simple(1, dims, maxdims), H5Sclose);
+    handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
+    H5Pset_obj_track_times(dcpl.get(), false);
+    H5Pset_chunk(dcpl.get(), 1, chunks);
+    handle ds(H5Dcreate2(h_.get(), name.c_str(), native_type<T>(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
+              H5Dclose);
+    RETEXO_ENSURE(ds.valid(), display_ << ": cannot create dataset " << name);
+    return ds;
+}
+
+template <typename T>
+void file::append(const handle& dataset, const std::string& name, hsize_t at, std::span<const T> values) const
+{
+    if (values.empty()) return;
+    const hsize_t size[1] = {at + values.size()};
+    RETEXO_ENSURE(H5Dset_extent(dataset.get(), size) >= 0, display_ << ": cannot extend " << name);
+    write_rows<T>(dataset, name, at, values.size(), 1, values.data());
+}
+
+template <typename T>
 void file::write_rows(const handle& dataset, const std::string& name, hsize_t row0, hsize_t rows, hsize_t cols,
                       const T* data, hid_t xfer) const
 {

@@ -28,7 +28,7 @@ struct data_options {
 };
 
 /// Scale each row of x by the inverse of its sum of absolute values (zero rows stay zero).
-void normalize_rows(matrix_f& x);
+void normalize_rows(node_features& x);
 
 /// Load this rank's partition (collective).  Partition r goes to rank r; the partition
 /// count must equal the communicator size.

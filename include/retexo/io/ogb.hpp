@@ -5,6 +5,7 @@
 /// split/<name>/{train,valid,test}.csv[.gz].  Every file is streamed through zlib.
 
 #include <retexo/graph/graph.hpp>
+#include <retexo/io/features.hpp>
 
 #include <optional>
 
@@ -16,6 +17,9 @@ struct ogb_options {
     std::optional<bool> directed;                  ///< overrides meta.json; default undirected
     int num_classes = 0;                           ///< 0: meta.json, else max label + 1
     std::string name;                              ///< graph name; empty: meta.json or the directory name
+    /// How the features are stored; empty: by the density of the first block of rows
+    /// (sparse below sparse_density_limit).
+    std::optional<feature_storage> features;
 };
 
 /// What a conversion saw and did.
@@ -26,6 +30,8 @@ struct ogb_report {
     offset_t self_loops_dropped = 0;
     offset_t duplicates_dropped = 0;
     std::size_t train = 0, valid = 0, test = 0;
+    feature_storage storage = feature_storage::dense;
+    double density = 0; ///< of the features' first block of rows
 };
 
 /// Convert an OGB raw directory into an HDF5 graph file, streaming the features (memory is

@@ -9,6 +9,7 @@
 /// therefore bit-identical for any thread count.
 
 #include <retexo/kernels/common.hpp>
+#include <retexo/kernels/sparse.hpp>
 
 #include <map>
 #include <memory>
@@ -47,6 +48,19 @@ public:
         check_shapes("linear::forward", x.cols(), w, b);
         y.resize(x.rows(), out_);
         forward(x.data(), x.rows(), w.data(), b.size() > 0 ? b.data() : nullptr, y.data());
+    }
+    /// y = x W + b for sparse rows x (kernels/sparse.hpp); b may be empty.
+    void forward(const csr_matrix& x, const matrix_f& w, const matrix_f& b, matrix_f& y) const
+    {
+        check_shapes("linear::forward", static_cast<Eigen::Index>(x.cols), w, b);
+        y.resize(static_cast<Eigen::Index>(x.rows), out_);
+        sparse_linear_forward(x, w.data(), out_, b.size() > 0 ? b.data() : nullptr, y.data());
+    }
+    /// dw (in x out) = x^T dy for sparse rows x; overwritten.
+    void backward_weights(const csr_matrix& x, const float* dy, float* dw) const
+    {
+        RETEXO_ENSURE_DIMS("linear::backward", "x columns", static_cast<Eigen::Index>(x.cols), Eigen::Index{in_});
+        sparse_linear_backward_weights(x, dy, out_, dw);
     }
     template <typename T>
     void backward(const matrix<T>& x, const matrix<T>& dy, const matrix<T>& w, matrix<T>* dx, matrix<T>& dw,

@@ -103,8 +103,10 @@ public:
 
     layer_plan make_plan(const local_graph& g, std::span<const node_t> rows) const;
 
-    /// msg (rows of x) from x (any rows).
-    void message(const matrix<T>& x, layer_cache<T>& c, matrix<T>& msg) const;
+    /// msg (rows of x) from x (any rows).  Inputs (x, x_rows) are dense rows (matrix<T>) or,
+    /// for float layers, sparse rows (csr_matrix): the first layer's bag-of-words features.
+    template <typename X>
+    void message(const X& x, layer_cache<T>& c, matrix<T>& msg) const;
     /// The neighbour aggregation of some of the plan's output rows (indices into plan.rows)
     /// from msg_all (num_local x msg_width), for layers that aggregate (GCN, GraphSAGE; GAT
     /// attends in combine instead, so this does nothing).  Rows read halo rows of msg_all
@@ -115,16 +117,18 @@ public:
     /// out (plan rows x out) from msg_all (num_local x msg_width) and x_rows (the plan rows'
     /// inputs, in plan order; used by SAGE's self term); aggregated: aggregate_rows() has
     /// covered every plan row (the same result, bit for bit).
-    void combine(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
-                 matrix<T>& out, bool aggregated = false) const;
+    template <typename X>
+    void combine(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows, layer_cache<T>& c, matrix<T>& out,
+                 bool aggregated = false) const;
     /// Parameter gradients of the combine phase and message gradients of every local row
     /// (c.d_msg, or c.d_msg_exact in exact mode), when need_messages.
-    void combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const matrix<T>& x_rows, layer_cache<T>& c,
+    template <typename X>
+    void combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows, layer_cache<T>& c,
                           const matrix<T>& d_out, bool need_messages, const reduce_mode& mode);
     /// From the message gradients of rows [0, n) (n = x.rows()) and their inputs x: message
     /// parameter gradients, and d_x (n x in) if given.  msg holds the messages of those rows.
-    void message_backward(const matrix<T>& x, const matrix<T>& msg, layer_cache<T>& c, matrix<T>* d_x,
-                          const reduce_mode& mode);
+    template <typename X>
+    void message_backward(const X& x, const matrix<T>& msg, layer_cache<T>& c, matrix<T>* d_x, const reduce_mode& mode);
     /// d_x (owned rows x in) += the gradient of the self term (SAGE) for the plan rows.
     void add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const;
     /// Whether message_backward has parameters to update (else it only forms d_x).
@@ -146,9 +150,15 @@ struct dense_layer {
     parameter<T> w, b;
     linear_kernel kernel;
     dense_layer(int in, int out, std::uint64_t seed, std::uint64_t index, const std::string& name);
-    void forward(const matrix<T>& x, matrix<T>& y) const { kernel.forward(x, w.value, b.value, y); }
+    /// x: dense rows, or sparse rows for float layers.
+    template <typename X>
+    void forward(const X& x, matrix<T>& y) const
+    {
+        kernel.forward(x, w.value, b.value, y);
+    }
     /// Parameter gradients from (x, dy); dx if given.
-    void backward(const matrix<T>& x, const matrix<T>& dy, matrix<T>* dx, const reduce_mode& mode);
+    template <typename X>
+    void backward(const X& x, const matrix<T>& dy, matrix<T>* dx, const reduce_mode& mode);
 };
 
 /// LayerNorm with learnable gain and shift.

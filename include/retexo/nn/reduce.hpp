@@ -32,6 +32,15 @@ struct reduce_mode {
 template <typename T>
 void weight_gradient(parameter<T>& p, const linear_kernel& k, const T* x, const T* d, std::int64_t n,
                      const reduce_mode& mode);
+/// The same for sparse rows X (n = x.rows).
+void weight_gradient(parameter<float>& p, const linear_kernel& k, const csr_matrix& x, const float* d,
+                     const reduce_mode& mode);
+/// Either form, for X dense or sparse.
+template <typename T>
+void weight_gradient(parameter<T>& p, const linear_kernel& k, const matrix<T>& x, const T* d, const reduce_mode& mode)
+{
+    weight_gradient(p, k, x.data(), d, x.rows(), mode);
+}
 /// p.grad (or p.exact) = column sums of D (n x p.size()).
 template <typename T>
 void bias_gradient(parameter<T>& p, const T* d, std::int64_t n, const reduce_mode& mode);

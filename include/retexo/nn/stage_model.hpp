@@ -12,6 +12,7 @@
 /// Like the layers, a stage model never calls MPI; dropout masks are keyed by global node
 /// id and the optimiser step, so they do not depend on how the graph is partitioned.
 
+#include <retexo/core/sparse.hpp>
 #include <retexo/kernels/dense.hpp>
 #include <retexo/nn/layers.hpp>
 
@@ -42,6 +43,8 @@ struct stage_pass {
     std::vector<node_t> ids;          ///< global ids of rows (dropout keys)
     matrix_f x_rows;                  ///< the rows' (dropped-out) inputs
     matrix_f x_all, msg;              ///< graph stages: every local row's input and message
+    csr_matrix xs_rows, xs_all;       ///< the same, when the inputs are sparse rows
+    bool sparse = false;              ///< which of the two the last forward used
     matrix_f t, u, h, hd;             ///< transform, LayerNorm, ReLU, dropout
     matrix_f logits;                  ///< rows x classes
     matrix_f d_logits, d_hd, d_t;     ///< gradients (d_logits set by the caller)
@@ -63,14 +66,23 @@ public:
     layer_plan make_plan(const local_graph& g, std::span<const node_t> rows) const;
 
     /// p.logits (and the hidden embedding p.h) of p.rows.  x: every owned row's input
-    /// (dense), or every local row's (graph); local_ids: the global id of every local row.
-    /// Training draws the dropout masks of optimiser step `step`; otherwise no dropout.
-    void forward(stage_pass& p, const matrix_f& x, std::span<const node_t> local_ids, bool training, std::int64_t step);
+    /// (dense), or every local row's (graph), as dense or sparse rows; local_ids: the global
+    /// id of every local row.  Training draws the dropout masks of optimiser step `step`;
+    /// otherwise no dropout.
+    void forward(stage_pass& p, const node_features& x, std::span<const node_t> local_ids, bool training,
+                 std::int64_t step);
     /// Parameter gradients from p.d_logits, after forward(p, ..., true, step).  Graph stages
     /// in exact mode call add_halo between the layer's two halves.
     void backward(stage_pass& p, std::int64_t step, const reduce_mode& mode, const halo_gradient_fn& add_halo);
 
 private:
+    /// The transform of forward() and backward() for dense (matrix_f) or sparse inputs.
+    template <typename X>
+    void transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std::span<const node_t> local_ids, double rate,
+                   std::int64_t step);
+    template <typename X>
+    void transform_backward(stage_pass& p, const X& x_rows, const X& x_all, const reduce_mode& mode,
+                            const halo_gradient_fn& add_halo);
     dropout_key input_key(std::int64_t step) const;
     dropout_key hidden_key(std::int64_t step) const;
 

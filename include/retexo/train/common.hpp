@@ -37,17 +37,9 @@ struct rank_context {
     nn::local_graph train_graph;         ///< the graph training sees (== graph when transductive)
     std::vector<node_t> evaluation_rows; ///< inductive: local rows (owned and halo) of valid/test nodes
 
-    /// Inductive: zero the evaluation nodes' rows of a training input (owned rows first, then
-    /// halo rows if x has them), so nothing of them reaches training, not even a
-    /// fixed-point scale.
-    /// Only rows in [begin, end) when given.
-    template <typename T>
-    void hide_evaluation_rows(matrix<T>& x, node_t begin = 0, node_t end = -1) const
-    {
-        const node_t stop = end < 0 ? static_cast<node_t>(x.rows()) : std::min(end, static_cast<node_t>(x.rows()));
-        for (node_t u : evaluation_rows)
-            if (u >= begin && u < stop) x.row(u).setZero();
-    }
+    /// Inductive: zero the evaluation nodes' rows of a training input (owned rows, and halo
+    /// rows if x has them), so nothing of them reaches training, not even a fixed-point scale.
+    void hide_evaluation_rows(node_features& x) const;
     std::unique_ptr<halo_plan> halo;
     std::vector<node_t> train_rows, valid_rows, test_rows, owned_rows;
     std::int64_t global_train = 0, global_valid = 0, global_test = 0;

@@ -16,6 +16,7 @@
 
 #include <retexo/comm/halo_plan.hpp>
 #include <retexo/core/names.hpp>
+#include <retexo/core/sparse.hpp>
 #include <retexo/core/timer.hpp>
 #include <retexo/kernels/aggregate.hpp>
 #include <retexo/nn/layers.hpp>
@@ -45,17 +46,28 @@ public:
     stage_exchange& operator=(const stage_exchange&) = delete;
 
     /// Every local row of h (h: the owned rows): owned rows, then halo rows.  The local rows
-    /// listed in `zero` (inductive training: evaluation nodes) are zero.
-    matrix_f local_rows(const matrix_f& h, std::span<const node_t> zero) const;
+    /// listed in `zero` (inductive training: evaluation nodes) are zero.  Sparse h stays
+    /// sparse.
+    node_features local_rows(const node_features& h, std::span<const node_t> zero) const;
 
-    /// The aggregate of h over g's in-edges (kind gcn or mean) for every owned row.
-    matrix_f aggregate(const matrix_f& h, const nn::local_graph& g, aggregator kind,
-                       std::span<const node_t> zero) const;
+    /// The aggregate of h over g's in-edges (kind gcn or mean) for every owned row.  Of
+    /// sparse h, sparse while its density stays below sparse_density_limit.
+    node_features aggregate(const node_features& h, const nn::local_graph& g, aggregator kind,
+                            std::span<const node_t> zero) const;
 
 private:
     template <typename T>
     matrix_f aggregate_as(const matrix_f& h, const nn::local_graph& g, aggregator kind,
                           std::span<const node_t> zero) const;
+    matrix_f local_rows_dense(const matrix_f& h, std::span<const node_t> zero) const;
+    csr_matrix aggregate_sparse_rows(const csr_matrix& h, const nn::local_graph& g, aggregator kind,
+                                     std::span<const node_t> zero) const;
+    /// The aggregate of the given owned rows of x (every local row, sparse).
+    csr_matrix aggregate_rows(const csr_matrix& x, const nn::local_graph& g, aggregator kind,
+                              std::span<const node_t> rows) const;
+    /// Sparse rows travel as column ids and values when that takes fewer bytes than dense
+    /// rows, summed over ranks (collective: every rank takes the same decision).
+    bool sparse_wire_smaller(const csr_matrix& h) const;
 
     const halo_plan& halo_;
     stage_exchange_options o_;

@@ -1,0 +1,51 @@
+#pragma once
+/// @file sparse.hpp
+/// Kernels over sparse rows (csr_matrix): the linear map of sparse inputs and its weight
+/// gradient, dropout of the stored values, and neighbour aggregation of sparse rows into
+/// sparse rows.  Each matches its dense counterpart on the dense form of the input: dropout
+/// and aggregation bit for bit, the products to rounding (another summation order); the
+/// exact (fixed-point) weight gradient bit for bit, as zeros add nothing.  Results do not
+/// depend on the thread count.
+
+#include <retexo/core/sparse.hpp>
+#include <retexo/kernels/aggregate.hpp>
+#include <retexo/kernels/dense.hpp>
+
+namespace retexo {
+
+/// y (x.rows x out) = x w (+ b as a row); w row-major (x.cols x out), b null or out values.
+void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y);
+
+/// dw (x.cols x out) = x^T dy, dy row-major (x.rows x out); overwritten.  Each row of dw
+/// sums its terms in the order of x's rows.
+void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int out, float* dw);
+
+namespace exact {
+/// acc (x.cols x b) += x^T d in fixed point with scale 2^k (gemm_tn of the dense form).
+void sparse_gemm_tn(const csr_matrix& x, const float* d, int b, int k, std::int64_t* acc);
+} // namespace exact
+
+/// y = dropout(x): the stored values of row i (global id row_ids[i]) masked and scaled as
+/// dropout_forward masks the dense row; y keeps x's structure (dropped values are zero).
+void dropout_forward(const csr_matrix& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
+                     csr_matrix& y);
+
+/// Row selection and dropout alike for dense and sparse rows: y = the given rows of x;
+/// y = dropout(x) with rows keyed by global ids; the first n rows.
+void gather_rows(const matrix_f& x, std::span<const node_t> rows, matrix_f& y);
+void gather_rows(const csr_matrix& x, std::span<const node_t> rows, csr_matrix& y);
+void dropout_rows(const matrix_f& x, std::span<const node_t> row_ids, double p, const dropout_key& key, matrix_f& y);
+void dropout_rows(const csr_matrix& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
+                  csr_matrix& y);
+matrix_f top_rows(const matrix_f& x, Eigen::Index n);
+csr_matrix top_rows(const csr_matrix& x, Eigen::Index n);
+
+/// The aggregation of sparse rows: output row i = sum over the plan's edges e of row i of
+/// weight_e * x[source_e] (x: plan.num_src() rows), as sparse rows with ascending columns.
+/// Sum and mean plans only.
+csr_matrix aggregate_sparse(const aggregation& plan, const csr_matrix& x);
+
+/// Nonzeros the aggregation of x over the plan would hold (counted exactly, no values).
+offset_t aggregate_sparse_nnz(const aggregation& plan, const csr_matrix& x);
+
+} // namespace retexo

@@ -1,0 +1,199 @@
+#include <retexo/core/sparse.hpp>
+
+#include <algorithm>
+
+namespace retexo {
+
+void csr_matrix::push_row(std::span<const std::int32_t> idx, std::span<const float> val)
+{
+    indices.insert(indices.end(), idx.begin(), idx.end());
+    values.insert(values.end(), val.begin(), val.end());
+    offsets.push_back(static_cast<offset_t>(values.size()));
+    ++rows;
+}
+
+csr_matrix csr_matrix::from_dense(const matrix_f& x)
+{
+    csr_matrix m(0, x.cols());
+    m.offsets.reserve(static_cast<std::size_t>(x.rows()) + 1);
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+        for (Eigen::Index j = 0; j < x.cols(); ++j)
+            if (x(i, j) != 0.0F) {
+                m.indices.push_back(static_cast<std::int32_t>(j));
+                m.values.push_back(x(i, j));
+            }
+        m.offsets.push_back(static_cast<offset_t>(m.values.size()));
+    }
+    m.rows = x.rows();
+    return m;
+}
+
+matrix_f csr_matrix::to_dense() const
+{
+    matrix_f x = matrix_f::Zero(rows, cols);
+    for (std::int64_t i = 0; i < rows; ++i)
+        for (offset_t e = offsets[i]; e < offsets[i + 1]; ++e)
+            x(i, indices[e]) = values[e];
+    return x;
+}
+
+csr_matrix csr_matrix::select_rows(std::span<const node_t> rows_wanted) const
+{
+    csr_matrix m(0, cols);
+    offset_t total = 0;
+    for (node_t r : rows_wanted)
+        total += row_nnz(r);
+    m.indices.reserve(static_cast<std::size_t>(total));
+    m.values.reserve(static_cast<std::size_t>(total));
+    m.offsets.reserve(rows_wanted.size() + 1);
+    for (node_t r : rows_wanted)
+        m.push_row(row_indices(r), row_values(r));
+    return m;
+}
+
+csr_matrix csr_matrix::middle_rows(std::int64_t begin, std::int64_t end) const
+{
+    RETEXO_ENSURE(0 <= begin && begin <= end && end <= rows,
+                  "retexo::csr_matrix::middle_rows: [" << begin << ", " << end << ") outside [0, " << rows << ")");
+    csr_matrix m(end - begin, cols);
+    const offset_t e0 = offsets[begin], e1 = offsets[end];
+    for (std::int64_t i = begin; i <= end; ++i)
+        m.offsets[i - begin] = offsets[i] - e0;
+    m.indices.assign(indices.begin() + e0, indices.begin() + e1);
+    m.values.assign(values.begin() + e0, values.begin() + e1);
+    return m;
+}
+
+void csr_matrix::validate(const std::string& what) const
+{
+    RETEXO_ENSURE(rows >= 0 && cols >= 0 && cols <= (std::int64_t{1} << 31),
+                  what << ": bad shape " << rows << " x " << cols);
+    RETEXO_ENSURE(static_cast<std::int64_t>(offsets.size()) == rows + 1,
+                  what << ": " << offsets.size() << " row offsets for " << rows << " rows");
+    RETEXO_ENSURE(offsets.front() == 0 && offsets.back() == nnz() && indices.size() == values.size(),
+                  what << ": row offsets do not match the " << nnz() << " stored entries");
+    for (std::int64_t i = 0; i < rows; ++i) {
+        RETEXO_ENSURE(offsets[i] <= offsets[i + 1], what << ": row offsets decrease at row " << i);
+        for (offset_t e = offsets[i]; e < offsets[i + 1]; ++e) {
+            RETEXO_ENSURE(indices[e] >= 0 && indices[e] < cols,
+                          what << ": row " << i << " has column " << indices[e] << " outside [0, " << cols << ")");
+            RETEXO_ENSURE(e == offsets[i] || indices[e - 1] < indices[e],
+                          what << ": row " << i << " has columns out of order or repeated");
+        }
+    }
+}
+
+void csr_matrix::clear_rows(std::span<const node_t> which)
+{
+    std::vector<char> drop(static_cast<std::size_t>(rows), 0);
+    for (node_t r : which)
+        if (r >= 0 && r < rows) drop[static_cast<std::size_t>(r)] = 1;
+    offset_t out = 0;
+    for (std::int64_t i = 0; i < rows; ++i) {
+        const offset_t e0 = offsets[i], e1 = offsets[i + 1];
+        offsets[i] = out;
+        if (drop[static_cast<std::size_t>(i)] != 0) continue;
+        for (offset_t e = e0; e < e1; ++e, ++out) {
+            indices[out] = indices[e];
+            values[out] = values[e];
+        }
+    }
+    offsets[rows] = out;
+    indices.resize(static_cast<std::size_t>(out));
+    values.resize(static_cast<std::size_t>(out));
+}
+
+csr_matrix hstack(const csr_matrix& a, const csr_matrix& b)
+{
+    RETEXO_ENSURE(a.rows == b.rows, "retexo::hstack: " << a.rows << " rows beside " << b.rows);
+    csr_matrix m(0, a.cols + b.cols);
+    m.indices.reserve(a.indices.size() + b.indices.size());
+    m.values.reserve(a.values.size() + b.values.size());
+    m.offsets.reserve(static_cast<std::size_t>(a.rows) + 1);
+    for (std::int64_t i = 0; i < a.rows; ++i) {
+        m.indices.insert(m.indices.end(), a.row_indices(i).begin(), a.row_indices(i).end());
+        m.values.insert(m.values.end(), a.row_values(i).begin(), a.row_values(i).end());
+        for (std::int32_t j : b.row_indices(i))
+            m.indices.push_back(static_cast<std::int32_t>(j + a.cols));
+        m.values.insert(m.values.end(), b.row_values(i).begin(), b.row_values(i).end());
+        m.offsets.push_back(static_cast<offset_t>(m.values.size()));
+    }
+    m.rows = a.rows;
+    return m;
+}
+
+const matrix_f& node_features::dense() const
+{
+    const auto* d = std::get_if<matrix_f>(&v_);
+    RETEXO_ENSURE(d != nullptr, "retexo::node_features: the features are sparse, a dense matrix was asked for");
+    return *d;
+}
+
+matrix_f& node_features::dense()
+{
+    auto* d = std::get_if<matrix_f>(&v_);
+    RETEXO_ENSURE(d != nullptr, "retexo::node_features: the features are sparse, a dense matrix was asked for");
+    return *d;
+}
+
+const csr_matrix& node_features::sparse() const
+{
+    const auto* s = std::get_if<csr_matrix>(&v_);
+    RETEXO_ENSURE(s != nullptr, "retexo::node_features: the features are dense, sparse rows were asked for");
+    return *s;
+}
+
+csr_matrix& node_features::sparse()
+{
+    auto* s = std::get_if<csr_matrix>(&v_);
+    RETEXO_ENSURE(s != nullptr, "retexo::node_features: the features are dense, sparse rows were asked for");
+    return *s;
+}
+
+node_features node_features::select_rows(std::span<const node_t> rows) const
+{
+    if (is_sparse()) return sparse().select_rows(rows);
+    const auto& d = dense();
+    matrix_f out(static_cast<Eigen::Index>(rows.size()), d.cols());
+    for (std::size_t i = 0; i < rows.size(); ++i)
+        out.row(static_cast<Eigen::Index>(i)) = d.row(rows[i]);
+    return out;
+}
+
+bool operator==(const node_features& a, const node_features& b)
+{
+    if (a.is_sparse() != b.is_sparse()) return false;
+    if (a.is_sparse()) return a.sparse() == b.sparse();
+    const auto& x = a.dense();
+    const auto& y = b.dense();
+    return x.rows() == y.rows() && x.cols() == y.cols() && x == y;
+}
+
+node_features vstack(std::span<const node_features> blocks, std::int64_t cols, bool sparse)
+{
+    std::int64_t rows = 0;
+    for (const auto& b : blocks) {
+        RETEXO_ENSURE(b.cols() == cols, "retexo::vstack: a block of " << b.cols() << " columns, expected " << cols);
+        rows += b.rows();
+    }
+    if (sparse) {
+        csr_matrix m(0, cols);
+        m.offsets.reserve(static_cast<std::size_t>(rows) + 1);
+        for (const auto& b : blocks) {
+            const csr_matrix converted = b.is_sparse() ? csr_matrix() : csr_matrix::from_dense(b.dense());
+            const csr_matrix& s = b.is_sparse() ? b.sparse() : converted;
+            for (std::int64_t i = 0; i < s.rows; ++i)
+                m.push_row(s.row_indices(i), s.row_values(i));
+        }
+        return m;
+    }
+    matrix_f m(rows, cols);
+    Eigen::Index r = 0;
+    for (const auto& b : blocks) {
+        m.middleRows(r, b.rows()) = b.to_dense();
+        r += b.rows();
+    }
+    return m;
+}
+
+} // namespace retexo

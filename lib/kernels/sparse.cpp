@@ -1,0 +1,263 @@
+#include <retexo/kernels/exact.hpp>
+#include <retexo/kernels/sparse.hpp>
+
+#include <omp.h>
+
+#include <algorithm>
+#include <numeric>
+
+namespace retexo {
+
+namespace {
+
+/// x's columns as rows (CSC): for column j, the rows i (ascending) and positions e in x of
+/// its entries.
+struct columns_of {
+    std::vector<offset_t> offsets;
+    std::vector<std::int32_t> rows;
+    std::vector<offset_t> entry;
+
+    explicit columns_of(const csr_matrix& x)
+        : offsets(static_cast<std::size_t>(x.cols) + 1, 0), rows(x.indices.size()), entry(x.indices.size())
+    {
+        for (std::int32_t j : x.indices)
+            ++offsets[static_cast<std::size_t>(j) + 1];
+        std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
+        std::vector<offset_t> fill(offsets.begin(), offsets.end() - 1);
+        for (std::int64_t i = 0; i < x.rows; ++i)
+            for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
+                const offset_t t = fill[static_cast<std::size_t>(x.indices[e])]++;
+                rows[t] = static_cast<std::int32_t>(i);
+                entry[t] = e;
+            }
+    }
+};
+
+} // namespace
+
+void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y)
+{
+    check_finite("sparse_linear::forward", "x", x.values.data(), x.values.size());
+#pragma omp parallel for schedule(dynamic, 64)
+    for (std::int64_t i = 0; i < x.rows; ++i) {
+        float* yi = y + i * out;
+        if (b != nullptr)
+            std::copy(b, b + out, yi);
+        else
+            std::fill(yi, yi + out, 0.0F);
+        for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
+            const float v = x.values[e];
+            const float* wj = w + static_cast<std::ptrdiff_t>(x.indices[e]) * out;
+#pragma omp simd
+            for (int k = 0; k < out; ++k)
+                yi[k] += v * wj[k];
+        }
+    }
+}
+
+void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int out, float* dw)
+{
+    check_finite("sparse_linear::backward", "dy", dy, static_cast<std::size_t>(x.rows) * out);
+    const columns_of c(x);
+#pragma omp parallel for schedule(dynamic, 16)
+    for (std::int64_t j = 0; j < x.cols; ++j) {
+        float* dwj = dw + j * out;
+        std::fill(dwj, dwj + out, 0.0F);
+        for (offset_t t = c.offsets[j]; t < c.offsets[j + 1]; ++t) {
+            const float v = x.values[c.entry[t]];
+            const float* d = dy + static_cast<std::ptrdiff_t>(c.rows[t]) * out;
+#pragma omp simd
+            for (int k = 0; k < out; ++k)
+                dwj[k] += v * d[k];
+        }
+    }
+}
+
+namespace exact {
+
+void sparse_gemm_tn(const csr_matrix& x, const float* d, int b, int k, std::int64_t* acc)
+{
+    const double scale = std::ldexp(1.0, k);
+    const columns_of c(x);
+#pragma omp parallel for schedule(dynamic, 16)
+    for (std::int64_t j = 0; j < x.cols; ++j) {
+        std::int64_t* out = acc + j * b;
+        for (offset_t t = c.offsets[j]; t < c.offsets[j + 1]; ++t) {
+            const float v = x.values[c.entry[t]];
+            if (v == 0.0F) continue;
+            const double xs = static_cast<double>(v) * scale;
+            const float* dr = d + static_cast<std::ptrdiff_t>(c.rows[t]) * b;
+#pragma omp simd
+            for (int m = 0; m < b; ++m)
+                out[m] += static_cast<std::int64_t>(xs * static_cast<double>(dr[m]));
+        }
+    }
+}
+
+} // namespace exact
+
+void dropout_forward(const csr_matrix& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
+                     csr_matrix& y)
+{
+    RETEXO_ENSURE(static_cast<std::int64_t>(row_ids.size()) == x.rows,
+                  "retexo::dropout_forward: " << row_ids.size() << " row ids for " << x.rows << " sparse rows");
+    if (&y != &x) {
+        y.rows = x.rows;
+        y.cols = x.cols;
+        y.offsets = x.offsets;
+        y.indices = x.indices;
+        y.values.resize(x.values.size());
+    }
+    if (p <= 0) {
+        if (&y != &x) std::copy(x.values.begin(), x.values.end(), y.values.begin());
+        return;
+    }
+    // The dense kernel's mask: 16 bits per column, four columns per counter.
+    const auto rng = key.rng();
+    const auto threshold = static_cast<std::uint64_t>(p * 65536.0);
+    const auto scale = static_cast<float>(1.0 / (1.0 - p));
+    const std::uint64_t groups = (static_cast<std::uint64_t>(x.cols) + 3) / 4;
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < x.rows; ++i) {
+        const std::uint64_t base = static_cast<std::uint64_t>(row_ids[static_cast<std::size_t>(i)]) * groups;
+        for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
+            const auto j = static_cast<std::uint64_t>(x.indices[e]);
+            const std::uint64_t bits = rng.bits(base + j / 4);
+            y.values[e] = ((bits >> (16 * (j % 4))) & 0xFFFFU) >= threshold ? x.values[e] * scale : 0.0F;
+        }
+    }
+}
+
+void gather_rows(const matrix_f& x, std::span<const node_t> rows, matrix_f& y)
+{
+    y.resize(static_cast<Eigen::Index>(rows.size()), x.cols());
+    gather_rows(x.data(), rows, static_cast<int>(x.cols()), y.data());
+}
+
+void gather_rows(const csr_matrix& x, std::span<const node_t> rows, csr_matrix& y)
+{
+    y = x.select_rows(rows);
+}
+
+void dropout_rows(const matrix_f& x, std::span<const node_t> row_ids, double p, const dropout_key& key, matrix_f& y)
+{
+    if (&y != &x) y.resize(x.rows(), x.cols());
+    dropout_forward(x.data(), row_ids, static_cast<int>(x.cols()), p, key, y.data());
+}
+
+void dropout_rows(const csr_matrix& x, std::span<const node_t> row_ids, double p, const dropout_key& key, csr_matrix& y)
+{
+    dropout_forward(x, row_ids, p, key, y);
+}
+
+matrix_f top_rows(const matrix_f& x, Eigen::Index n)
+{
+    return x.topRows(n);
+}
+
+csr_matrix top_rows(const csr_matrix& x, Eigen::Index n)
+{
+    return x.middle_rows(0, n);
+}
+
+namespace {
+
+/// Per thread: a dense accumulator over the columns and the columns touched, in order.
+struct sparse_accumulator {
+    std::vector<float> sum;
+    std::vector<char> seen;
+    std::vector<std::int32_t> touched;
+    explicit sparse_accumulator(std::int64_t cols) : sum(static_cast<std::size_t>(cols), 0.0F), seen(sum.size(), 0) {}
+
+    /// Row `out_row` of the aggregation into touched (sorted) and sum (values).
+    void gather(const aggregation& plan, const csr_matrix& x, node_t out_row, bool values)
+    {
+        const auto& edges = plan.edges();
+        const auto w = plan.weights();
+        touched.clear();
+        for (offset_t e = edges.offsets[out_row]; e < edges.offsets[out_row + 1]; ++e) {
+            const node_t u = edges.sources[e];
+            for (offset_t t = x.offsets[u]; t < x.offsets[u + 1]; ++t) {
+                const auto j = static_cast<std::size_t>(x.indices[t]);
+                if (seen[j] == 0) {
+                    seen[j] = 1;
+                    touched.push_back(x.indices[t]);
+                }
+                if (values) sum[j] += w[e] * x.values[t];
+            }
+        }
+        std::sort(touched.begin(), touched.end());
+    }
+    void clear()
+    {
+        for (std::int32_t j : touched) {
+            seen[static_cast<std::size_t>(j)] = 0;
+            sum[static_cast<std::size_t>(j)] = 0.0F;
+        }
+    }
+};
+
+void check_plan(const aggregation& plan, const csr_matrix& x)
+{
+    RETEXO_ENSURE(plan.kind() == aggregator::sum || plan.kind() == aggregator::mean || plan.kind() == aggregator::gcn,
+                  "retexo::aggregate_sparse: " << name_of(plan.kind())
+                                               << " aggregation of sparse rows is not supported");
+    RETEXO_ENSURE(x.rows == plan.num_src(),
+                  "retexo::aggregate_sparse: " << x.rows << " input rows, the plan reads " << plan.num_src());
+}
+
+/// Row nonzero counts of the aggregation (per output row).
+std::vector<offset_t> row_counts(const aggregation& plan, const csr_matrix& x)
+{
+    const node_t n = plan.num_out();
+    std::vector<offset_t> count(static_cast<std::size_t>(n) + 1, 0);
+#pragma omp parallel
+    {
+        sparse_accumulator acc(x.cols);
+#pragma omp for schedule(dynamic, 256)
+        for (node_t i = 0; i < n; ++i) {
+            acc.gather(plan, x, i, false);
+            count[static_cast<std::size_t>(i) + 1] = static_cast<offset_t>(acc.touched.size());
+            acc.clear();
+        }
+    }
+    return count;
+}
+
+} // namespace
+
+offset_t aggregate_sparse_nnz(const aggregation& plan, const csr_matrix& x)
+{
+    check_plan(plan, x);
+    const auto count = row_counts(plan, x);
+    return std::accumulate(count.begin(), count.end(), offset_t{0});
+}
+
+csr_matrix aggregate_sparse(const aggregation& plan, const csr_matrix& x)
+{
+    check_plan(plan, x);
+    check_finite("aggregate_sparse", "input", x.values.data(), x.values.size());
+    const node_t n = plan.num_out();
+    csr_matrix out(n, x.cols);
+    out.offsets = row_counts(plan, x);
+    std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
+    out.indices.resize(static_cast<std::size_t>(out.offsets.back()));
+    out.values.resize(out.indices.size());
+#pragma omp parallel
+    {
+        sparse_accumulator acc(x.cols);
+#pragma omp for schedule(dynamic, 256)
+        for (node_t i = 0; i < n; ++i) {
+            acc.gather(plan, x, i, true);
+            offset_t t = out.offsets[i];
+            for (std::int32_t j : acc.touched) {
+                out.indices[t] = j;
+                out.values[t++] = acc.sum[static_cast<std::size_t>(j)];
+            }
+            acc.clear();
+        }
+    }
+    return out;
+}
+
+} // namespace retexo

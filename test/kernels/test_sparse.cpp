@@ -1,0 +1,179 @@
+// Sparse rows and their kernels against the dense kernels on the dense form of the input.
+#include "support/gradcheck.hpp"
+#include "support/test_support.hpp"
+
+#include <retexo/kernels/exact.hpp>
+#include <retexo/kernels/linear.hpp>
+#include <retexo/kernels/sparse.hpp>
+
+#include <omp.h>
+
+using namespace retexo;
+
+namespace {
+
+/// rows x cols with about `density` of the entries non-zero (and a few empty rows).
+matrix_f sparse_random(Eigen::Index rows, Eigen::Index cols, double density, std::uint64_t seed)
+{
+    const counter_rng rng(seed, 3);
+    matrix_f x = matrix_f::Zero(rows, cols);
+    for (Eigen::Index i = 0; i < x.size(); ++i)
+        if (rng.uniform_double(2 * static_cast<std::uint64_t>(i)) < density && (i / cols) % 7 != 3)
+            x.data()[i] = static_cast<float>(rng.normal(2 * static_cast<std::uint64_t>(i) + 1));
+    return x;
+}
+
+/// A random in-edge CSR over `rows` rows with `sources` source rows.
+csr random_edges(node_t rows, node_t sources, int per_row, std::uint64_t seed)
+{
+    const counter_rng rng(seed, 4);
+    std::vector<node_t> src, dst;
+    for (std::uint64_t e = 0; e < static_cast<std::uint64_t>(rows) * per_row; ++e) {
+        src.push_back(static_cast<node_t>(rng.below(2 * e, static_cast<std::uint64_t>(sources))));
+        dst.push_back(static_cast<node_t>(rng.below(2 * e + 1, static_cast<std::uint64_t>(rows))));
+    }
+    csr g = build_csr(std::max(rows, sources), src, dst);
+    g.offsets.resize(static_cast<std::size_t>(rows) + 1);
+    g.sources.resize(static_cast<std::size_t>(g.offsets.back()));
+    return g;
+}
+
+template <typename F>
+void at_thread_counts(F&& f)
+{
+    const int keep = omp_get_max_threads();
+    for (int t : {1, 2, 3}) {
+        omp_set_num_threads(t);
+        f(t);
+    }
+    omp_set_num_threads(keep);
+}
+
+} // namespace
+
+TEST_CASE("csr_matrix: dense round trip, row selection, stacking, validation", "[kernels][sparse]")
+{
+    const matrix_f x = sparse_random(9, 6, 0.3, 1);
+    const auto s = csr_matrix::from_dense(x);
+    REQUIRE_NOTHROW(s.validate("s"));
+    CHECK(s.to_dense() == x);
+    CHECK(s.nnz() == (x.array() != 0).count());
+    const std::vector<node_t> rows{4, 0, 4, 8};
+    const auto sel = s.select_rows(rows).to_dense();
+    for (std::size_t i = 0; i < rows.size(); ++i)
+        CHECK(sel.row(static_cast<Eigen::Index>(i)) == x.row(rows[i]));
+    CHECK(s.middle_rows(2, 5).to_dense() == x.middleRows(2, 3));
+    const matrix_f y = sparse_random(9, 4, 0.5, 2);
+    matrix_f xy(9, 10);
+    xy << x, y;
+    CHECK(hstack(s, csr_matrix::from_dense(y)).to_dense() == xy);
+    const node_features f(s);
+    CHECK(f.is_sparse());
+    CHECK(f.rows() == 9);
+    CHECK(f.cols() == 6);
+    CHECK_THROWS_WITH(f.dense(), Catch::Contains("the features are sparse"));
+    auto bad = s;
+    std::swap(bad.indices[0], bad.indices[1]);
+    if (s.row_nnz(0) >= 2) CHECK_THROWS_WITH(bad.validate("bad.h5"), Catch::Contains("out of order"));
+    bad = s;
+    bad.indices.back() = 6;
+    CHECK_THROWS_WITH(bad.validate("bad.h5"), Catch::Contains("outside [0, 6)"));
+    bad = s;
+    bad.offsets.pop_back();
+    CHECK_THROWS_WITH(bad.validate("bad.h5"), Catch::Contains("row offsets"));
+}
+
+TEST_CASE("sparse linear map and its weight gradient match the dense kernels", "[kernels][sparse]")
+{
+    const int in = 37, out = 19;
+    const matrix_f x = sparse_random(300, in, 0.08, 3);
+    const auto s = csr_matrix::from_dense(x);
+    const matrix_f w = test::random_matrix(in, out, 4).cast<float>();
+    const matrix_f b = test::random_matrix(1, out, 5).cast<float>();
+    const matrix_f dy = test::random_matrix(300, out, 6).cast<float>();
+    std::vector<float> ref_y(300 * out), ref_dx(300 * in), ref_dw(in * out), ref_db(out);
+    reference::linear_forward(x.data(), 300, in, out, w.data(), b.data(), ref_y.data());
+    reference::linear_backward(x.data(), dy.data(), 300, in, out, w.data(), ref_dx.data(), ref_dw.data(),
+                               ref_db.data());
+    const linear_kernel k(in, out);
+    matrix_f y0, dw0(in, out);
+    at_thread_counts([&](int t) {
+        INFO(t << " threads");
+        matrix_f y, dw(in, out);
+        k.forward(s, w, b, y);
+        k.backward_weights(s, dy.data(), dw.data());
+        for (Eigen::Index i = 0; i < y.size(); ++i)
+            CHECK(y.data()[i] == Approx(ref_y[static_cast<std::size_t>(i)]).epsilon(1e-5).margin(1e-5));
+        for (Eigen::Index i = 0; i < dw.size(); ++i)
+            CHECK(dw.data()[i] == Approx(ref_dw[static_cast<std::size_t>(i)]).epsilon(1e-5).margin(1e-5));
+        if (t == 1) {
+            y0 = y;
+            dw0 = dw;
+        }
+        CHECK(y == y0); // the same bits at every thread count
+        CHECK(dw == dw0);
+    });
+    SECTION("exact: the fixed-point gradient of the dense form, bit for bit")
+    {
+        std::vector<std::int64_t> dense(static_cast<std::size_t>(in) * out, 0), sparse(dense.size(), 0);
+        exact::gemm_tn(x.data(), dy.data(), 300, in, out, 20, dense.data());
+        exact::sparse_gemm_tn(s, dy.data(), out, 20, sparse.data());
+        CHECK(sparse == dense);
+    }
+}
+
+TEST_CASE("sparse dropout masks the stored values as dense dropout masks the row", "[kernels][sparse]")
+{
+    const matrix_f x = sparse_random(40, 13, 0.3, 7);
+    const auto s = csr_matrix::from_dense(x);
+    std::vector<node_t> ids(40);
+    for (node_t i = 0; i < 40; ++i)
+        ids[static_cast<std::size_t>(i)] = 1000 - 7 * i;
+    const dropout_key key{9, 2, 5};
+    matrix_f dense(40, 13);
+    dropout_forward(x.data(), ids, 13, 0.4, key, dense.data());
+    csr_matrix sp;
+    dropout_forward(s, ids, 0.4, key, sp);
+    CHECK(sp.to_dense() == dense);
+    csr_matrix in_place = s;
+    dropout_forward(in_place, ids, 0.4, key, in_place);
+    CHECK(in_place.values == sp.values);
+    dropout_forward(s, ids, 0.0, key, sp);
+    CHECK(sp.to_dense() == x);
+}
+
+TEST_CASE("sparse aggregation equals dense aggregation bit for bit", "[kernels][sparse][aggregate]")
+{
+    const node_t rows = 200, sources = 260; // 60 halo-like source rows
+    const csr g = random_edges(rows, sources, 5, 8);
+    std::vector<offset_t> degree(static_cast<std::size_t>(sources));
+    for (node_t v = 0; v < sources; ++v)
+        degree[static_cast<std::size_t>(v)] = v < rows ? g.degree(v) : 1 + v % 4;
+    const matrix_f x = sparse_random(sources, 31, 0.05, 9);
+    const auto s = csr_matrix::from_dense(x);
+    const std::vector<node_t> subset{5, 2, 199, 17, 0};
+    for (auto kind : {aggregator::sum, aggregator::mean, aggregator::gcn}) {
+        for (bool some : {false, true}) {
+            DYNAMIC_SECTION(name_of(kind) << (some ? " subset" : ""))
+            {
+                const aggregation plan(g, sources,
+                                       {.kind = kind,
+                                        .in_degree = kind == aggregator::gcn ? std::span<const offset_t>(degree)
+                                                                             : std::span<const offset_t>(),
+                                        .rows = some ? std::span<const node_t>(subset) : std::span<const node_t>(),
+                                        .backward = false});
+                matrix_f dense;
+                plan.forward(x, dense);
+                at_thread_counts([&](int t) {
+                    INFO(t << " threads");
+                    const auto a = aggregate_sparse(plan, s);
+                    REQUIRE_NOTHROW(a.validate("aggregate"));
+                    CHECK(a.to_dense() == dense);
+                    CHECK(aggregate_sparse_nnz(plan, s) == a.nnz());
+                });
+            }
+        }
+    }
+    const aggregation max_plan(g, sources, {.kind = aggregator::max, .backward = false});
+    CHECK_THROWS_WITH(aggregate_sparse(max_plan, s), Catch::Contains("max aggregation of sparse rows"));
+}
