@@ -461,6 +461,7 @@ void write_outputs(const mpi::communicator& comm, const app_options& a, const lo
 
 int main(int argc, char** argv)
 {
+    cli::keep_freed_buffers();
     mpi::environment env(argc, argv);
     mpi::communicator comm(MPI_COMM_WORLD);
     return cli::run_mpi("retexo_mpi", comm, [&] {
