@@ -1,6 +1,7 @@
 #include <retexo/core/sparse.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 namespace retexo {
 
@@ -79,6 +80,8 @@ void csr_matrix::validate(const std::string& what) const
                           what << ": row " << i << " has column " << indices[e] << " outside [0, " << cols << ")");
             RETEXO_ENSURE(e == offsets[i] || indices[e - 1] < indices[e],
                           what << ": row " << i << " has columns out of order or repeated");
+            RETEXO_ENSURE(std::isfinite(values[e]),
+                          what << ": row " << i << " has a non-finite value at column " << indices[e]);
         }
     }
 }

@@ -215,7 +215,10 @@ else
 fi
 
 if [[ -n $datasets && -d $datasets/cora ]]; then
-  expect 0 "2708 nodes" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --out "$tmp/cora.h5"
+  expect 0 "2708 nodes.*1433 features \(sparse, 1.268" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --out "$tmp/cora.h5"
+  expect 0 "1433 features \(dense, 1.268" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --features dense --out "$tmp/cora-dense.h5"
+  expect 1 "--features: unknown feature storage 'csr'" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --features csr --out "$tmp/cora-bad.h5"
+  absent "$tmp/cora-bad.h5"
   expect 1 "choose a split with --split \(available: public random-paper\)" "$apps/retexo_convert" --ogb "$datasets/cora" --out "$tmp/cora2.h5"
   expect 0 "split random-7 280/280/2148" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 7 --train-per-class 40 --num-valid 280 --num-test 2148 --out "$tmp/cora3.h5"
   expect 1 "class 6 has 180 nodes, fewer than the 200" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 7 --train-per-class 200 --out "$tmp/cora4.h5"

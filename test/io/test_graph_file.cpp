@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <numeric>
 
 using namespace retexo;
 namespace fs = std::filesystem;
@@ -111,5 +113,115 @@ TEST_CASE("graph file errors name the file and the problem", "[io][bad-input]")
         for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path()))
             ++files;
         CHECK(files == 1);
+    }
+}
+
+TEST_CASE("sparse features round-trip, are read by row block, and convert to the other storage", "[io][sparse]")
+{
+    test::temp_dir tmp;
+    const graph g = test::with_sparse_features(test::make_graph(50, {{0, 1}, {1, 2}, {10, 40}}, 30, 3), 0.1);
+    REQUIRE(g.features.is_sparse());
+    write_graph(g, tmp / "s.h5");
+    const graph h = read_graph(tmp / "s.h5");
+    REQUIRE(h.features.is_sparse());
+    CHECK(h.features == g.features);
+    const graph_file_reader r(tmp / "s.h5");
+    CHECK(r.storage() == feature_storage::sparse);
+    CHECK(r.read_features(7, 20) == g.features.select_rows(std::vector<node_t>{
+                                        7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26}));
+    CHECK(r.read_features(50, 0).rows() == 0);
+    // The same graph written dense reads back as the dense twin.
+    const graph d = test::dense_twin(g);
+    write_graph(d, tmp / "d.h5");
+    CHECK(graph_file_reader(tmp / "d.h5").storage() == feature_storage::dense);
+    CHECK(read_graph(tmp / "d.h5").features.dense() == g.features.to_dense());
+    // A writer asked for sparse storage takes dense blocks (and the other way round).
+    {
+        graph_file_writer w(tmp / "s2.h5", info_of(d), feature_storage::sparse);
+        w.write_structure(d.in_edges, d.labels, d.train, d.valid, d.test);
+        w.append_features(d.features.select_rows(std::vector<node_t>{0, 1, 2}));
+        std::vector<node_t> rest(47);
+        std::iota(rest.begin(), rest.end(), 3);
+        w.append_features(g.features.select_rows(rest));
+        w.commit();
+    }
+    CHECK(read_graph(tmp / "s2.h5").features == g.features);
+}
+
+TEST_CASE("bad sparse feature files are rejected with the file, the dataset and the problem", "[io][sparse][bad-input]")
+{
+    test::temp_dir tmp;
+    const graph g = test::with_sparse_features(test::make_graph(20, {{0, 1}, {1, 2}}, 16, 2), 0.2);
+    write_graph(g, tmp / "g.h5");
+    const auto& x = g.features.sparse();
+    REQUIRE(x.nnz() > 3);
+    const offset_t e = x.offsets[5]; // an entry of row 5 or later
+    auto edit = [&](auto&& change) {
+        auto f = h5::file::open(tmp / "g.h5", true);
+        change(f);
+    };
+    SECTION("a column id out of range")
+    {
+        edit([&](h5::file& f) {
+            const std::int32_t bad = 16;
+            f.write_rows<std::int32_t>(f.open_dataset("features_csr/indices"), "features_csr/indices",
+                                       static_cast<hsize_t>(e), 1, 1, &bad);
+        });
+        CHECK_THROWS_WITH(read_graph(tmp / "g.h5"),
+                          Catch::Contains("g.h5: features_csr") && Catch::Contains("column 16 outside [0, 16)"));
+    }
+    SECTION("columns repeated within a row")
+    {
+        std::int64_t row = 0;
+        while (row < x.rows && x.row_nnz(row) < 2)
+            ++row;
+        REQUIRE(row < x.rows);
+        edit([&](h5::file& f) {
+            const std::vector<std::int32_t> ids(2, x.indices[x.offsets[row]]);
+            f.write_rows<std::int32_t>(f.open_dataset("features_csr/indices"), "features_csr/indices",
+                                       static_cast<hsize_t>(x.offsets[row]), 2, 1, ids.data());
+        });
+        CHECK_THROWS_WITH(read_graph(tmp / "g.h5"),
+                          Catch::Contains("g.h5: features_csr") && Catch::Contains("columns out of order or repeated"));
+    }
+    SECTION("decreasing offsets")
+    {
+        edit([&](h5::file& f) {
+            const offset_t bad = x.nnz();
+            f.write_rows<offset_t>(f.open_dataset("features_csr/offsets"), "features_csr/offsets", 3, 1, 1, &bad);
+        });
+        CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("g.h5: features_csr"));
+    }
+    SECTION("offsets beyond the stored entries")
+    {
+        edit([&](h5::file& f) {
+            const offset_t bad = x.nnz() + 5;
+            f.write_rows<offset_t>(f.open_dataset("features_csr/offsets"), "features_csr/offsets", 20, 1, 1, &bad);
+        });
+        CHECK_THROWS_WITH(read_graph(tmp / "g.h5"),
+                          Catch::Contains("point outside the " + std::to_string(x.nnz()) + " stored entries"));
+    }
+    SECTION("a non-finite value")
+    {
+        edit([&](h5::file& f) {
+            const float bad = std::numeric_limits<float>::quiet_NaN();
+            f.write_rows<float>(f.open_dataset("features_csr/values"), "features_csr/values", static_cast<hsize_t>(e),
+                                1, 1, &bad);
+        });
+        CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("non-finite value"));
+    }
+    SECTION("a shape that is not the graph's")
+    {
+        edit([&](h5::file& f) {
+            const std::vector<std::int64_t> shape{20, 17};
+            f.write_rows<std::int64_t>(f.open_dataset("features_csr/shape"), "features_csr/shape", 0, 2, 1,
+                                       shape.data());
+        });
+        CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("features_csr is 20 x 17, expected 20 x 16"));
+    }
+    SECTION("no features at all")
+    {
+        edit([&](h5::file& f) { H5Ldelete(f.id(), "features_csr", H5P_DEFAULT); });
+        CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("g.h5") && Catch::Contains("features"));
     }
 }

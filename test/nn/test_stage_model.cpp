@@ -11,7 +11,9 @@ using namespace retexo::nn;
 
 namespace {
 
-void check_stage(const stage_spec& spec)
+/// With `sparse`, the inputs are 2/3 zeros and stored as CSR (the sparse first-layer kernels);
+/// the gradients then also match those of the same inputs stored dense, to rounding.
+void check_stage(const stage_spec& spec, bool sparse = false)
 {
     const test::toy_graph t(5);
     stage_model model(spec);
@@ -20,7 +22,13 @@ void check_stage(const stage_spec& spec)
         if (v % 4 != 1) rows.push_back(v);
     std::optional<layer_plan> plan;
     if (spec.graph) plan = model.make_plan(t.lg, rows);
-    const matrix_f x = test::random_matrix(spec.graph ? 16 : 12, spec.in, 1).cast<float>();
+    matrix_f dense_x = test::random_matrix(spec.graph ? 16 : 12, spec.in, 1).cast<float>();
+    if (sparse) // two of every three zero, none of the rows all zero (its pre-activations would be the
+                // bias, 0 at the start: on ReLU's kink)
+        for (Eigen::Index i = 0; i < dense_x.rows(); ++i)
+            for (Eigen::Index j = 0; j < dense_x.cols(); ++j)
+                if ((i + j) % 3 != 0) dense_x(i, j) = 0;
+    const node_features x = sparse ? node_features(csr_matrix::from_dense(dense_x)) : node_features(dense_x);
     const matrix<double> r = test::random_matrix(static_cast<Eigen::Index>(rows.size()), spec.classes, 2);
     auto loss = [&] { // <logits, r>
         stage_pass p;
@@ -35,6 +43,18 @@ void check_stage(const stage_spec& spec)
     model.forward(p, x, t.ids, true, 1);
     p.d_logits = r.cast<float>();
     model.backward(p, 1, reduce_mode{}, [](std::int64_t*, int) { FAIL("no halo exchange outside exact mode"); });
+    if (sparse) { // the same model on the dense storage of the inputs
+        stage_model twin(spec);
+        stage_pass q;
+        q.rows = rows;
+        q.plan = plan ? &*plan : nullptr;
+        twin.forward(q, dense_x, t.ids, true, 1);
+        CHECK(q.logits.isApprox(p.logits, 1e-6F));
+        q.d_logits = r.cast<float>();
+        twin.backward(q, 1, reduce_mode{}, [](std::int64_t*, int) {});
+        for (std::size_t i = 0; i < twin.parameters().size(); ++i)
+            CHECK(twin.parameters()[i]->grad.isApprox(model.parameters()[i]->grad, 1e-5F));
+    }
     for (auto* param : model.parameters()) {
         matrix<double> value = param->value.cast<double>();
         const matrix<double> grad = param->grad.cast<double>();
@@ -67,6 +87,15 @@ TEST_CASE("stage model: gradients match central differences", "[nn][stage]")
         s.head = false;
         check_stage(s);
     }
+    SECTION("dense, sparse inputs, head and LayerNorm")
+    {
+        check_stage(s, true);
+    }
+    SECTION("dense, sparse inputs, the transform gives the logits")
+    {
+        s.head = false;
+        check_stage(s, true);
+    }
     SECTION("graph: GraphSAGE-pool with head")
     {
         s.graph = true;
@@ -79,6 +108,19 @@ TEST_CASE("stage model: gradients match central differences", "[nn][stage]")
         s.kind = layer_kind::gat;
         s.heads = 2;
         check_stage(s);
+    }
+    SECTION("graph: GAT with sparse inputs")
+    {
+        s.graph = true;
+        s.kind = layer_kind::gat;
+        s.heads = 2;
+        check_stage(s, true);
+    }
+    SECTION("graph: GraphSAGE-pool with sparse inputs")
+    {
+        s.graph = true;
+        s.kind = layer_kind::sage_pool;
+        check_stage(s, true);
     }
     SECTION("graph: GAT logits (heads averaged)")
     {
