@@ -349,10 +349,7 @@ void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg
     case layer_kind::sage_pool: {
         if (kind_ != layer_kind::gcn) {
             weight_gradient(w_self_, *lin_self_, x_rows, d_out.data(), mode);
-            if (need_messages) {
-                c.d_self.resize(n, in_);
-                lin_self_->backward_data(d_out.data(), n, w_self_.value.data(), c.d_self.data());
-            }
+            if (need_messages) c.d_self = d_out;
         }
         if (transform_first_) {
             if (need_messages) scatter(d_out);
@@ -512,8 +509,12 @@ template <typename T>
 void gnn_layer<T>::add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const
 {
     if (kind_ != layer_kind::sage_mean && kind_ != layer_kind::sage_pool) return;
-    for (std::size_t i = 0; i < plan.rows.size(); ++i)
-        d_x.row(plan.rows[i]) += c.d_self.row(static_cast<Eigen::Index>(i));
+    const auto n = static_cast<Eigen::Index>(plan.rows.size());
+    RETEXO_ENSURE(c.d_self.rows() == n, "retexo::gnn_layer::add_self_gradient: combine_backward did not run");
+    matrix<T> d_self(n, in_);
+    lin_self_->backward_data(c.d_self.data(), n, w_self_.value.data(), d_self.data());
+    for (Eigen::Index i = 0; i < n; ++i)
+        d_x.row(plan.rows[static_cast<std::size_t>(i)]) += d_self.row(i);
 }
 
 template <typename T>

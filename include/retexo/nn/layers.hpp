@@ -64,7 +64,8 @@ struct layer_cache {
     // message phase (rows the message was computed for)
     matrix<T> pre; ///< sage-pool: x W_pool + b_pool
     // combine phase (plan rows)
-    matrix<T> agg, z, el, er, alpha, d_score, att, d_self;
+    matrix<T> agg, z, el, er, alpha, d_score, att;
+    matrix<T> d_self; ///< sage: the gradient of the self term's output (plan rows x out)
     std::vector<node_t> argmax;
     // message gradients, num_local x msg_width
     matrix<T> d_msg;                       ///< fast mode
@@ -129,7 +130,8 @@ public:
     /// parameter gradients, and d_x (n x in) if given.  msg holds the messages of those rows.
     template <typename X>
     void message_backward(const X& x, const matrix<T>& msg, layer_cache<T>& c, matrix<T>* d_x, const reduce_mode& mode);
-    /// d_x (owned rows x in) += the gradient of the self term (SAGE) for the plan rows.
+    /// d_x (owned rows x in) += the gradient of the self term (SAGE) for the plan rows: formed
+    /// here, so that a first layer, whose input gradient nobody needs, never multiplies it out.
     void add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const;
     /// Whether message_backward has parameters to update (else it only forms d_x).
     bool has_message_params() const noexcept;
