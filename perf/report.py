@@ -261,6 +261,11 @@ try:
 except ImportError:
     md.append("(matplotlib missing: no plots)\n")
 
+peer_md = os.path.join(out, "peer", "peer.md")
+if os.path.exists(peer_md):  # written by perf/peer/compare.sh (step 7 of run_all.sh)
+    md.append(open(peer_md).read())
+    summary["peer"] = load(os.path.join(out, "peer", "peer.json"))
+
 with open(os.path.join(out, "report.md"), "w") as f:
     f.write("# retexo performance report\n\n" + "\n".join(md) + "\n")
 with open(os.path.join(out, "report.json"), "w") as f:

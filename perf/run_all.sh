@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The whole performance suite: kernel ratios, bytes / accuracy / time of RETEXO, the
 # standard trainer and BNS-GCN across partition counts and datasets, emulated networks,
-# time to accuracy, and the products-scale run.  Writes OUT/report.md, OUT/report.json and
-# OUT/*.png.
-#   perf/run_all.sh [OUT_DIR]            (about 24 minutes on 2 cores)
+# time to accuracy, the products-scale run, and retexo against a tuned PyTorch peer.
+# Writes OUT/report.md, OUT/report.json and OUT/*.png.
+#   perf/run_all.sh [OUT_DIR]            (about 55 minutes on 2 cores)
 # Environment: QUICK=1 shrinks every experiment (a smoke test of the pipeline, minutes).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -113,6 +113,16 @@ if [[ -f $ovg ]]; then
         >"$out/overlap-$bw-$ov.log"
     done
   done
+fi
+
+# 7. Against a tuned PyTorch peer (perf/peer/peer.py: oneDNN GEMMs, sparse inputs, passive
+#    waiting), back to back on the same files: every shared dataset x standard GCN / SAGE /
+#    GAT and RETEXO GCN, np 1, 100 epochs / rounds (about 30 minutes; QUICK: cora, one run each).
+log "peer baseline"
+if [[ $quick == 1 ]]; then
+  DATASETS=cora REPS=1 H5_DIR=$out "$root/perf/peer/compare.sh" "$out/peer" >"$out/peer.log" 2>&1 || log "failed: see $out/peer.log"
+else
+  H5_DIR=$out "$root/perf/peer/compare.sh" "$out/peer" >"$out/peer.log" 2>&1 || log "failed: see $out/peer.log"
 fi
 
 log "report"

@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""Checks perf/peer/peer.py's hand-written kernels against plain dense autograd on a small
+random graph: forward values and every gradient (oneDNN linear, sparse linear, aggregation,
+the GCN / mean adjacencies, GAT's gather, repeat, edge softmax and block aggregation).
+    /usr/bin/python3 perf/peer/check_peer.py        (prints the largest errors, exits 1 on a mismatch)"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import peer  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+torch.manual_seed(0)
+peer.VERBOSE = False
+bad = []
+
+
+def close(name, a, b, tol=2e-4):
+    err = float((a - b).abs().max() / b.abs().max().clamp(min=1e-6))
+    print(f"{name:40s} rel. error {err:.2e}")
+    if not err < tol:
+        bad.append(name)
+
+
+# a random directed-symmetric graph with an isolated node
+N, Fdim, H = 40, 30, 4
+adj = torch.rand(N, N) < 0.12
+adj = (adj | adj.t()) & ~torch.eye(N, dtype=torch.bool)
+adj[0, :] = False
+adj[:, 0] = False
+off = torch.zeros(N + 1, dtype=torch.int64)
+off[1:] = torch.cumsum(adj.sum(1), 0)  # row v: in-edges u -> v
+src = torch.cat([torch.nonzero(adj[v]).flatten() for v in range(N)])
+deg = adj.sum(1).double()
+
+for fmt in ("coo", "csr"):
+    peer.Sparse.fmt = fmt
+    # adjacencies
+    A = peer.gcn_adjacency(off, src, N)
+    Ad = ((adj.double() + torch.eye(N)) / torch.sqrt(torch.outer(deg + 1, deg + 1))).float()
+    close(f"[{fmt}] gcn adjacency", A.to_dense(), Ad)
+    M = peer.mean_adjacency(off, src, N)
+    Md = (adj.double() / deg.clamp(min=1)[:, None]).float()
+    close(f"[{fmt}] mean adjacency", M.to_dense(), Md)
+    # aggregation
+    x = torch.randn(N, 8, requires_grad=True)
+    g = torch.randn(N, 8)
+    y = peer.SpAgg.apply(x, A)
+    (dx,) = torch.autograd.grad(y, x, g)
+    x2 = x.detach().clone().requires_grad_()
+    y2 = Ad @ x2
+    (dx2,) = torch.autograd.grad(y2, x2, g)
+    close(f"[{fmt}] SpAgg forward", y, y2)
+    close(f"[{fmt}] SpAgg backward", dx, dx2)
+    # sparse linear with dropped-out values, and rows()
+    X = torch.rand(N, Fdim) * (torch.rand(N, Fdim) < 0.2)
+    S = peer.Sparse.from_dense(X)
+    close(f"[{fmt}] Sparse.from_dense", S.to_dense(), X)
+    rows = torch.tensor([5, 3, 17, 0, 39])
+    close(f"[{fmt}] Sparse.rows", S.rows(rows).to_dense(), X[rows])
+    val = S.val * peer.keep_mask(S.val.shape, 0.5)
+    Xd = peer.Sparse(S.crow, S.col, val, S.shape).to_dense()
+    w = torch.randn(Fdim, 6, requires_grad=True)
+    b = torch.randn(6, requires_grad=True)
+    g = torch.randn(N, 6)
+    y = peer.SparseLinear.apply(w, b, S, val)
+    dw, db = torch.autograd.grad(y, (w, b), g)
+    w2, b2 = w.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
+    y2 = Xd @ w2 + b2
+    dw2, db2 = torch.autograd.grad(y2, (w2, b2), g)
+    close(f"[{fmt}] SparseLinear forward", y, y2)
+    close(f"[{fmt}] SparseLinear d weight", dw, dw2)
+    close(f"[{fmt}] SparseLinear d bias", db, db2)
+
+    # GAT layer: the peer's pieces against dense masked attention
+    for D in (3, 5):
+        G = peer.GatGraph(off, src, N, H)
+        z = torch.randn(N, H * D, requires_grad=True)
+        al = torch.randn(H, D, requires_grad=True)
+        ar = torch.randn(H, D, requires_grad=True)
+        gout = torch.randn(N, H * D)
+        zz = z.view(N, H, D)
+        el, er = (zz * al).sum(-1), (zz * ar).sum(-1)
+        e = F.leaky_relu(peer.Gather.apply(el, G.src, G.Pt) + peer.Repeat.apply(er, G.lens), 0.2)
+        out = peer.GatAggregate.apply(peer.EdgeSoftmax.apply(e, G.lens), z, G)
+        grads = torch.autograd.grad(out, (z, al, ar), gout)
+        z2, al2, ar2 = (t.detach().clone().requires_grad_() for t in (z, al, ar))
+        zz2 = z2.view(N, H, D)
+        el2, er2 = (zz2 * al2).sum(-1), (zz2 * ar2).sum(-1)  # [N, H]
+        s = F.leaky_relu(er2.t()[:, :, None] + el2.t()[:, None, :], 0.2)  # [H, v, u]
+        mask = adj | torch.eye(N, dtype=torch.bool)
+        alpha = torch.softmax(s.masked_fill(~mask, float("-inf")), -1)
+        out2 = torch.einsum("hvu,uhd->vhd", alpha, zz2).reshape(N, H * D)
+        grads2 = torch.autograd.grad(out2, (z2, al2, ar2), gout)
+        close(f"[{fmt}] GAT (D={D}) forward", out, out2)
+        for nm, a, b in zip(("d z", "d attn_l", "d attn_r"), grads, grads2):
+            close(f"[{fmt}] GAT (D={D}) {nm}", a, b)
+
+# oneDNN linear (and the torch alternative picked per shape)
+for n, k, m in ((50, 30, 7), (300, 64, 40)):
+    x = torch.randn(n, k, requires_grad=True)
+    w = torch.randn(m, k, requires_grad=True)
+    b = torch.randn(m, requires_grad=True)
+    g = torch.randn(n, m)
+    y = peer.DenseLinear.apply(x, w, b)
+    grads = torch.autograd.grad(y, (x, w, b), g)
+    x2, w2, b2 = (t.detach().clone().requires_grad_() for t in (x, w, b))
+    y2 = x2 @ w2.t() + b2
+    grads2 = torch.autograd.grad(y2, (x2, w2, b2), g)
+    close(f"DenseLinear {n}x{k}x{m} forward", y, y2)
+    for nm, a, c in zip(("d x", "d w", "d b"), grads, grads2):
+        close(f"DenseLinear {n}x{k}x{m} {nm}", a, c)
+
+# dropout: the kept fraction and the scale
+m = peer.keep_mask((1000, 100), 0.3)
+kept = float((m > 0).float().mean())
+print(f"{'dropout 0.3: kept fraction':40s} {kept:.4f}, scale {float(m.max()):.4f}")
+if abs(kept - 0.7) > 0.01 or abs(float(m.max()) - 1 / 0.7) > 1e-5:
+    bad.append("dropout")
+
+print("FAILED: " + ", ".join(bad) if bad else "all checks passed")
+sys.exit(1 if bad else 0)

@@ -1,0 +1,845 @@
+#!/usr/bin/python3
+"""A PyTorch peer baseline for retexo: the same models on the same HDF5 graph files, tuned for CPU.
+
+    /usr/bin/python3 perf/peer/peer.py --data cora.h5 --mode standard --model gcn \
+        --config mpi_scripts/presets/cora.cfg --epochs 100 [--rounds 100] [--json-out peer.json]
+
+Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/nn/stage_model.cpp):
+  standard gcn / sage / gat: 2 layers, hidden 256 (std-hidden), dropout on each layer's input,
+    ReLU between layers (ELU for GAT), Adam with L2 weight decay, full batch, evaluation of the
+    whole graph (train / valid / test accuracy) after every epoch, the parameters of the best
+    validation accuracy kept.  GCN: A_hat = D^-1/2 (A + I) D^-1/2 with d = in-degree + 1.
+    SAGE: mean of the in-neighbours (0 when none), separate self and neighbour weights, one bias.
+    GAT: 8 heads, LeakyReLU(0.2) scores, softmax over in-neighbours and the node itself, heads
+    concatenated in the hidden layer and averaged in the output layer.  A layer whose input is
+    wider than its output transforms first and aggregates the narrower rows, as retexo does.
+  retexo gcn (hidden variant, 2 stages): stage 0 aggregates A_hat X once, then trains
+    Linear -> [LayerNorm] -> ReLU -> dropout -> Linear on the training rows for R rounds
+    (dropout on the input too), evaluating the validation rows after every round; the best
+    round is kept and every node embedded (post-ReLU hidden); stage 1 aggregates A_hat H once
+    and trains Linear -> logits the same way.
+Hyperparameters: retexo_mpi's defaults, overridden by --config (the same key = value files).
+
+Tuning (so that this is not a strawman): Debian's torch multiplies dense matrices with the
+reference BLAS (1-5 GFLOP/s), so dense products, forward and backward, go through the oneDNN
+that torch bundles (mkldnn_linear, mkldnn_linear_backward_input / _weights; for each shape the
+faster of oneDNN and torch's own kernel is timed at first use and kept); fixed inputs that are
+sparse enough (bag-of-words features, A_hat X) stay sparse and are multiplied sparse x dense,
+with dropout on the stored values and the transpose's structure precomputed for the weight
+gradient (both layouts timed at setup, the faster kept); aggregation is one sparse adjacency x
+dense product, the adjacency built once (torch's COO or CSR kernel, whichever is faster);
+GAT's gathers and scatters are sparse products or segment reductions (torch's index_add and
+indexing backward are slow on CPU) and all heads aggregate in one block-sparse product.
+OMP_WAIT_POLICY=PASSIVE, 2 threads (--threads).  It prints its GEMM GFLOP/s next to torch.mm's.
+
+Output: one JSON object (stdout, and --json-out): total training seconds (setup of the
+adjacency and input layouts, training, the per-epoch / per-round evaluation, the final
+embedding; data loading excluded), ms per epoch, accuracy of the selected model, GEMM GFLOP/s.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+import warnings
+
+# glibc: back large buffers with transparent huge pages (as mpi_scripts/retexo_run.sh does for
+# retexo): far fewer page faults on the fresh activations of every epoch.
+if "GLIBC_TUNABLES" not in os.environ and __name__ == "__main__":
+    os.environ["GLIBC_TUNABLES"] = "glibc.malloc.hugetlb=1"
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before libgomp starts (torch's import)
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+mkl_linear = torch._C._nn.mkldnn_linear
+mkl_bw_input = torch.ops.aten.mkldnn_linear_backward_input
+mkl_bw_weights = torch.ops.aten.mkldnn_linear_backward_weights
+csr_unsafe = torch._sparse_csr_tensor_unsafe
+coo_unsafe = torch._sparse_coo_tensor_unsafe
+VERBOSE = True
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta state")
+
+
+def log(*a):
+    if VERBOSE:
+        print(*a, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- dropout
+def keep_mask(shape, p):
+    """Inverted-dropout multipliers: 0 with probability p, else 1 / (1 - p)."""
+    return torch.rand(shape).ge_(p).mul_(1.0 / (1.0 - p))
+
+
+class Dropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, p):
+        m = keep_mask(x.shape, p)
+        if not any(ctx.needs_input_grad):
+            return m.mul_(x)
+        ctx.m = m
+        return x * m
+
+    @staticmethod
+    def backward(ctx, g):
+        return g * ctx.m, None
+
+
+# ---------------------------------------------------------------- dense products
+_choice = {}
+
+
+def fastest(key, fns):
+    """The faster of equivalent kernels (oneDNN, torch's own) for the product n x k x m, timed
+    at its first use: oneDNN wins wide products; for narrow ones (256 -> 7 classes) torch's
+    may.  Products above 2e7 multiply-adds always take oneDNN (the reference BLAS is 20-50x
+    slower there)."""
+    c = _choice.get(key)
+    if c is None:
+        if key[1] * key[2] * key[3] > 2e7:
+            c = _choice[key] = 0
+            return fns[0]()
+        times = []
+        for fn in fns:
+            fn()
+            t = time.perf_counter()
+            for _ in range(3):
+                fn()
+            times.append(time.perf_counter() - t)
+        c = _choice[key] = int(np.argmin(times))
+        log(f"{key}: {' / '.join(f'{t / 3 * 1e3:.2f}' for t in times)} ms -> {('onednn', 'torch')[c]}")
+    return fns[c]()
+
+
+class DenseLinear(torch.autograd.Function):
+    """y = x w^T + b (w: [out, in]) through oneDNN (mkldnn_linear; backward
+    mkldnn_linear_backward_input / _weights), or torch's own kernel where that is faster."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        x = x.contiguous()
+        n, k = x.shape
+        xm = []
+
+        def onednn():
+            xm[:] = [x.to_mkldnn()]
+            return mkl_linear(xm[0], w, b).to_dense()
+
+        y = fastest(("forward", n, k, w.shape[0]),
+                    [onednn, lambda: torch.addmm(b, x, w.t()) if b is not None else x.mm(w.t())])
+        if any(ctx.needs_input_grad):
+            ctx.x, ctx.xm, ctx.w, ctx.has_b = x, xm, w, b is not None
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        g = g.contiguous()
+        x, w = ctx.x, ctx.w
+        n, k = x.shape
+        gm = []
+
+        def g_mkl():
+            if not gm:
+                gm.append(g.to_mkldnn())
+            return gm[0]
+
+        def x_mkl():
+            if not ctx.xm:
+                ctx.xm.append(x.to_mkldnn())
+            return ctx.xm[0]
+
+        dx = None
+        if ctx.needs_input_grad[0]:
+            dx = fastest(("backward_data", n, k, w.shape[0]),
+                         [lambda: mkl_bw_input([n, k], g_mkl(), w).to_dense(), lambda: g.mm(w)])
+        dw, db = fastest(("backward_weights", n, k, w.shape[0]),
+                         [lambda: mkl_bw_weights(g_mkl(), x_mkl(), w, ctx.has_b),
+                          lambda: (g.t().mm(x), g.sum(0) if ctx.has_b else None)])
+        return dx, dw, (db if ctx.has_b else None)
+
+
+# ---------------------------------------------------------------- sparse matrices
+class Sparse:
+    """A CSR matrix with its transpose's structure precomputed (values may change: dropout,
+    attention weights).  Products go through torch's COO or CSR kernel (Sparse.fmt)."""
+
+    fmt = "coo"
+
+    def __init__(self, crow, col, val, shape):
+        self.crow, self.col, self.val, self.shape = crow, col, val, tuple(shape)
+        n, m = self.shape
+        self.row = torch.repeat_interleave(torch.arange(n), crow[1:] - crow[:-1])
+        perm = torch.argsort(col * n + self.row)
+        self.t_perm = perm
+        self.t_row, self.t_col = col[perm], self.row[perm]
+        self.t_crow = torch.zeros(m + 1, dtype=torch.int64)
+        self.t_crow[1:] = torch.cumsum(torch.bincount(col, minlength=m), 0)
+        self.idx = torch.stack([self.row, self.col])
+        self.t_idx = torch.stack([self.t_row, self.t_col])
+        self.m = self.mat(val)
+        self._t = None
+
+    @property
+    def nnz(self):
+        return self.col.numel()
+
+    def mat(self, val):
+        if Sparse.fmt == "csr":
+            return csr_unsafe(self.crow, self.col, val, self.shape)
+        return coo_unsafe(self.idx, val, self.shape)._coalesced_(True)
+
+    def mat_t(self, val=None):
+        if val is None:  # the fixed values' transpose, built once
+            if self._t is None:
+                self._t = self.mat_t(self.val)
+            return self._t
+        v = val[self.t_perm]
+        m, n = self.shape
+        if Sparse.fmt == "csr":
+            return csr_unsafe(self.t_crow, self.t_col, v, (n, m))
+        return coo_unsafe(self.t_idx, v, (n, m))._coalesced_(True)
+
+    def rows(self, idx):
+        """The rows idx (in that order)."""
+        lo, hi = self.crow[idx], self.crow[idx + 1]
+        lens = hi - lo
+        crow = torch.zeros(idx.numel() + 1, dtype=torch.int64)
+        crow[1:] = torch.cumsum(lens, 0)
+        pos = torch.arange(int(crow[-1])) + torch.repeat_interleave(lo - crow[:-1], lens)
+        return Sparse(crow, self.col[pos], self.val[pos], (idx.numel(), self.shape[1]))
+
+    def to_dense(self):
+        out = torch.zeros(self.shape)
+        out.view(-1)[self.row * self.shape[1] + self.col] = self.val
+        return out
+
+    @staticmethod
+    def from_dense(x):
+        xn = x.numpy()
+        r, c = np.nonzero(xn)  # row-major order (torch's to_sparse_csr is far slower here)
+        crow = np.zeros(xn.shape[0] + 1, dtype=np.int64)
+        np.cumsum(np.bincount(r, minlength=xn.shape[0]), out=crow[1:])
+        return Sparse(torch.from_numpy(crow), torch.from_numpy(c.astype(np.int64)), torch.from_numpy(xn[r, c]),
+                      x.shape)
+
+
+def spmm(m, d):
+    return torch.sparse.mm(m, d)
+
+
+class SpAgg(torch.autograd.Function):
+    """y = S d for a fixed sparse S (aggregation); dd = S^T dy."""
+
+    @staticmethod
+    def forward(ctx, d, S):
+        ctx.S = S
+        return spmm(S.m, d)
+
+    @staticmethod
+    def backward(ctx, g):
+        return spmm(ctx.S.mat_t(), g.contiguous()), None
+
+
+class SparseLinear(torch.autograd.Function):
+    """y = X w (+ b) for a sparse X with values val (w: [in, out]); dw = X^T dy."""
+
+    @staticmethod
+    def forward(ctx, w, b, S, val):
+        ctx.S, ctx.val, ctx.has_b = S, val, b is not None
+        y = spmm(S.m if val is S.val else S.mat(val), w)
+        if b is not None:
+            y += b
+        return y
+
+    @staticmethod
+    def backward(ctx, g):
+        S = ctx.S
+        mt = S.mat_t() if ctx.val is S.val else S.mat_t(ctx.val)
+        return spmm(mt, g.contiguous()), (g.sum(0) if ctx.has_b else None), None, None
+
+
+class Input:
+    """A fixed layer input (features, A_hat X rows), dense or sparse; never needs a gradient."""
+
+    def __init__(self, dense=None, sparse=None):
+        self.dense, self.sparse = dense, sparse
+
+
+def glorot(fan_in, fan_out, shape):
+    a = (6.0 / (fan_in + fan_out)) ** 0.5
+    return torch.empty(shape).uniform_(-a, a)
+
+
+class Linear:
+    """x -> x W (+ b): sparse inputs through SparseLinear (W stored [in, out]), dense ones
+    through DenseLinear (W stored [out, in]).  `parts` output blocks of width fout, each its
+    own Glorot matrix (SAGE's self and neighbour weights in one pass over x)."""
+
+    def __init__(self, fin, fout, sparse_input, bias=True, parts=1):
+        self.sparse = sparse_input
+        w = torch.cat([glorot(fin, fout, (fin, fout)) for _ in range(parts)], 1)
+        self.w = (w if sparse_input else w.t().contiguous()).requires_grad_()
+        self.b = torch.zeros(fout * parts, requires_grad=True) if bias else None
+
+    def params(self):
+        return [self.w] + ([self.b] if self.b is not None else [])
+
+    def __call__(self, x, p=0.0, training=False):
+        """x: an Input (dropout acts on the stored values) or a dense tensor; dropout on x."""
+        drop = training and p > 0
+        if isinstance(x, Input):
+            if self.sparse:
+                S = x.sparse
+                val = S.val * keep_mask(S.val.shape, p) if drop else S.val
+                return SparseLinear.apply(self.w, self.b, S, val)
+            x = x.dense
+        if drop:
+            x = Dropout.apply(x, p)
+        return DenseLinear.apply(x, self.w, self.b)
+
+
+# ---------------------------------------------------------------- graphs
+def gcn_adjacency(off, src, N):
+    """A_hat = D^-1/2 (A + I) D^-1/2, d = in-degree + 1 (retexo's aggregator::gcn)."""
+    deg = off[1:] - off[:-1]
+    dst = torch.repeat_interleave(torch.arange(N), deg)
+    row = torch.cat([dst, torch.arange(N)])
+    col = torch.cat([src, torch.arange(N)])
+    order = torch.argsort(row * N + col)
+    row, col = row[order], col[order]
+    d = (deg + 1).double()
+    val = (d[row] * d[col]).rsqrt().float()
+    crow = torch.zeros(N + 1, dtype=torch.int64)
+    crow[1:] = torch.cumsum(deg + 1, 0)
+    return Sparse(crow, col, val, (N, N))
+
+
+def mean_adjacency(off, src, N):
+    """Mean over the in-neighbours (retexo's aggregator::mean; isolated: 0)."""
+    deg = off[1:] - off[:-1]
+    dst = torch.repeat_interleave(torch.arange(N), deg)
+    val = (1.0 / deg.clamp(min=1).double())[dst].float()
+    return Sparse(off.clone(), src.clone(), val, (N, N))
+
+
+class Repeat(torch.autograd.Function):
+    """Row v repeated lens[v] times (a destination's value on each of its edges); backward:
+    segment sums."""
+
+    @staticmethod
+    def forward(ctx, x, lens):
+        ctx.lens = lens
+        return torch.repeat_interleave(x, lens, dim=0)
+
+    @staticmethod
+    def backward(ctx, g):
+        return torch.segment_reduce(g, "sum", lengths=ctx.lens, axis=0), None
+
+
+class Gather(torch.autograd.Function):
+    """x[src] per edge; backward: a sparse (source x edge) product instead of index_add."""
+
+    @staticmethod
+    def forward(ctx, x, src, Pt):
+        ctx.Pt = Pt
+        return x.index_select(0, src)
+
+    @staticmethod
+    def backward(ctx, g):
+        return spmm(ctx.Pt, g.contiguous()), None, None
+
+
+class EdgeSoftmax(torch.autograd.Function):
+    """Softmax of per-edge scores over each destination's edges (edges grouped by destination)."""
+
+    @staticmethod
+    def forward(ctx, e, lens):
+        m = torch.segment_reduce(e, "max", lengths=lens, axis=0)
+        a = (e - torch.repeat_interleave(m, lens, dim=0)).exp_()
+        s = torch.segment_reduce(a, "sum", lengths=lens, axis=0)
+        a /= torch.repeat_interleave(s, lens, dim=0)
+        ctx.save_for_backward(a)
+        ctx.lens = lens
+        return a
+
+    @staticmethod
+    def backward(ctx, g):
+        (a,) = ctx.saved_tensors
+        ag = a * g
+        s = torch.segment_reduce(ag, "sum", lengths=ctx.lens, axis=0)
+        return ag - a * torch.repeat_interleave(s, ctx.lens, dim=0), None
+
+
+class GatGraph:
+    """Edges with self loops sorted by (destination, source), and the (node, head) block
+    structure that aggregates all heads in one sparse product."""
+
+    def __init__(self, off, src, N, H):
+        deg = off[1:] - off[:-1]
+        self.lens = deg + 1
+        dst = torch.repeat_interleave(torch.arange(N), deg)
+        row = torch.cat([dst, torch.arange(N)])
+        col = torch.cat([src, torch.arange(N)])
+        order = torch.argsort(row * N + col)
+        self.src, self.dst = col[order], row[order]
+        E = self.src.numel()
+        self.E, self.N, self.H = E, N, H
+        # source x edge selector (the gradient of x[src])
+        t = torch.argsort(self.src * E + torch.arange(E))
+        self.Pt = coo_unsafe(torch.stack([self.src[t], t]), torch.ones(E), (N, E))._coalesced_(True)
+        # block matrix: entry (v*H + h, u*H + h) = alpha[e, h] for edge e = u -> v; entries
+        # ordered by (v, h, u)
+        eoff = torch.zeros(N + 1, dtype=torch.int64)
+        eoff[1:] = torch.cumsum(self.lens, 0)
+        k = torch.arange(E) - eoff[self.dst]  # position of e within its destination's edges
+        be = torch.arange(E).repeat_interleave(H)
+        bh = torch.arange(H).repeat(E)
+        o = torch.argsort((self.dst[be] * H + bh) * (int(self.lens.max()) + 1) + k[be])
+        self.b_perm = (be * H + bh)[o]  # index into alpha.flatten()
+        brow = (self.dst[be] * H + bh)[o]
+        bcol = (self.src[be] * H + bh)[o]
+        self.b_idx = torch.stack([brow, bcol])
+        t = torch.argsort(bcol * (N * H) + brow)
+        self.bt_perm, self.bt_idx = t, torch.stack([bcol[t], brow[t]])
+
+    def block(self, alpha):
+        v = alpha.reshape(-1)[self.b_perm]
+        n = self.N * self.H
+        return (coo_unsafe(self.b_idx, v, (n, n))._coalesced_(True),
+                coo_unsafe(self.bt_idx, v[self.bt_perm], (n, n))._coalesced_(True))
+
+
+class GatAggregate(torch.autograd.Function):
+    """out[v, h] = sum over edges e = u -> v of alpha[e, h] z[u, h], all heads in one
+    block-sparse product; backward: the transposed product and d alpha per edge."""
+
+    @staticmethod
+    def forward(ctx, alpha, z, G):
+        N, H = G.N, G.H
+        D = z.shape[1] // H
+        Bm, Bt = G.block(alpha)
+        ctx.G, ctx.Bt, ctx.D = G, Bt, D
+        ctx.save_for_backward(z)
+        return spmm(Bm, z.reshape(N * H, D)).reshape(N, H * D)
+
+    @staticmethod
+    def backward(ctx, g):
+        (z,) = ctx.saved_tensors
+        G, D = ctx.G, ctx.D
+        N, H, E = G.N, G.H, G.E
+        g = g.contiguous()
+        dz = spmm(ctx.Bt, g.reshape(N * H, D)).reshape(N, H * D)
+        # d alpha[e, h] = <g[dst_e, h], z[src_e, h]>, in chunks of edges that stay in cache
+        da = torch.empty(E, H)
+        step = max(1, (1 << 20) // (H * D))
+        for a in range(0, E, step):
+            b = min(E, a + step)
+            gd = g.index_select(0, G.dst[a:b])
+            gd *= z.index_select(0, G.src[a:b])
+            torch.sum(gd.view(b - a, H, D), 2, out=da[a:b])
+        return da, dz, None
+
+
+# ---------------------------------------------------------------- settings, data
+def read_config(path):
+    cfg = {}
+    if path:
+        for line in open(path):
+            line = line.split("#", 1)[0].strip()
+            if line:
+                k, v = (s.strip() for s in line.split("=", 1))
+                cfg[k] = v
+    return cfg
+
+
+def setting(cfg, key, default, stage=None, conv=float):
+    """A retexo_mpi option: one value, or one per stage ("0.5,0.8"; the last repeats)."""
+    parts = str(cfg.get(key, default)).split(",")
+    return conv(parts[min(stage or 0, len(parts) - 1)])
+
+
+class Data:
+    def __init__(self, path, normalize):
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            off = f["csr/offsets"][:]
+            src = f["csr/sources"][:]
+            if "features" in f:
+                x = f["features"][:]
+            else:  # CSR features (data/FORMAT.md): dense here; the peer chooses its own format below
+                g = f["features_csr"]
+                rows, cols = (int(v) for v in g["shape"][:])
+                x = np.zeros((rows, cols), dtype=np.float32)
+                o = g["offsets"][:]
+                x[np.repeat(np.arange(rows), np.diff(o)), g["indices"][:]] = g["values"][:]
+            self.labels = torch.from_numpy(f["labels"][:].astype(np.int64))
+            self.split = {k: torch.from_numpy(f["split/" + k][:].astype(np.int64)) for k in ("train", "valid", "test")}
+            name = f.attrs.get("name", os.path.basename(path))
+            self.name = name.decode() if isinstance(name, bytes) else str(name)
+            self.C = int(f.attrs.get("num_classes", int(self.labels.max()) + 1))
+        if normalize:  # rows to sum 1 (retexo's --normalize-features)
+            s = np.abs(x).sum(1, keepdims=True)
+            np.divide(x, s, out=x, where=s > 0)
+        self.X = torch.from_numpy(x)
+        self.off = torch.from_numpy(off.astype(np.int64))
+        self.src = torch.from_numpy(src.astype(np.int64))
+        self.N, self.F = x.shape
+        self.density = np.count_nonzero(x) / max(1, x.size)
+
+
+def accuracy(logits, labels, idx):
+    if idx.numel() == 0:
+        return 0.0
+    return float((logits.index_select(0, idx).argmax(1) == labels.index_select(0, idx)).float().mean())
+
+
+def gemm_bench(full):
+    """GFLOP/s of the peer's dense kernels (and torch.mm's, the reference BLAS) at two shapes."""
+    out = {}
+    for (m, k, n) in ((2708, 1433, 256), (4096, 256, 256)):
+        a, w, g = torch.randn(m, k), torch.randn(n, k), torch.randn(m, n)
+        fl = 2.0 * m * k * n
+        am, gm = a.to_mkldnn(), g.to_mkldnn()
+
+        def rate(fn, reps):
+            fn()
+            t = time.perf_counter()
+            for _ in range(reps):
+                fn()
+            return round(fl * reps / (time.perf_counter() - t) / 1e9, 1)
+
+        r = {"onednn_forward": rate(lambda: mkl_linear(a.to_mkldnn(), w, None).to_dense(), 10),
+             "onednn_backward_data": rate(lambda: mkl_bw_input([m, k], g.to_mkldnn(), w).to_dense(), 10),
+             "onednn_backward_weights": rate(lambda: mkl_bw_weights(gm, am, w, False), 10)}
+        if full:
+            r["torch_mm"] = rate(lambda: torch.mm(a, w.t()), 1)
+        out[f"{m}x{k}x{n}"] = r
+    return out
+
+
+def pick_format(d):
+    """torch's COO or CSR sparse x dense kernel, whichever multiplies this adjacency faster."""
+    A = gcn_adjacency(d.off, d.src, d.N)
+    M = torch.randn(d.N, 64)
+    best = None
+    for fmt in ("coo", "csr"):
+        Sparse.fmt = fmt
+        m = A.mat(A.val)
+        spmm(m, M)
+        t = time.perf_counter()
+        for _ in range(3):
+            spmm(m, M)
+        dt = time.perf_counter() - t
+        if best is None or dt < best[1]:
+            best = (fmt, dt)
+    Sparse.fmt = best[0]
+
+
+def choose_input(x, width, opts, rows=None):
+    """An Input for products of the fixed x (dense) by [*, width] weights: sparse below the
+    density threshold when that is faster (forward and weight gradient timed on `rows`)."""
+    S = None
+    d = np.count_nonzero(x.numpy()) / max(1, x.numel())
+    kind = "dense"
+    if opts.sparse != "never" and d < opts.density_threshold:
+        S = Sparse.from_dense(x)
+        kind = "sparse"
+        if opts.sparse == "auto":
+            xs = x if rows is None else x.index_select(0, rows)
+            Ss = S if rows is None else S.rows(rows)
+            n, k = xs.shape
+            w_s, g = torch.randn(k, width), torch.randn(n, width)
+            w_d = w_s.t().contiguous()
+
+            def t(fn):
+                fn()
+                t0 = time.perf_counter()
+                for _ in range(3):
+                    fn()
+                return (time.perf_counter() - t0) / 3
+
+            ts = t(lambda: (spmm(Ss.m, w_s), spmm(Ss.mat_t(), g)))
+            if 4.0 * n * k * width / 150e9 > ts:  # dense slower even at 150 GFLOP/s: no need to time it
+                td = float("nan")
+            else:
+                xm = xs.to_mkldnn()
+                td = t(lambda: (mkl_linear(xs.to_mkldnn(), w_d, None).to_dense(),
+                                mkl_bw_weights(g.to_mkldnn(), xm, w_d, False)))
+            kind = "dense" if td < ts else "sparse"
+            log(f"input {n}x{k} density {d:.4f}: sparse {ts * 1e3:.2f} ms, dense {td * 1e3:.2f} ms -> {kind}")
+    return (Input(sparse=S) if kind == "sparse" else Input(dense=x)), kind, d
+
+
+# ---------------------------------------------------------------- the standard trainer
+def run_standard(d, cfg, opts):
+    hidden = setting(cfg, "std-hidden", 256, conv=int)
+    p = setting(cfg, "std-dropout", 0.5)
+    lr = setting(cfg, "std-lr", 0.01)
+    wd = setting(cfg, "std-weight-decay", 5e-4)
+    model, H, N, C = opts.model, opts.heads, d.N, d.C
+    epochs = opts.epochs or setting(cfg, "epochs", 200, conv=int)
+    t0 = time.perf_counter()
+    widths = [d.F, hidden, C]
+    x0, kind, _ = choose_input(d.X, {"gcn": hidden, "sage": 2 * hidden, "gat": hidden}[model], opts)
+    if model == "gcn":
+        A = gcn_adjacency(d.off, d.src, N)
+    elif model == "sage":
+        A = mean_adjacency(d.off, d.src, N)
+    else:
+        G = GatGraph(d.off, d.src, N, H)
+    layers = []
+    for l in range(2):
+        fin, fout, last = widths[l], widths[l + 1], l == 1
+        sparse_in = l == 0 and kind == "sparse"
+        L = {"b": torch.zeros(fout, requires_grad=True), "tf": fin > fout, "out": fout}
+        if model == "gcn":
+            L["lin"] = Linear(fin, fout, sparse_in, bias=False)
+        elif model == "sage":
+            L["lin"] = Linear(fin, fout, sparse_in, bias=False, parts=2)  # x [W_self | W_neigh]
+        else:
+            D = fout // H if not last else fout
+            L.update(lin=Linear(fin, H * D, sparse_in, bias=False), D=D, concat=not last,
+                     al=glorot(D, 1, (H, D)).requires_grad_(), ar=glorot(D, 1, (H, D)).requires_grad_())
+        layers.append(L)
+    params = []
+    for L in layers:
+        params += L["lin"].params() + [L[k] for k in ("b", "al", "ar") if k in L]
+    opt = torch.optim.Adam(params, lr=lr, weight_decay=wd, foreach=True)
+    setup_s = time.perf_counter() - t0
+
+    def layer(L, h, training):
+        if model == "gcn":
+            if L["tf"]:  # transform, then aggregate the narrower rows; bias after aggregating
+                return SpAgg.apply(L["lin"](h, p, training), A).add_(L["b"])
+            if training and p > 0:
+                h = Dropout.apply(h, p)
+            return DenseLinear.apply(SpAgg.apply(h, A), L["lin"].w, None).add_(L["b"])
+        if model == "sage":
+            o = L["out"]
+            if L["tf"]:
+                y = L["lin"](h, p, training)
+                return y[:, :o] + L["b"] + SpAgg.apply(y[:, o:].contiguous(), A)
+            if training and p > 0:
+                h = Dropout.apply(h, p)
+            w = L["lin"].w
+            return DenseLinear.apply(h, w[:o], L["b"]) + DenseLinear.apply(SpAgg.apply(h, A), w[o:], None)
+        z = L["lin"](h, p, training)
+        D = L["D"]
+        zz = z.view(N, H, D)
+        el = (zz * L["al"]).sum(-1)
+        er = (zz * L["ar"]).sum(-1)
+        e = F.leaky_relu(Gather.apply(el, G.src, G.Pt) + Repeat.apply(er, G.lens), 0.2)
+        att = GatAggregate.apply(EdgeSoftmax.apply(e, G.lens), z, G)
+        if L["concat"]:
+            return att + L["b"]
+        return att.view(N, H, D).mean(1).add_(L["b"])
+
+    def forward(training):
+        h = layer(layers[0], x0, training)
+        h = F.elu(h, inplace=True) if model == "gat" else F.relu(h, inplace=True)
+        return layer(layers[1], h, training)
+
+    labels, (tr, va, te) = d.labels, (d.split[k] for k in ("train", "valid", "test"))
+    ytr = labels.index_select(0, tr)
+    best_valid, best = -1.0, None
+    t_train = t_eval = 0.0
+    for epoch in range(1, epochs + 1):
+        ta = time.perf_counter()
+        logits = forward(True)
+        loss = F.cross_entropy(logits.index_select(0, tr), ytr)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        tb = time.perf_counter()
+        with torch.inference_mode():
+            ev = forward(False)
+            acc = [accuracy(ev, labels, i) for i in (tr, va, te)]
+        if acc[1] > best_valid:
+            best_valid = acc[1]
+            best = [q.detach().clone() for q in params]
+        tc = time.perf_counter()
+        t_train += tb - ta
+        t_eval += tc - tb
+        if epoch % 25 == 0:
+            log(f"epoch {epoch}: loss {float(loss):.4f} train {acc[0]:.3f} valid {acc[1]:.3f} test {acc[2]:.3f}")
+    td = time.perf_counter()
+    with torch.no_grad():
+        for q, b in zip(params, best):
+            q.copy_(b)
+    with torch.inference_mode():
+        ev = forward(False)
+        final = [accuracy(ev, labels, i) for i in (tr, va, te)]
+    total = time.perf_counter() - t0
+    return {"epochs": epochs, "hidden": hidden, "lr": lr, "dropout": p, "weight_decay": wd,
+            "first_layer_input": kind,
+            "time_s": {"total": total, "setup": setup_s, "train": t_train, "eval": t_eval,
+                       "final": time.perf_counter() - td},
+            "ms_per_epoch": total / epochs * 1e3,
+            "accuracy": dict(zip(("train", "valid", "test"), final))}
+
+
+# ---------------------------------------------------------------- RETEXO (GCN, hidden variant)
+def run_retexo(d, cfg, opts):
+    if opts.model != "gcn":
+        raise SystemExit("peer.py: --mode retexo implements gcn only")
+    N, C = d.N, d.C
+    rounds = opts.rounds or setting(cfg, "rounds", 200, conv=int)
+    labels, split = d.labels, d.split
+    tr, va = split["train"], split["valid"]
+    ytr, yva = labels.index_select(0, tr), labels.index_select(0, va)
+    t0 = time.perf_counter()
+    A = gcn_adjacency(d.off, d.src, N)
+    times = {"aggregate": 0.0, "setup": 0.0, "train": 0.0, "eval": 0.0, "embed": 0.0}
+    times["setup"] = time.perf_counter() - t0
+    stages = []
+    h = None  # the next stage's input: the previous stage's hidden embedding
+    for k in range(2):
+        last = k == 1
+        lr, p, wd = setting(cfg, "lr", 0.003, k), setting(cfg, "dropout", 0.3, k), setting(cfg, "weight-decay", 5e-4, k)
+        hidden = setting(cfg, "hidden", 256, k, int)
+        norm = setting(cfg, "norm", "layer", k, str) == "layer"
+        out = C if last else hidden
+        ta = time.perf_counter()
+        # the stage's one aggregation: A_hat X (sparse x sparse when X is sparse), A_hat H
+        ax_density = 1.0
+        if k == 0 and d.density < opts.density_threshold and opts.sparse != "never":
+            Xs = Sparse.from_dense(d.X)
+            Am = A.m if Sparse.fmt == "coo" else coo_unsafe(A.idx, A.val, A.shape)._coalesced_(True)
+            AX = torch.sparse.mm(Am, coo_unsafe(Xs.idx, Xs.val, Xs.shape)._coalesced_(True)).coalesce()
+            r, c = AX.indices()
+            crow = torch.zeros(N + 1, dtype=torch.int64)
+            crow[1:] = torch.cumsum(torch.bincount(r, minlength=N), 0)
+            S = Sparse(crow, c, AX.values(), (N, d.F))
+            ax_density = S.nnz / (N * d.F)
+            ax = S.to_dense() if ax_density >= opts.density_threshold or opts.sparse == "auto" else None
+        else:
+            S, ax = None, SpAgg.apply(d.X if k == 0 else h, A)
+        tb = time.perf_counter()
+        # the layout of the stage's input rows: sparse where that multiplies faster
+        kind = "dense"
+        if S is not None and ax_density < opts.density_threshold:
+            kind = "sparse" if opts.sparse == "always" else choose_input(ax, out, opts, rows=tr)[1]
+        if kind == "sparse":
+            x_tr, x_va, x_all = Input(sparse=S.rows(tr)), Input(sparse=S.rows(va)), Input(sparse=S)
+        else:
+            x_tr, x_va, x_all = Input(dense=ax.index_select(0, tr)), Input(dense=ax.index_select(0, va)), Input(dense=ax)
+        width = d.F if k == 0 else h.shape[1]
+        times["aggregate"] += tb - ta
+        lin = Linear(width, out, kind == "sparse")
+        params = lin.params()
+        ln = head = None
+        if not last:
+            if norm:
+                ln = (torch.ones(hidden, requires_grad=True), torch.zeros(hidden, requires_grad=True))
+                params += list(ln)
+            head = Linear(hidden, C, False)
+            params += head.params()
+        opt = torch.optim.Adam(params, lr=lr, weight_decay=wd, foreach=True)
+
+        def forward(x, training):
+            t = lin(x, p, training)
+            if last:
+                return t, None
+            if ln is not None:
+                t = F.layer_norm(t, (hidden,), ln[0], ln[1], 1e-5)
+            hid = F.relu(t, inplace=ln is not None)
+            return head(hid, p, training), hid
+
+        times["setup"] += time.perf_counter() - tb
+        best_valid, best, best_round = -1.0, None, 0
+        for rnd in range(1, rounds + 1):
+            t1 = time.perf_counter()
+            logits, _ = forward(x_tr, True)
+            loss = F.cross_entropy(logits, ytr)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            t2 = time.perf_counter()
+            with torch.inference_mode():
+                lv, _ = forward(x_va, False)
+                valid = float((lv.argmax(1) == yva).float().mean())
+            if valid > best_valid:
+                best_valid, best_round = valid, rnd
+                best = [q.detach().clone() for q in params]
+            times["train"] += t2 - t1
+            times["eval"] += time.perf_counter() - t2
+        t4 = time.perf_counter()
+        with torch.no_grad():
+            for q, b in zip(params, best):
+                q.copy_(b)
+        with torch.inference_mode():
+            logits, hid = forward(x_all, False)
+            h = hid.clone() if hid is not None else None
+        acc = {s: accuracy(logits, labels, split[s]) for s in ("train", "valid", "test")}
+        times["embed"] += time.perf_counter() - t4
+        stages.append({"stage": k, "input": kind, "input_density": ax_density, "best_round": best_round,
+                       "lr": lr, "dropout": p, "weight_decay": wd, "hidden": hidden, "norm": norm,
+                       "accuracy": acc})
+        log(f"stage {k}: input {kind} (density {ax_density:.4f}), best round {best_round}, "
+            f"valid {acc['valid']:.3f} test {acc['test']:.3f}")
+    times["total"] = time.perf_counter() - t0
+    return {"rounds": rounds, "stages": stages, "time_s": times,
+            "ms_per_round": times["total"] / (2 * rounds) * 1e3, "accuracy": stages[-1]["accuracy"]}
+
+
+def main():
+    global VERBOSE
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", required=True, help="HDF5 graph file (data/FORMAT.md)")
+    ap.add_argument("--mode", choices=["standard", "retexo"], default="standard")
+    ap.add_argument("--model", choices=["gcn", "sage", "gat"], default="gcn")
+    ap.add_argument("--config", help="retexo_mpi preset (key = value lines)")
+    ap.add_argument("--epochs", type=int, help="standard trainer epochs (default: the config's, else 200)")
+    ap.add_argument("--rounds", type=int, help="RETEXO rounds per stage (default: the config's, else 200)")
+    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--sparse", choices=["auto", "always", "never"], default="auto",
+                    help="inputs below --density-threshold: sparse where timed faster (auto), always, never")
+    ap.add_argument("--density-threshold", type=float, default=0.10)
+    ap.add_argument("--gemm-bench", choices=["full", "onednn", "none"], default="full",
+                    help="full: also torch.mm (the reference BLAS, a few seconds); onednn: oneDNN only")
+    ap.add_argument("--json-out")
+    ap.add_argument("--quiet", action="store_true")
+    opts = ap.parse_args()
+    VERBOSE = not opts.quiet
+    os.environ["OMP_NUM_THREADS"] = str(opts.threads)
+    torch.set_num_threads(opts.threads)
+    torch.manual_seed(opts.seed)
+    cfg = read_config(opts.config)
+    normalize = cfg.get("normalize-features", "false").lower() in ("true", "1", "yes", "on")
+
+    t = time.perf_counter()
+    d = Data(opts.data, normalize)
+    load_s = time.perf_counter() - t
+    gemm = gemm_bench(opts.gemm_bench == "full") if opts.gemm_bench != "none" else {}
+    for shape, r in gemm.items():
+        log(f"sgemm {shape}: " + ", ".join(f"{k} {v} GFLOP/s" for k, v in r.items()))
+
+    t = time.perf_counter()
+    pick_format(d)
+    fmt_s = time.perf_counter() - t
+    result = run_standard(d, cfg, opts) if opts.mode == "standard" else run_retexo(d, cfg, opts)
+    result["time_s"]["total"] += fmt_s  # choosing the sparse kernel is part of the setup
+    result["time_s"]["setup"] += fmt_s
+    result.update({"dataset": d.name, "data": opts.data, "mode": opts.mode, "model": opts.model,
+                   "config": opts.config, "nodes": d.N, "features": d.F, "classes": d.C,
+                   "feature_density": d.density, "sparse_format": Sparse.fmt, "threads": torch.get_num_threads(),
+                   "load_s": load_s, "gemm_gflops": gemm, "kernel_choices": {" ".join(map(str, k)): ("onednn", "torch")[v]
+                                                                            for k, v in _choice.items()},
+                   "torch": torch.__version__})
+    log(f"{d.name} {opts.mode} {opts.model}: {result['time_s']['total']:.3f} s, test {result['accuracy']['test']:.4f}")
+    line = json.dumps(result)
+    if opts.json_out:
+        with open(opts.json_out + ".tmp", "w") as f:
+            f.write(line + "\n")
+        os.replace(opts.json_out + ".tmp", opts.json_out)
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
