@@ -14,9 +14,9 @@ packages=(
   python3                               # tests compare metrics files; perf/ reports
 )
 
-# --perf: also what perf/run_all.sh needs for its plots; --golden: what test/golden reads HDF5 with.
+# --perf: also what perf/run_all.sh needs for its plots and the PyTorch peer; --golden: what test/golden reads HDF5 with.
 case ${1:-} in
-  --perf) packages+=(python3-matplotlib) ;;
+  --perf) packages+=(python3-matplotlib python3-torch python3-h5py) ;;
   --golden) packages+=(python3-h5py) ;;
 esac
 

@@ -120,7 +120,8 @@ pending_exchange halo_plan::start_forward_rows(const byte_rows& owned, byte_rows
     forward(length.data(), length.data() + num_owned_, 1, p);
     halo.offsets.assign(static_cast<std::size_t>(num_halo_) + 1, 0);
     for (node_t h = 0; h < num_halo_; ++h)
-        halo.offsets[h + 1] = halo.offsets[h] + length[static_cast<std::size_t>(num_owned_ + h)];
+        halo.offsets[h + 1] =
+            halo.offsets[h] + length[static_cast<std::size_t>(num_owned_) + static_cast<std::size_t>(h)];
     halo.data.resize(static_cast<std::size_t>(halo.offsets.back()));
     // Byte counts per peer (an MPI count is an int: at most 2 GiB to one peer per exchange).
     const int P = comm_.size();
