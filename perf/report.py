@@ -77,6 +77,13 @@ if k:
     md.append("|---|---|---|")
     for w, v in k["gat"].items():
         md.append(f"| width {w} | {v['ns_per_edge']:.1f} | {v['ratio_gcn']:.2f} |")
+    if "sparse_linear" in k:
+        md.append("\n| sparse linear fwd + weight gradient (4096 -> 256) | density | ms | GFLOP/s on non-zeros | "
+                  "x sgemm | x the dense kernel's speed |")
+        md.append("|---|---|---|---|---|---|")
+        for v in k["sparse_linear"].values():
+            md.append(f"| | {100 * v['density']:.2f}% | {v['ms']:.1f} | {v['gflops']:.1f} | {v['ratio_sgemm']:.2f} | "
+                      f"{v['speedup_vs_dense']:.1f} |")
     md.append("")
     summary["kernels"] = k
 
