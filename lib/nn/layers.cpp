@@ -56,7 +56,21 @@ void init_glorot(parameter<T>& p, int fan_in, int fan_out, std::uint64_t seed, s
     xavier_uniform(p.value, fan_in, fan_out, counter_rng(seed, rng_stream::init * 100000 + index));
 }
 
+bool transforms_first(int in, int out, const layer_options& o) noexcept
+{
+    return o.sparse_input_density > 0 ? sparse_input_transforms_first(in, out, o.sparse_input_density, o.mean_in_degree)
+                                      : in > out;
+}
+
 } // namespace
+
+bool sparse_input_transforms_first(int in, int out, double density, double mean_in_degree) noexcept
+{
+    const double rows = mean_in_degree + 1; // with the self loop
+    const double transform_first = 20 * density * in * out + 50 * rows * out;
+    const double aggregate_first = 2.0 * in * out + 25 * rows * in;
+    return transform_first <= aggregate_first;
+}
 
 template <typename T>
 gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o, std::uint64_t seed,
@@ -68,13 +82,13 @@ gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o
     const std::uint64_t base = index * 16;
     switch (kind) {
     case layer_kind::gcn:
-        transform_first_ = in > out;
+        transform_first_ = transforms_first(in, out, o);
         w_ = parameter<T>(tag + "weight", in, out);
         init_glorot(w_, in, out, seed, base);
         lin_.emplace(in, out);
         break;
     case layer_kind::sage_mean:
-        transform_first_ = in > out;
+        transform_first_ = transforms_first(in, out, o);
         w_ = parameter<T>(tag + "neigh_weight", in, out);
         w_self_ = parameter<T>(tag + "self_weight", in, out);
         init_glorot(w_, in, out, seed, base);

@@ -24,6 +24,17 @@ void standard_options::validate() const
 
 namespace {
 
+/// The whole graph's fraction of non-zero features when they are stored sparse (the same on
+/// every rank, so every partitioning picks the same layer order), else 0.
+double sparse_input_density(const rank_context& ctx)
+{
+    const auto& x = ctx.part.features;
+    if (!x.is_sparse()) return 0;
+    const auto nnz = ctx.comm.allreduce(static_cast<std::int64_t>(x.sparse().nnz()), MPI_SUM, purpose::control);
+    const double cells = static_cast<double>(ctx.part.global.num_nodes) * ctx.part.global.num_features;
+    return cells > 0 ? std::max(static_cast<double>(nnz) / cells, 1e-9) : 0;
+}
+
 struct standard_model {
     std::vector<nn::gnn_layer<float>> layers;
     // A plan depends on the layer kind, heads and graph only, all alike across layers: one
@@ -36,13 +47,19 @@ struct standard_model {
     {
         const int F = ctx.part.global.num_features, C = ctx.part.global.num_classes;
         act = o.model == nn::layer_kind::gat ? activation::elu : activation::relu;
+        const double density = sparse_input_density(ctx);
         for (int l = 0; l < o.layers; ++l) {
             const int in = l == 0 ? F : o.hidden;
             const bool last = l == o.layers - 1;
             const int out = last ? C : o.hidden;
             nn::layer_options lo;
             lo.heads = o.heads;
-            lo.concat = !last; // GAT: hidden layers concatenate heads, the output layer averages them
+            lo.concat = !last;           // GAT: hidden layers concatenate heads, the output layer averages them
+            if (l == 0 && density > 0) { // sparse features: the cheaper order for these shapes
+                lo.sparse_input_density = density;
+                lo.mean_in_degree = static_cast<double>(ctx.part.global.num_edges) /
+                                    static_cast<double>(std::max<node_t>(1, ctx.part.global.num_nodes));
+            }
             layers.emplace_back(o.model, in, out, lo, o.seed, static_cast<std::uint64_t>(l));
         }
         plan = layers.front().make_plan(ctx.train_graph, ctx.owned_rows);

@@ -225,7 +225,10 @@ TEST_CASE("standard trainer on sparse features: the dense run to rounding, and e
                 for (std::size_t e = 0; e < s.history.size(); ++e)
                     CHECK(s.history[e].loss == Approx(d.history[e].loss).epsilon(1e-4));
                 CHECK(std::abs(s.final_acc.test - d.final_acc.test) <= 0.01);
-                CHECK(s.bytes.total_sent() == d.bytes.total_sent()); // the same messages cross
+                // The same parameters; the first layer's order may differ (sparse rows choose
+                // it by cost: aggregating the 10%-dense 24-wide inputs first here), and with it
+                // which messages cross.
+                CHECK(s.bytes.sent_for(purpose::gradients) == d.bytes.sent_for(purpose::gradients));
                 o.exact = true;
                 const auto single = run(
                     self, sparse, std::vector<part_t>(static_cast<std::size_t>(sparse.num_nodes()), 0), o, inductive);

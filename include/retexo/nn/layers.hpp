@@ -44,7 +44,23 @@ struct layer_options {
     bool concat = true; ///< gat: concatenate heads (else average them)
     int pool_width = 0; ///< sage-pool projection width (0: the input width, at most 512)
     double negative_slope = 0.2;
+    /// A first layer on sparse inputs (GCN, SAGE-mean): their fraction of non-zeros and the
+    /// graph's mean in-degree, from which the layer picks the cheaper order
+    /// (sparse_input_transforms_first).  0: dense inputs, the narrower message goes first.
+    double sparse_input_density = 0;
+    double mean_in_degree = 0;
 };
+
+/// Whether a GCN / SAGE-mean layer whose inputs are sparse rows (density d, widths in -> out,
+/// mean in-degree k) and need no gradient is cheaper transforming first (messages x W: sparse
+/// x dense forward and weight gradient, then the out-wide aggregation forward and backward)
+/// than aggregating first (the in-wide aggregation of the densified rows, then a dense GEMM
+/// and its weight gradient).  Costs per row in dense multiply-adds at sgemm speed, with the
+/// rates perf/bench_kernels measures here: a sparse multiply-add about 10 (the sparse kernel
+/// matches the dense one at ~10% non-zero), an aggregated element about 25 (random-row gather
+/// against sgemm):  transform first 20 d in out + 50 (k + 1) out,  aggregate first
+/// 2 in out + 25 (k + 1) in.
+bool sparse_input_transforms_first(int in, int out, double density, double mean_in_degree) noexcept;
 
 /// The output rows of a layer and the kernel plans over them.
 struct layer_plan {
