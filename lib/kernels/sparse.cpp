@@ -226,13 +226,6 @@ std::vector<offset_t> row_counts(const aggregation& plan, const csr_matrix& x)
 
 } // namespace
 
-offset_t aggregate_sparse_nnz(const aggregation& plan, const csr_matrix& x)
-{
-    check_plan(plan, x);
-    const auto count = row_counts(plan, x);
-    return std::accumulate(count.begin(), count.end(), offset_t{0});
-}
-
 csr_matrix aggregate_sparse(const aggregation& plan, const csr_matrix& x)
 {
     check_plan(plan, x);

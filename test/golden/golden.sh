@@ -43,7 +43,7 @@ B=$build/apps
 (
   cd "$out/data"
   for d in cora citeseer; do
-    "$B/retexo_convert" --ogb "$datasets/$d" --split random-paper --out $d.h5 >/dev/null
+    "$B/retexo_convert" --ogb "$datasets/$d" --split random-paper --features dense --out $d.h5 >/dev/null
   done
   "$B/retexo_generate" --out csbm.h5 --nodes 3000 --classes 5 --features 24 --avg-degree 8 --seed 3 >/dev/null
   "$B/retexo_partition" --graph csbm.h5 --parts 3 --method metis --out csbm3 >/dev/null

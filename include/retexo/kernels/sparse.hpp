@@ -45,7 +45,4 @@ csr_matrix top_rows(const csr_matrix& x, Eigen::Index n);
 /// Sum and mean plans only.
 csr_matrix aggregate_sparse(const aggregation& plan, const csr_matrix& x);
 
-/// Nonzeros the aggregation of x over the plan would hold (counted exactly, no values).
-offset_t aggregate_sparse_nnz(const aggregation& plan, const csr_matrix& x);
-
 } // namespace retexo
