@@ -181,7 +181,10 @@ po::options_description declare_options(option_text& t, app_options& a)
                         "adam | adamw | sgd")("eval-every", po::value(&so.eval_every)->default_value(so.eval_every),
                                               "evaluate every N epochs")(
         "bns-p", po::value(&a.bns_p)->default_value(a.bns_p),
-        "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer");
+        "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer")(
+        "resend-features", po::bool_switch(&so.resend_features),
+        "send the first layer's halo feature rows every epoch (default: once, when the layer aggregates "
+        "its raw features first; same result)");
     po::options_description d_run("Run");
     d_run.add_options()("inductive", po::bool_switch(&a.inductive),
                         "train without the validation and test nodes and their edges; "

@@ -50,8 +50,10 @@ log "companion: 100k nodes, both trainers, 8 ranks"
 comp=$out/companion.h5
 [[ -f $comp ]] || "$apps/retexo_generate" --out "$comp" --nodes 100000 "${gen[@]}" >/dev/null
 "$run" -np 8 --data "$comp" --partition random --mode stats >"$out/companion-stats.txt"
+# --resend-features: the formula is that of standard training as usually implemented, which sends
+# the first layer's feature rows every epoch (retexo's default sends them once).
 [[ -f $out/companion.json ]] || "$run" -np 8 --data "$comp" --partition random --mode retexo,standard \
-  "${retexo_opts[@]}" --exchange-precision bf16 --epochs $rounds --log-every 50 --metrics-out "$out/companion.json" \
+  "${retexo_opts[@]}" --exchange-precision bf16 --epochs $rounds --resend-features --log-every 50 --metrics-out "$out/companion.json" \
   >"$out/companion.log"
 
 /usr/bin/python3 - "$out" $rounds <<'PY' | tee "$out/report.md"

@@ -84,7 +84,7 @@ retexo_opts=(--mode retexo --rounds 200 --lr 0.01 --patience 30 --log-every 50 -
 products_run retexo_bf16-p4 4 "${retexo_opts[@]}" --exchange-precision bf16
 products_run retexo_int8-p4 4 "${retexo_opts[@]}" --exchange-precision int8
 products_run retexo_int8-p2 2 "${retexo_opts[@]}" --exchange-precision int8
-products_run standard-p2 2 --mode standard --epochs $pepochs --std-dropout 0 --log-every 1
+products_run standard-p2 2 --mode standard --epochs $pepochs --std-dropout 0 --log-every 1 --resend-features
 
 # 5. Exchange precision: RETEXO on the synthetic graph, 8 partitions, bf16 and int8 (fp32 is
 #    the RETEXO row of step 2).

@@ -5,6 +5,7 @@
 #include <retexo/train/standard.hpp>
 
 #include <cmath>
+#include <map>
 #include <optional>
 
 namespace retexo::train {
@@ -132,6 +133,13 @@ private:
     /// (overlapped with the interior rows' aggregation), combine.
     const matrix_f& forward(bool training, int epoch, purpose exchange_purpose);
     void layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const node_features& h);
+    /// Whether layer l's halo rows are the cached raw features (see resend_features).
+    bool cached_halo_inputs(int l) const
+    {
+        return l == 0 && model_.layers.front().message_is_input() && !bns() && !o_.resend_features;
+    }
+    /// msg's halo rows for the first layer from the cached raw rows of source h (sent once).
+    void set_cached_halo_rows(const node_features& h, bool training, int epoch, purpose p, matrix_f& msg);
     /// Parameter gradients from the logits' gradient d (halo rows' message gradients go
     /// back to their owners).
     void backward(matrix_f d, int epoch);
@@ -152,6 +160,10 @@ private:
     std::vector<node_features> xs_, acts_; // the first layer's inputs may be sparse rows
     std::vector<const node_features*> inputs_;
     std::vector<nn::layer_cache<float>> cache_;
+    // The first layer's raw halo input rows, by source (the features, or those training sees),
+    // when they cross once (cached_halo_inputs), and this epoch's dropped-out copy.
+    std::map<const node_features*, matrix_f> halo_inputs_;
+    matrix_f halo_dropped_;
     node_features train_features_;
 };
 
@@ -196,7 +208,13 @@ void standard_run::layer_forward(int l, bool training, int epoch, purpose exchan
     const auto& plan = training || !ctx_.inductive ? *model_.plan : *model_.eval_plan;
     float* halo_rows = msg.data() + static_cast<std::ptrdiff_t>(own_) * mw;
     bool aggregated = false;
-    if (training && bns()) {
+    if (cached_halo_inputs(l)) {
+        set_cached_halo_rows(h, training, epoch, exchange_purpose, msg);
+        phase_timer::scope s(timer, phase);
+        for (const auto& rows : {std::span<const node_t>(plan.interior), std::span<const node_t>(plan.boundary)})
+            layer.aggregate_rows(plan, msg, cache_[li], rows, true);
+        aggregated = true;
+    } else if (training && bns()) {
         phase_timer::scope s(timer, "exchange");
         ctx_.halo->forward_sampled(msg.data(), halo_rows, mw, keep(epoch, l), 1.0F / static_cast<float>(o_.bns_p),
                                    exchange_purpose);
@@ -214,6 +232,26 @@ void standard_run::layer_forward(int l, bool training, int epoch, purpose exchan
     }
     phase_timer::scope s(timer, phase);
     inputs_[li]->visit([&](const auto& x) { layer.combine(plan, msg, x, cache_[li], out_[li], aggregated); });
+}
+
+void standard_run::set_cached_halo_rows(const node_features& h, bool training, int epoch, purpose p, matrix_f& msg)
+{
+    auto [it, fresh] = halo_inputs_.try_emplace(&h);
+    matrix_f& raw = it->second;
+    if (fresh) {
+        phase_timer::scope s(meter_.timer, "exchange");
+        const matrix_f dense = h.is_sparse() ? h.sparse().to_dense() : matrix_f();
+        const matrix_f& own = h.is_sparse() ? dense : h.dense();
+        raw.resize(local_ - own_, own.cols());
+        ctx_.halo->start_forward(own.data(), raw.data(), static_cast<int>(own.cols()), p).wait();
+    }
+    phase_timer::scope s(meter_.timer, training ? "compute" : "eval");
+    if (training && o_.dropout > 0) {
+        dropout_rows(raw, ctx_.part.halo_global, o_.dropout, key(0, epoch), halo_dropped_);
+        msg.bottomRows(local_ - own_) = halo_dropped_;
+    } else {
+        msg.bottomRows(local_ - own_) = raw;
+    }
 }
 
 void standard_run::backward(matrix_f d, int epoch)

@@ -177,11 +177,55 @@ TEST_CASE("standard trainer: halo bytes are exactly the exchanged rows", "[mpi][
     // Evaluation passes (every epoch and the final one) are counted separately.
     CHECK(res.bytes.sent_for(purpose::halo_eval) == static_cast<std::uint64_t>(rows) * (16 + 4) * 4 * 4);
     // With features narrower than the hidden width, the first layer exchanges the
-    // features themselves and needs no backward exchange.
+    // features themselves and needs no backward exchange ...
     o.hidden = 32;
+    o.resend_features = true;
     const auto wide = train::train_standard(ctx, o);
     CHECK(wide.bytes.sent_for(purpose::halo_forward) == static_cast<std::uint64_t>(rows) * (24 + 4) * 4 * 3);
     CHECK(wide.bytes.sent_for(purpose::halo_backward) == static_cast<std::uint64_t>(halo_rows) * 4 * 4 * 3);
+    CHECK(wide.bytes.sent_for(purpose::halo_eval) == static_cast<std::uint64_t>(rows) * (24 + 4) * 4 * 4);
+    // ... and by default sends them once: the first epoch's forward pass, for every later
+    // epoch and evaluation too.
+    o.resend_features = false;
+    const auto once = train::train_standard(ctx, o);
+    CHECK(once.bytes.sent_for(purpose::halo_forward) == static_cast<std::uint64_t>(rows) * (24 + 4 * 3) * 4);
+    CHECK(once.bytes.sent_for(purpose::halo_backward) == static_cast<std::uint64_t>(halo_rows) * 4 * 4 * 3);
+    CHECK(once.bytes.sent_for(purpose::halo_eval) == static_cast<std::uint64_t>(rows) * 4 * 4 * 4);
+}
+
+TEST_CASE("standard trainer: first-layer feature rows sent once give the resending run bit for bit",
+          "[mpi][standard][bytes]")
+{
+    const mpi::communicator world;
+    const graph dense = small_graph();
+    const graph sparse = test::with_sparse_features(dense, 0.3);
+    const auto a = partition_random(dense.num_nodes(), world.size(), 4);
+    for (const graph* g : {&dense, &sparse})
+        for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean})
+            for (bool inductive : {false, true})
+                for (bool exact : {false, true}) {
+                    DYNAMIC_SECTION(name_of(model) << (g == &sparse ? " sparse" : " dense")
+                                                   << (inductive ? " inductive" : "") << (exact ? " exact" : ""))
+                    {
+                        train::standard_options o;
+                        o.model = model;
+                        o.hidden = 32; // wider than the 24 features: the first layer aggregates them first
+                        o.epochs = 5;
+                        o.exact = exact;
+                        const auto once = run(world, *g, a, o, inductive);
+                        o.resend_features = true;
+                        const auto resent = run(world, *g, a, o, inductive);
+                        REQUIRE(once.history.size() == resent.history.size());
+                        for (std::size_t e = 0; e < once.history.size(); ++e) {
+                            CHECK(once.history[e].loss == resent.history[e].loss);
+                            CHECK(once.history[e].acc.valid == resent.history[e].acc.valid);
+                        }
+                        CHECK(once.final_acc.test == resent.final_acc.test);
+                        if (world.size() > 1)
+                            CHECK(once.bytes.sent_for(purpose::halo_forward) <
+                                  resent.bytes.sent_for(purpose::halo_forward));
+                    }
+                }
 }
 
 TEST_CASE("standard trainer rejects bad options", "[mpi][standard][bad-input]")

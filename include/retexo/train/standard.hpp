@@ -27,6 +27,11 @@ struct standard_options {
     /// Aggregate the rows whose neighbours are all owned while each layer's halo rows are in
     /// flight (gcn, sage; not BNS); the same result bit for bit either way.
     bool overlap = true;
+    /// When the first layer aggregates first, its messages are the raw features, which never
+    /// change: their halo rows cross once and each epoch's dropout is applied to them here,
+    /// keyed by global id as their owners apply it (the same result bit for bit).  true:
+    /// send them every epoch, as standard distributed training does.
+    bool resend_features = false;
     void validate() const;
 };
 
