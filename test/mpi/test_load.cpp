@@ -15,21 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-/// A temp dir made by rank 0 and shared with all ranks (removed by rank 0).
-struct shared_temp_dir {
-    std::unique_ptr<test::temp_dir> owner;
-    std::string path;
-    explicit shared_temp_dir(const mpi::communicator& comm)
-    {
-        if (comm.rank() == 0) {
-            owner = std::make_unique<test::temp_dir>();
-            path = owner->path();
-        }
-        comm.broadcast(path, 0, purpose::control);
-    }
-    std::string operator/(const std::string& n) const { return path + "/" + n; }
-};
-
 /// Check lp against the whole graph: owned set, halo = remote in-neighbours, local CSR.
 void check_partition(const graph& g, const std::vector<part_t>& a, const local_partition& lp)
 {
@@ -74,7 +59,7 @@ void check_partition(const graph& g, const std::vector<part_t>& a, const local_p
 TEST_CASE("every rank loads exactly its nodes and halo", "[mpi][load]")
 {
     const mpi::communicator comm;
-    shared_temp_dir tmp(comm);
+    test::shared_temp_dir tmp(comm);
     csbm_options o;
     o.nodes = 3000;
     o.features = 6;
@@ -110,7 +95,7 @@ TEST_CASE("cora: 4 partitions load on their ranks", "[mpi][load][datasets]")
 {
     const mpi::communicator comm;
     RETEXO_REQUIRE_DATASET(dir, "cora");
-    shared_temp_dir tmp(comm);
+    test::shared_temp_dir tmp(comm);
     if (comm.rank() == 0) convert_ogb(dir, tmp / "cora.h5", {.split = "random-paper"});
     comm.barrier();
     const graph g = read_graph(tmp / "cora.h5");
@@ -126,7 +111,7 @@ TEST_CASE("cora: 4 partitions load on their ranks", "[mpi][load][datasets]")
 TEST_CASE("load errors are raised on every rank", "[mpi][load][bad-input]")
 {
     const mpi::communicator comm;
-    shared_temp_dir tmp(comm);
+    test::shared_temp_dir tmp(comm);
     const auto g = test::make_graph(40, {{0, 1}, {1, 2}, {5, 30}}, 3, 2);
     if (comm.rank() == 0) {
         write_graph(g, tmp / "g.h5");

@@ -2,11 +2,13 @@
 // Helpers shared by retexo's tests: temporary directories, gzip files, the shared datasets,
 // small hand-made graphs.
 
+#include <retexo/comm/communicator.hpp>
 #include <retexo/graph/graph.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,6 +28,21 @@ public:
 private:
     std::string path_;
     bool owner_ = true;
+};
+
+/// A temp dir made by rank 0 and shared with all ranks (collective; removed by rank 0).
+struct shared_temp_dir {
+    std::unique_ptr<temp_dir> owner;
+    std::string path;
+    explicit shared_temp_dir(const mpi::communicator& comm)
+    {
+        if (comm.rank() == 0) {
+            owner = std::make_unique<temp_dir>();
+            path = owner->path();
+        }
+        comm.broadcast(path, 0, purpose::control);
+    }
+    std::string operator/(const std::string& n) const { return path + "/" + n; }
 };
 
 /// Write text to a file, gzip-compressed when the name ends in .gz.

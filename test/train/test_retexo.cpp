@@ -346,13 +346,8 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
     const auto a = partition_random(g.num_nodes(), world.size(), 2);
     const auto lp = extract_partition(g, a, world.size(), world.rank());
     const train::rank_context ctx(world, lp);
-    std::string dir;
-    std::unique_ptr<test::temp_dir> owner;
-    if (world.rank() == 0) {
-        owner = std::make_unique<test::temp_dir>();
-        dir = owner->path();
-    }
-    world.broadcast(dir, 0, purpose::control);
+    const test::shared_temp_dir shared(world);
+    const std::string& dir = shared.path;
     for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
         auto o = small_options(model);
         o.stages.push_back(o.stages.back()); // three stages
@@ -478,13 +473,8 @@ TEST_CASE("retexo checkpoints hold sparse stage inputs: stop inside stage 0 and 
     const auto a = partition_random(g.num_nodes(), world.size(), 2);
     const auto lp = extract_partition(g, a, world.size(), world.rank());
     const train::rank_context ctx(world, lp);
-    std::string dir;
-    std::unique_ptr<test::temp_dir> owner;
-    if (world.rank() == 0) {
-        owner = std::make_unique<test::temp_dir>();
-        dir = owner->path();
-    }
-    world.broadcast(dir, 0, purpose::control);
+    const test::shared_temp_dir shared(world);
+    const std::string& dir = shared.path;
     auto o = small_options(nn::layer_kind::sage_mean);
     const auto full = train::train_retexo(ctx, o);
     o.checkpoint.dir = dir + "/sparse";

@@ -30,7 +30,6 @@ public:
     feature_writer(h5::file& f, std::string base, std::int64_t rows, std::int64_t cols, feature_storage storage);
     void append(const node_features& block);
     void finish();
-    std::int64_t rows_written() const noexcept { return written_; }
 
 private:
     h5::file& f_;
