@@ -5,6 +5,8 @@
 #
 #   test/golden/golden.sh record  DIR [BUILD_DIR]   # outputs of BUILD_DIR (default build/) into DIR
 #   test/golden/golden.sh compare DIR [BUILD_DIR]   # run again into DIR/candidate, compare with DIR
+#   GOLDEN_ONLY=REGEX ...                           # only the runs whose names match (record and
+#                                                   # compare with the same REGEX), e.g. 'standard|bns|both'
 #
 # The matrix: cora and citeseer x gcn/sage/sage-pool/gat x hidden/logits x fp32/bf16/int8
 # x np 1 and 3 x transductive/inductive; --exchange-columns (gcn, sage); --deterministic;
@@ -52,9 +54,11 @@ B=$build/apps
 # run NAME NP ARGS...: one job in runs/NAME (paths relative, so the recorded configuration
 # is the same wherever DIR is).
 runs=()
+wanted() { [[ -z ${GOLDEN_ONLY:-} || $1 =~ $GOLDEN_ONLY ]]; }
 run() {
   local name=$1 np=$2
   shift 2
+  wanted "$name" || return 0
   runs+=("$name")
   mkdir -p "$out/runs/$name"
   (
@@ -133,6 +137,7 @@ run csbm3-gat-dir-np3-int8 3 --data ../../data/csbm3 --model gat --exchange-prec
 for model in gcn gat; do
   for how in stage round; do
     name=cora-$model-resume-$how-np3
+    wanted "$name" || continue
     ck=(--data ../../data/cora.h5 --partition random --model $model --checkpoint-dir ckpt
       --checkpoint-every-min 0 --mode retexo "${small[@]}")
     [[ $how == stage ]] && first=(--stop-after-stage 0) || first=(--max-hours 1e-9)
