@@ -40,8 +40,7 @@ csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const nod
         cols[fill[v]++] = u;
         if (options.symmetrise && u != v) cols[fill[u]++] = v;
     }
-    fill.clear();
-    fill.shrink_to_fit();
+    release(fill);
 
     // Sort each row; drop duplicates by compacting in place (row order is preserved).
     std::vector<offset_t> kept(n, 0);

@@ -174,8 +174,8 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     csr in_edges = build_csr(n, src, dst, {.symmetrise = !directed}, &build);
     rep.self_loops_dropped = build.self_loops_dropped;
     rep.duplicates_dropped = build.duplicates_dropped;
-    src = {};
-    dst = {};
+    release(src);
+    release(dst);
 
     const auto labels = read_labels(data_file(raw, "node-label"), n);
     int num_classes = options.num_classes > 0 ? options.num_classes : meta.num_classes;

@@ -107,8 +107,8 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
         dst[e] = members[cv][sample_cumulative(cc, target)];
     }
     in_edges_ = build_csr(n, src, dst, {.symmetrise = true});
-    src = {};
-    dst = {};
+    release(src);
+    release(dst);
 
     // Split: a seeded permutation cut into train / valid / test.
     std::vector<node_t> perm(static_cast<std::size_t>(n));

@@ -227,7 +227,7 @@ public:
         x_.offsets.resize(static_cast<std::size_t>(own_) + 1);
         x_.rows = own_;
         wire_.decode(got_, x_);
-        got_ = {};
+        release(got_);
         std::vector<node_t> halo_zero;
         for (node_t u : zero_)
             if (u >= own_) halo_zero.push_back(u);

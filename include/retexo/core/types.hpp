@@ -33,6 +33,14 @@ struct named_tensor {
     matrix_f value;
 };
 
+/// Frees a container's storage (`v = {}` would not: it assigns an empty list, and the
+/// capacity stays).
+template <typename C>
+void release(C& c) noexcept
+{
+    c = C(); // move-assigned from an empty container: the old storage goes
+}
+
 /// Membership of a node in the train / valid / test split.
 enum class split : std::int8_t { none = 0, train = 1, valid = 2, test = 3 };
 
