@@ -25,18 +25,20 @@ T max_abs_of(const matrix<T>& m)
     return m.size() == 0 ? T(0) : m.cwiseAbs().maxCoeff();
 }
 
-/// Message gradients of rows [0, n) as reals, whatever the mode.
+/// Message gradients of rows [0, n) as reals (n x w, row-major), whatever the mode: c.d_msg's
+/// own rows, or in exact mode the fixed-point sums converted into `converted`.
 template <typename T>
-matrix<T> message_rows(const layer_cache<T>& c, node_t n, int w, bool exact_mode)
+Eigen::Map<const matrix<T>> message_rows(const layer_cache<T>& c, node_t n, int w, bool exact_mode,
+                                         matrix<T>& converted)
 {
-    matrix<T> m;
-    if (exact_mode) {
-        m.resize(n, w);
-        exact::to_real(c.d_msg_exact.data(), static_cast<std::size_t>(n) * w, c.msg_k, m.data());
-    } else {
-        m = c.d_msg.topRows(n);
+    if (!exact_mode) {
+        RETEXO_ENSURE(c.d_msg.rows() >= n && c.d_msg.cols() == w,
+                      "retexo::gnn_layer::message_backward: combine_backward did not form the message gradients");
+        return {c.d_msg.data(), n, w};
     }
-    return m;
+    converted.resize(n, w);
+    exact::to_real(c.d_msg_exact.data(), static_cast<std::size_t>(n) * w, c.msg_k, converted.data());
+    return {converted.data(), n, w};
 }
 
 /// x itself (dense), or the dense form of sparse rows.
@@ -276,7 +278,8 @@ void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, con
     case layer_kind::gcn:
         aggregate();
         if (transform_first_) {
-            out = c.agg;
+            out = std::move(c.agg); // the backward pass does not read it: free it
+            release(c.agg);
             out.rowwise() += b_.value.row(0);
         } else {
             lin_->forward(c.agg, w_.value, b_.value, out);
@@ -460,7 +463,8 @@ void gnn_layer<T>::message_backward(const X& x, const matrix<T>& msg, layer_cach
     const bool exact_mode = mode.exact && std::is_same_v<T, float>;
     const auto n = static_cast<node_t>(rows_of(x));
     const int mw = msg_width();
-    matrix<T> dm = message_rows(c, n, mw, exact_mode);
+    matrix<T> converted;
+    const auto dm = message_rows(c, n, mw, exact_mode, converted);
     switch (kind_) {
     case layer_kind::gcn:
     case layer_kind::sage_mean:
@@ -471,18 +475,21 @@ void gnn_layer<T>::message_backward(const X& x, const matrix<T>& msg, layer_cach
                 lin_->backward_data(dm.data(), n, w_.value.data(), d_x->data());
             }
         } else if (d_x != nullptr) {
-            *d_x = std::move(dm);
+            *d_x = dm;
         }
         break;
-    case layer_kind::sage_pool:
-        activation_backward(activation::relu, c.pre.data(), dm.data(), static_cast<std::size_t>(dm.size()), dm.data());
-        weight_gradient(w_pool_, *lin_pool_, x, dm.data(), mode);
-        bias_gradient(b_pool_, dm.data(), n, mode);
+    case layer_kind::sage_pool: {
+        matrix<T> d_pre(n, mw);
+        activation_backward(activation::relu, c.pre.data(), dm.data(), static_cast<std::size_t>(dm.size()),
+                            d_pre.data());
+        weight_gradient(w_pool_, *lin_pool_, x, d_pre.data(), mode);
+        bias_gradient(b_pool_, d_pre.data(), n, mode);
         if (d_x != nullptr) {
             d_x->resize(n, in_);
-            lin_pool_->backward_data(dm.data(), n, w_pool_.value.data(), d_x->data());
+            lin_pool_->backward_data(d_pre.data(), n, w_pool_.value.data(), d_x->data());
         }
         break;
+    }
     case layer_kind::gat: {
         const int H = heads_, D = head_dim_, HD = H * D;
         matrix<T> d_z = dm.leftCols(HD);

@@ -101,9 +101,8 @@ public:
     {
         broadcast_parameters(ctx.comm, params_);
         const auto n = static_cast<std::size_t>(L_);
-        for (auto* v : {&own_msgs_, &msgs_, &out_})
-            v->resize(n);
-        xs_.resize(n);
+        msgs_.resize(n);
+        out_.resize(n);
         acts_.resize(n);
         inputs_.resize(n);
         cache_.resize(n);
@@ -132,7 +131,23 @@ private:
     /// Logits of every owned row: per layer, messages of the owned rows, the halo exchange
     /// (overlapped with the interior rows' aggregation), combine.
     const matrix_f& forward(bool training, int epoch, purpose exchange_purpose);
-    void layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const node_features& h);
+    /// Layer l on inputs_[l]; source: the first layer's inputs before dropout.
+    void layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const node_features& source);
+    /// Hidden layer l's output: for ReLU the activation's own buffer (the activation, then
+    /// the next layer's dropout, are applied in place, and the backward pass reads the
+    /// derivative from the sign of what is left), else out_[l].
+    matrix_f& hidden_output(int l)
+    {
+        const auto li = static_cast<std::size_t>(l);
+        return model_.act == activation::relu ? acts_[li].dense() : out_[li];
+    }
+    /// Whether layer l keeps its messages after combine: the backward pass reads them, or
+    /// their storage becomes the message gradients (c.d_msg).
+    bool keeps_messages(int l) const
+    {
+        const auto& layer = model_.layers[static_cast<std::size_t>(l)];
+        return layer.backward_reads_messages() || l > 0 || layer.has_message_params();
+    }
     /// Whether layer l's halo rows are the cached raw features (see resend_features).
     bool cached_halo_inputs(int l) const
     {
@@ -154,38 +169,56 @@ private:
     optimizer<float> opt_;
     nn::reduce_mode mode_;
     const std::span<const node_t> ids_; // global ids of the owned rows (dropout keys)
-    // Per layer, kept across epochs (no reallocation): the owned rows' dropped-out inputs,
-    // the owned rows' messages, every local row's messages, outputs and activations.
-    std::vector<matrix_f> own_msgs_, msgs_, out_;
-    std::vector<node_features> xs_, acts_; // the first layer's inputs may be sparse rows
+    // Kept across epochs (no reallocation), and no more than the backward pass reads (a
+    // products-scale graph fits on 4 ranks): the first layer's dropped-out inputs (dense or
+    // sparse rows); per layer, every local row's messages (while keeps_messages), outputs
+    // (the last layer's, and hidden ones unless hidden_output is the activation's buffer) and
+    // activations (the next layer's inputs, dropped out in place when training).
+    node_features dropped_input_;
+    std::vector<matrix_f> msgs_, out_;
+    std::vector<node_features> acts_;
     std::vector<const node_features*> inputs_;
     std::vector<nn::layer_cache<float>> cache_;
     // The first layer's raw halo input rows, by source (the features, or those training sees),
-    // when they cross once (cached_halo_inputs), and this epoch's dropped-out copy.
+    // when they cross once (cached_halo_inputs).
     std::map<const node_features*, matrix_f> halo_inputs_;
-    matrix_f halo_dropped_;
     node_features train_features_;
 };
 
 const matrix_f& standard_run::forward(bool training, int epoch, purpose exchange_purpose)
 {
-    const node_features* h = training && ctx_.inductive ? &train_features_ : &ctx_.part.features;
+    const node_features& source = training && ctx_.inductive ? train_features_ : ctx_.part.features;
+    const bool drop = training && o_.dropout > 0;
     for (int l = 0; l < L_; ++l) {
-        layer_forward(l, training, epoch, exchange_purpose, *h);
+        const auto li = static_cast<std::size_t>(l);
+        if (l == 0) {
+            inputs_[li] = &source;
+            if (drop) {
+                phase_timer::scope s(meter_.timer, "compute");
+                dropout_into(source, dropped_input_, ids_, key(l, epoch), o_.dropout);
+                inputs_[li] = &dropped_input_;
+            }
+        } else {
+            auto& a = acts_[li - 1].dense();
+            if (drop) {
+                phase_timer::scope s(meter_.timer, "compute");
+                dropout_rows(a, ids_, o_.dropout, key(l, epoch), a);
+            }
+            inputs_[li] = &acts_[li - 1];
+        }
+        layer_forward(l, training, epoch, exchange_purpose, source);
         if (l + 1 < L_) {
-            const auto li = static_cast<std::size_t>(l);
             phase_timer::scope s(meter_.timer, training ? "compute" : "eval");
-            const auto& y = out_[li];
+            const auto& y = hidden_output(l);
             auto& a = acts_[li].dense();
-            a.resize(y.rows(), y.cols());
+            a.resize(y.rows(), y.cols()); // a no-op when a is y
             activation_forward(model_.act, y.data(), static_cast<std::size_t>(y.size()), a.data(), 1.0);
-            h = &acts_[li];
         }
     }
     return out_[static_cast<std::size_t>(L_ - 1)];
 }
 
-void standard_run::layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const node_features& h)
+void standard_run::layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const node_features& source)
 {
     const auto li = static_cast<std::size_t>(l);
     auto& layer = model_.layers[li];
@@ -195,21 +228,21 @@ void standard_run::layer_forward(int l, bool training, int epoch, purpose exchan
     const int mw = layer.msg_width();
     {
         phase_timer::scope s(timer, phase);
-        if (training && o_.dropout > 0) {
-            dropout_into(h, xs_[li], ids_, key(l, epoch), o_.dropout);
-            inputs_[li] = &xs_[li];
-        } else {
-            inputs_[li] = &h;
-        }
-        inputs_[li]->visit([&](const auto& x) { layer.message(x, cache_[li], own_msgs_[li]); });
         msg.resize(local_, mw);
-        msg.topRows(own_) = own_msgs_[li];
+        const node_features& x = *inputs_[li];
+        if (layer.message_is_input() && !x.is_sparse()) {
+            msg.topRows(own_) = x.dense();
+        } else {
+            matrix_f own_msgs;
+            x.visit([&](const auto& xv) { layer.message(xv, cache_[li], own_msgs); });
+            msg.topRows(own_) = own_msgs;
+        }
     }
     const auto& plan = training || !ctx_.inductive ? *model_.plan : *model_.eval_plan;
     float* halo_rows = msg.data() + static_cast<std::ptrdiff_t>(own_) * mw;
     bool aggregated = false;
     if (cached_halo_inputs(l)) {
-        set_cached_halo_rows(h, training, epoch, exchange_purpose, msg);
+        set_cached_halo_rows(source, training, epoch, exchange_purpose, msg);
         phase_timer::scope s(timer, phase);
         for (const auto& rows : {std::span<const node_t>(plan.interior), std::span<const node_t>(plan.boundary)})
             layer.aggregate_rows(plan, msg, cache_[li], rows, true);
@@ -231,7 +264,9 @@ void standard_run::layer_forward(int l, bool training, int epoch, purpose exchan
         aggregated = true;
     }
     phase_timer::scope s(timer, phase);
-    inputs_[li]->visit([&](const auto& x) { layer.combine(plan, msg, x, cache_[li], out_[li], aggregated); });
+    auto& out = l + 1 < L_ ? hidden_output(l) : out_[li];
+    inputs_[li]->visit([&](const auto& x) { layer.combine(plan, msg, x, cache_[li], out, aggregated); });
+    if (!keeps_messages(l)) release(msg); // e.g. the first layer's input rows, halo rows included
 }
 
 void standard_run::set_cached_halo_rows(const node_features& h, bool training, int epoch, purpose p, matrix_f& msg)
@@ -244,14 +279,12 @@ void standard_run::set_cached_halo_rows(const node_features& h, bool training, i
         const matrix_f& own = h.is_sparse() ? dense : h.dense();
         raw.resize(local_ - own_, own.cols());
         ctx_.halo->start_forward(own.data(), raw.data(), static_cast<int>(own.cols()), p).wait();
+        ctx_.halo->release_buffers(); // sized for these rows, wider than later layers' messages
     }
     phase_timer::scope s(meter_.timer, training ? "compute" : "eval");
-    if (training && o_.dropout > 0) {
-        dropout_rows(raw, ctx_.part.halo_global, o_.dropout, key(0, epoch), halo_dropped_);
-        msg.bottomRows(local_ - own_) = halo_dropped_;
-    } else {
-        msg.bottomRows(local_ - own_) = raw;
-    }
+    float* halo_rows = msg.data() + static_cast<std::ptrdiff_t>(own_) * msg.cols();
+    const double p_drop = training ? o_.dropout : 0.0; // p = 0 copies
+    dropout_forward(raw.data(), ctx_.part.halo_global, static_cast<int>(raw.cols()), p_drop, key(0, epoch), halo_rows);
 }
 
 void standard_run::backward(matrix_f d, int epoch)
@@ -264,12 +297,16 @@ void standard_run::backward(matrix_f d, int epoch)
         const auto& plan = *model_.plan;
         const bool need_in = l > 0;
         const bool need_msg = need_in || layer.has_message_params();
+        // The messages' storage becomes their gradients' when nothing reads the messages.
+        const bool lend = need_msg && !o_.exact && !layer.backward_reads_messages();
+        if (lend) c.d_msg = std::move(msgs_[li]);
         {
             phase_timer::scope s(timer, "compute");
             inputs_[li]->visit(
                 [&](const auto& x) { layer.combine_backward(plan, msgs_[li], x, c, d, need_msg, mode_); });
         }
         if (!need_msg) continue;
+        release(d); // read by combine_backward only
         {
             phase_timer::scope s(timer, "exchange");
             const int w = layer.msg_width();
@@ -286,12 +323,15 @@ void standard_run::backward(matrix_f d, int epoch)
         matrix_f dx;
         inputs_[li]->visit(
             [&](const auto& x) { layer.message_backward(x, msgs_[li], c, need_in ? &dx : nullptr, mode_); });
+        if (lend) msgs_[li] = std::move(c.d_msg);
         if (need_in) {
             layer.add_self_gradient(plan, c, dx);
             dropout_backward(dx.data(), ids_, layer.in(), o_.dropout, key(l, epoch), dx.data());
-            const auto& pre = out_[static_cast<std::size_t>(l - 1)];
-            d.resize(dx.rows(), dx.cols());
-            activation_backward(model_.act, pre.data(), dx.data(), static_cast<std::size_t>(dx.size()), d.data(), 1.0);
+            // ReLU: hidden_output holds relu(pre) dropped out, positive exactly where pre is
+            // and the element was kept (dx is 0 where it was dropped): the same derivative.
+            const auto& pre = hidden_output(l - 1);
+            activation_backward(model_.act, pre.data(), dx.data(), static_cast<std::size_t>(dx.size()), dx.data(), 1.0);
+            d = std::move(dx);
         }
     }
 }

@@ -10,9 +10,10 @@
 ///   reverse_add  halo-row gradients -> back to their owners, added into the owned rows in
 ///                a fixed order (peers by rank, rows by send list).
 /// Rows travel as one MPI datatype each (contiguous width x T), so counts are row counts
-/// and never overflow an int.  Send and receive buffers persist; they grow only when a
-/// wider payload is first exchanged.  start_forward is the non-blocking form
-/// (MPI_Ialltoallv): the caller computes on its owned rows while the halo rows travel.
+/// and never overflow an int.  One buffer of sent rows serves forward (packing) and
+/// reverse_add (receiving); it persists, and grows only when a wider payload is first
+/// exchanged.  start_forward is the non-blocking form (MPI_Ialltoallv): the caller
+/// computes on its owned rows while the halo rows travel.
 
 #include <retexo/comm/communicator.hpp>
 #include <retexo/graph/local_partition.hpp>
@@ -124,8 +125,8 @@ public:
     /// For callers that exchange once and then compute for long (a RETEXO stage).
     void release_buffers() const
     {
-        send_buf_ = {};
-        recv_buf_ = {};
+        release(send_buf_);
+        release(recv_buf_);
     }
 
     const mpi::communicator& comm() const noexcept { return comm_; }

@@ -31,11 +31,12 @@ void halo_plan::reverse_add(const T* halo, T* owned, int width, purpose p) const
 {
     const std::size_t row_bytes = sizeof(T) * static_cast<std::size_t>(width);
     const std::size_t need = row_bytes * send_rows_.size();
-    if (recv_buf_.size() < need) recv_buf_.resize(need);
-    // The halo block is already grouped by owner: send it as is, receive per send list.
-    exchange(halo, recv_buf_.data(), recv_count_, recv_displ_, send_count_, send_displ_, static_cast<int>(row_bytes),
+    // The halo block is already grouped by owner: send it as is, receive per send list, into
+    // the forward's packing buffer (the same rows; no exchange is in flight meanwhile).
+    if (send_buf_.size() < need) send_buf_.resize(need);
+    exchange(halo, send_buf_.data(), recv_count_, recv_displ_, send_count_, send_displ_, static_cast<int>(row_bytes),
              p);
-    const auto* in = reinterpret_cast<const T*>(recv_buf_.data());
+    const auto* in = reinterpret_cast<const T*>(send_buf_.data());
     // Rows may repeat across peers: add peer by peer (fixed order), rows in parallel.
     for (int q = 0; q < comm_.size(); ++q) {
         const auto list = send_rows(q);

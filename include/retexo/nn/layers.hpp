@@ -151,6 +151,9 @@ public:
     void add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const;
     /// Whether message_backward has parameters to update (else it only forms d_x).
     bool has_message_params() const noexcept;
+    /// Whether the backward pass reads the messages (msg_all, msg): GAT's attention vector.
+    /// Otherwise a trainer may free them after combine, or lend their storage to c.d_msg.
+    bool backward_reads_messages() const noexcept { return kind_ == layer_kind::gat; }
 
 private:
     layer_kind kind_;
