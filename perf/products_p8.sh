@@ -7,8 +7,9 @@
 # RETEXO runs for real, bf16 and int8 exchanges, each stage's inputs sent 64 columns at a
 # time (--exchange-columns: same bytes, and each rank holds one block of its ~2M halo rows
 # instead of all 256 columns, so 8 ranks fit in 24 GB).
-# The standard trainer does not fit (every layer keeps all ~2M halo rows per rank, ~6 GB per
-# rank already at 4 ranks) and would take hours (~95 s per epoch on 2 ranks).  Its bytes are
+# The standard trainer is not run at 8 ranks: each rank would hold ~2M halo rows per layer
+# (at 4 ranks, 1.8M each, it takes 4.7 GB per rank: perf/run_all.sh step 4), and 200 epochs
+# would take hours (~50 s per epoch on 4 ranks).  Its bytes are
 # a function of the halo plan only: every epoch sends each halo row once per layer forward
 # (GCN: the 100 input features, then the 47-wide transformed rows), once backward (layer 2,
 # 47 wide) and once per evaluation forward, plus the gradient all-reduce.  This script
@@ -56,25 +57,16 @@ comp=$out/companion.h5
   "${retexo_opts[@]}" --exchange-precision bf16 --epochs $rounds --resend-features --log-every 50 --metrics-out "$out/companion.json" \
   >"$out/companion.log"
 
-/usr/bin/python3 - "$out" $rounds <<'PY' | tee "$out/report.md"
-import json, re, sys
+/usr/bin/python3 - "$out" $rounds "$root/perf" <<'PY' | tee "$out/report.md"
+import json, sys
 out, epochs = sys.argv[1], int(sys.argv[2])
+sys.path.insert(0, sys.argv[3])
+from std_bytes import halo_rows, standard_halo
 F, C = 100, 47            # GCN message widths: layer 1 aggregates its input, layer 2 its transformed rows
-
-def halo_rows(stats):
-    for line in open(stats):
-        f = line.split()
-        if f and f[0] == "all":
-            return int(f[2])
-    sys.exit(f"no 'all' line in {stats}")
-
-def standard_halo(h):
-    return {"halo_forward": epochs * h * (F + C) * 4, "halo_backward": epochs * h * C * 4,
-            "halo_eval": (epochs + 1) * h * (F + C) * 4}
 
 comp = {r["mode"]: r for r in json.load(open(f"{out}/companion.json"))["runs"]}
 hc = halo_rows(f"{out}/companion-stats.txt")
-pred = standard_halo(hc)
+pred = standard_halo(hc, epochs, F, C, resend=True)
 meas = comp["standard"]["bytes"]
 print("## Check of the standard trainer's byte formula (100k nodes, 8 ranks, real run)\n")
 print("| purpose | formula | measured |\n|---|---|---|")
@@ -101,7 +93,7 @@ d = comp["retexo"]["accuracy"]["test"] - comp["standard"]["accuracy"]["test"]
 print(f"\nTest accuracy RETEXO - standard: {100 * d:+.2f} points.\n")
 
 hp = halo_rows(f"{out}/products-p8-stats.txt")
-std = sum(standard_halo(hp).values()) + sum(rest.values()) + round(setup_per_row * hp)
+std = sum(standard_halo(hp, epochs, F, C, resend=True).values()) + sum(rest.values()) + round(setup_per_row * hp)
 print(f"## Products scale: 2.4M nodes, 8 ranks, {epochs} rounds = epochs\n")
 print(f"Halo rows over the 8 partitions: {hp}. Standard trainer (formula): {std / 1e12:.3f} TB.\n")
 print("| RETEXO exchange | test | valid | bytes | standard / RETEXO | time s | peak RSS max rank | all ranks |")

@@ -6,6 +6,8 @@ import os
 import re
 import sys
 
+import std_bytes  # perf/std_bytes.py, next to this script
+
 out = sys.argv[1]
 md = []
 summary = {}
@@ -30,6 +32,8 @@ def by_mode(j):
 
 
 def gb(b):
+    if b >= 1e12:
+        return f"{b / 1e12:.3g} TB"
     return f"{b / 1e9:.3g} GB" if b >= 1e8 else f"{b / 1e6:.3g} MB"
 
 
@@ -148,55 +152,59 @@ md.append("")
 summary["time_to_accuracy"] = tta
 
 # Products scale.
-def final_eval(j):
-    """Bytes of the standard trainer's final evaluation pass (one of epochs + 1 alike)."""
-    return j["bytes"]["halo_eval"] / (len(j["history"]) + 1)
-
-
-def std_per_epoch(j):
-    """The standard trainer's bytes per epoch: all but setup and the final evaluation."""
-    return (j["bytes"]["total"] - j["bytes"]["setup"] - final_eval(j)) / max(1, len(j["history"]))
-
-
 md.append("## Products-scale synthetic graph (2.4M nodes, 62M undirected edges, 100 features, 47 classes)\n")
 gen_t, gen_rss = time_v(os.path.join(out, "products-generate.log"))
 if gen_t:
     md.append(f"- generate: {gen_t:.0f} s, peak RSS {gb(gen_rss)}")
-for p in (2, 4):
-    t, rss = time_v(os.path.join(out, f"products-partition-p{p}.log"))
-    if t:
-        md.append(f"- partition {p} ways (random): {t:.0f} s, peak RSS {gb(rss)}")
+t, rss = time_v(os.path.join(out, "products-partition-p4.log"))
+if t:
+    md.append(f"- partition 4 ways (random): {t:.0f} s, peak RSS {gb(rss)}")
 prod = {}
-for path in glob.glob(os.path.join(out, "products-*-p*.json")):
-    m = re.match(r"products-(.+)-p(\d+)\.json", os.path.basename(path))
+for path in glob.glob(os.path.join(out, "products-*-p4.json")):
     j = load(path)
-    if m and j:
-        prod[(m.group(1), int(m.group(2)))] = j
-for (mode, p), j in sorted(prod.items()):
+    if j:
+        prod[re.match(r"products-(.+)-p4\.json", os.path.basename(path)).group(1)] = j
+for mode, j in sorted(prod.items()):
     rss = j.get("peak_rss_bytes", [])
-    line = (f"- {mode}, {p} ranks: test accuracy {j['accuracy']['test']:.4f}, total {j['time_s']['total']:.0f} s, "
+    line = (f"- {mode}, 4 ranks: test accuracy {j['accuracy']['test']:.4f}, total {j['time_s']['total']:.0f} s, "
             f"bytes {gb(j['bytes']['total'])}, peak RSS all ranks {gb(sum(rss))} (max rank {gb(max(rss) if rss else 0)})")
-    wall, _ = time_v(os.path.join(out, f"products-{mode}-p{p}.log"))
+    wall, _ = time_v(os.path.join(out, f"products-{mode}-p4.log"))
     if wall:
         line += f", mpirun wall time {wall:.0f} s (load and output included)"
-    if mode == "standard":
+    if mode.startswith("standard"):
         epochs = len(j["history"])
-        per_epoch = std_per_epoch(j)
-        line += (f"; {epochs} epochs, {j['time_s']['total'] / max(1, epochs):.1f} s per epoch including setup, "
-                 f"{gb(per_epoch)} per epoch")
+        times = [e["time_s"] for e in j["history"]]
+        later = [b - a for a, b in zip(times, times[1:])]
+        line += f"; {epochs} epochs, the first {times[0]:.1f} s (setup included)"
+        if later:
+            line += f", then {sum(later) / len(later):.1f} s per epoch"
     if mode.startswith("retexo"):
         line += "; stages: " + ", ".join(f"{s['rounds']} rounds (best {s['best_round']})" for s in j["stages"])
     md.append(line)
-for (mode, p), j in sorted(prod.items()):
-    std = prod.get(("standard", p))
-    if not mode.startswith("retexo") or not std:
-        continue
-    epochs = max(1, len(std["history"]))
-    std_total = std["bytes"]["setup"] + 200 * std_per_epoch(std) + final_eval(std)
-    ratio = std_total / max(1, j["bytes"]["total"])
-    md.append(f"- {p} partitions: standard for 200 epochs (bytes per epoch measured over {epochs}, constant) = "
-              f"{gb(std_total)}; {mode} = {gb(j['bytes']['total'])}: RETEXO sends 1/{ratio:.0f}")
-    summary[f"products_ratio_{mode}_p{p}"] = ratio
+stats = os.path.join(out, "products-p4-stats.txt")
+std_runs = {m: j for m, j in prod.items() if m in ("standard", "standard_resend")}
+if std_runs and os.path.exists(stats):
+    h = std_bytes.halo_rows(stats)
+    md.append(f"\nStandard trainer's halo bytes against perf/std_bytes.py ({h} halo rows over the 4 partitions):\n")
+    md.append("| run | purpose | formula | measured |")
+    md.append("|---|---|---|---|")
+    totals = {}
+    for mode, j in sorted(std_runs.items()):
+        epochs, resend = len(j["history"]), mode == "standard_resend"
+        for k, v in std_bytes.standard_halo(h, epochs, 100, 47, resend).items():
+            md.append(f"| {mode} | {k} | {v} | {j['bytes'][k]} |")
+            summary[f"products_formula_ok_{mode}"] = summary.get(f"products_formula_ok_{mode}", True) and v == j["bytes"][k]
+        totals[mode] = std_bytes.standard_total(h, 200, 100, 47, resend, j["bytes"], epochs)
+    md.append("")
+    for mode, j in sorted(prod.items()):
+        if not mode.startswith("retexo"):
+            continue
+        b = j["bytes"]["total"]
+        parts = [f"{gb(t)} for {m} (1/{t / max(1, b):.0f})" for m, t in sorted(totals.items())]
+        md.append(f"- {mode} sends {gb(b)}; the standard trainer for 200 epochs (halo rows by the formula, "
+                  f"the rest at the measured rate): " + ", ".join(parts))
+        for m, t in totals.items():
+            summary[f"products_ratio_{mode}_vs_{m}"] = t / max(1, b)
 md.append("")
 
 # Exchange precision.
