@@ -3,7 +3,7 @@
 # standard trainer and BNS-GCN across partition counts and datasets, emulated networks,
 # time to accuracy, the products-scale run, and retexo against a tuned PyTorch peer.
 # Writes OUT/report.md, OUT/report.json and OUT/*.png.
-#   perf/run_all.sh [OUT_DIR]            (about 24 minutes on 2 cores, plus about 25 for step 7)
+#   perf/run_all.sh [OUT_DIR]            (53 minutes on 2 cores, 20 of them step 7)
 # Environment: QUICK=1 shrinks every experiment (a smoke test of the pipeline, minutes).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -116,7 +116,7 @@ fi
 
 # 7. Against a tuned PyTorch peer (perf/peer/peer.py: oneDNN GEMMs, sparse inputs, passive
 #    waiting), back to back on the same files: every shared dataset x standard GCN / SAGE /
-#    GAT and RETEXO GCN, np 1, 100 epochs / rounds (about 25 minutes; QUICK: cora, one run each).
+#    GAT and RETEXO GCN, np 1, 100 epochs / rounds (about 20 minutes; QUICK: cora, one run each).
 log "peer baseline"
 if [[ $quick == 1 ]]; then
   DATASETS=cora REPS=1 H5_DIR=$out "$root/perf/peer/compare.sh" "$out/peer" >"$out/peer.log" 2>&1 || log "failed: see $out/peer.log"
