@@ -197,6 +197,8 @@ po::options_description declare_options(option_text& t, app_options& a)
         "scale each node's features to sum 1 (rows with a zero sum stay zero)")(
         "log-every", po::value(&a.log_every)->default_value(a.log_every), "progress line every N rounds / epochs")(
         "track-test", po::bool_switch(&ro.track_test), "RETEXO: test accuracy every round too (time to accuracy)")(
+        "skip", po::bool_switch(&ro.skip),
+        "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes)")(
         "no-overlap", po::bool_switch(&t.no_overlap),
         "wait for the halo rows before aggregating (default: aggregate the rows whose neighbours are all "
         "owned while they travel; same result)")(

@@ -190,6 +190,8 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
         f.set_attr("elapsed", c.elapsed);
         write_features(f, "inputs/h", c.h);
         write_features(f, "inputs/h_train", c.h_train);
+        write_features(f, "inputs/skip", c.skip);
+        write_features(f, "inputs/skip_train", c.skip_train);
         std::string names;
         for (std::size_t i = 0; i < c.finished.size(); ++i) {
             f.write_matrix("finished/" + std::to_string(i), c.finished[i].value);
@@ -243,6 +245,8 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
     c.elapsed = f.attr_double("elapsed");
     c.h = read_features(f, "inputs/h");
     c.h_train = read_features(f, "inputs/h_train");
+    c.skip = read_features(f, "inputs/skip");
+    c.skip_train = read_features(f, "inputs/skip_train");
     std::stringstream names(f.attr_string("finished_names"));
     for (std::int64_t i = 0; i < f.attr_int("num_finished"); ++i) {
         std::string name;

@@ -30,6 +30,10 @@ void retexo_options::validate() const
     RETEXO_ENSURE(exchange.columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
                   "--exchange-columns applies to gcn and sage: " << name_of(model)
                                                                  << " trains on the exchanged rows every round");
+    RETEXO_ENSURE(!skip || variant == retexo_variant::hidden ||
+                      (model != nn::layer_kind::gat && model != nn::layer_kind::sage_pool),
+                  "--skip with --variant logits needs gcn or sage: a " << name_of(model)
+                                                                        << " stage would need the raw features' halo rows");
     RETEXO_ENSURE(checkpoint.dir.empty() || checkpoint.every_minutes >= 0,
                   "--checkpoint-every-min must be >= 0, got " << checkpoint.every_minutes);
     RETEXO_ENSURE(checkpoint.dir.empty() || checkpoint.max_hours >= 0,
@@ -43,7 +47,7 @@ std::string retexo_options::describe() const
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
       << " deterministic=" << exact << " batch-size=" << batch_size << " select=" << name_of(select)
       << " patience=" << patience << " exchange-precision=" << name_of(exchange.precision)
-      << " exchange-columns=" << exchange.columns;
+      << " exchange-columns=" << exchange.columns << " skip=" << skip;
     for (std::size_t k = 0; k < stages.size(); ++k) {
         const auto& s = stages[k];
         d << "; stage " << k << ": rounds=" << s.rounds << " lr=" << s.lr << " hidden=" << s.hidden
@@ -94,6 +98,7 @@ public:
 
     int first_stage() const { return resumed_ ? resumed_->stage : 0; }
     retexo_stage open_stage(int k);
+    /// The stage's inputs: its one exchange (and aggregation), then --skip's columns.
     void exchange_and_aggregate(retexo_stage& s);
     void build_model(retexo_stage& s);
     /// False when the run stopped inside the stage with a checkpoint.
@@ -105,6 +110,7 @@ public:
 
 private:
     bool checkpointing() const { return !o_.checkpoint.dir.empty(); }
+    void exchange_inputs(retexo_stage& s);
     double train_round(retexo_stage& s, int round);
     void evaluate(retexo_stage& s, epoch_record& rec);
     /// Every owned row's logits and hidden embedding under the selected parameters.
@@ -127,6 +133,7 @@ private:
     std::vector<node_t> local_ids_; ///< global id of every local row (dropout keys, batches)
     run_result result_;
     node_features h_, h_train_; ///< this stage's inputs, owned rows (h_train_: the training graph's)
+    node_features skip_, skip_train_; ///< --skip: the previous stage's inputs
     std::int64_t step_ = 0;     ///< optimiser steps of the run (dropout masks)
     std::optional<retexo_checkpoint> resumed_;
     checkpoint_identity id_;
@@ -204,6 +211,8 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
         result_.parameters = resumed_->finished;
         h_ = resumed_->h;
         h_train_ = resumed_->h_train;
+        skip_ = resumed_->skip;
+        skip_train_ = resumed_->skip_train;
     }
     last_checkpoint_ = std::chrono::steady_clock::now();
 }
@@ -230,6 +239,20 @@ void retexo_run::exchange_and_aggregate(retexo_stage& s)
         s.x_train = resumed_->current.x_train;
         return;
     }
+    exchange_inputs(s);
+    if (o_.skip && s.k > 0) {
+        // Sparse raw inputs (stage 0's) stay sparse: the new columns join them as sparse rows.
+        auto with_skip = [](const node_features& x, const node_features& prev) -> node_features {
+            if (!prev.is_sparse() || x.is_sparse()) return beside(x, prev);
+            return hstack(csr_matrix::from_dense(x.dense()), prev.sparse());
+        };
+        s.x = with_skip(s.x, skip_);
+        if (ctx_.inductive) s.x_train = with_skip(s.x_train, skip_train_);
+    }
+}
+
+void retexo_run::exchange_inputs(retexo_stage& s)
+{
     if (s.mlp_only) {
         s.x = h_;
         s.x_train = h_train_;
@@ -261,7 +284,7 @@ void retexo_run::build_model(retexo_stage& s)
     s.model.emplace(nn::stage_spec{.stage = s.k,
                                    .kind = o_.model,
                                    .graph = s.graph,
-                                   .in = static_cast<int>(s.graph ? h_.cols() : s.x.cols()),
+                                   .in = static_cast<int>(s.x.cols()),
                                    .hidden = so.hidden,
                                    .classes = C_,
                                    .head = !s.last || o_.variant == retexo_variant::logits,
@@ -540,6 +563,10 @@ bool retexo_run::embed(retexo_stage& s)
         h_train_ = logits_variant ? std::move(train_logits) : std::move(train_hidden);
         ctx_.hide_evaluation_rows(h_train_);
     }
+    if (o_.skip) {
+        skip_ = std::move(s.x);
+        skip_train_ = std::move(s.x_train);
+    }
     if (!checkpointing()) return true;
     // A finished stage is a natural restart point: the next stage's inputs.
     const auto& ck = o_.checkpoint;
@@ -549,6 +576,8 @@ bool retexo_run::embed(retexo_stage& s)
     c.stage = s.k + 1;
     c.h = h_;
     c.h_train = h_train_;
+    c.skip = skip_;
+    c.skip_train = skip_train_;
     write(std::move(c));
     return !stop;
 }

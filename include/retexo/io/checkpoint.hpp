@@ -24,6 +24,7 @@ struct retexo_checkpoint {
     std::int64_t step = 0;    ///< optimiser steps of the run so far (they key the dropout masks)
     double elapsed = 0;       ///< wall time of the run so far, seconds
     node_features h, h_train; ///< the stage's inputs, owned rows (h_train: inductive training graph)
+    node_features skip, skip_train; ///< the previous stage's inputs (--skip)
     std::vector<named_tensor> finished; ///< selected parameters of the finished stages
     std::vector<epoch_record> history;
     std::vector<stage_record> stages;

@@ -91,6 +91,10 @@ struct retexo_options {
     /// aggregation of the interior rows (the same result bit for bit either way).
     stage_exchange_options exchange;
     bool track_test = false; ///< also measure test accuracy every round (time to accuracy)
+    /// Each stage after the first also reads the previous stage's inputs beside its own (a
+    /// dense, jumping-knowledge connection): the rank already holds them, so no bytes cross.
+    /// A later stage can then do at least what the one before it did.
+    bool skip = false;
     checkpoint_options checkpoint;
 
     void validate() const;
