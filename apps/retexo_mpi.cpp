@@ -197,6 +197,9 @@ po::options_description declare_options(option_text& t, app_options& a)
         "scale each node's features to sum 1 (rows with a zero sum stay zero)")(
         "log-every", po::value(&a.log_every)->default_value(a.log_every), "progress line every N rounds / epochs")(
         "track-test", po::bool_switch(&ro.track_test), "RETEXO: test accuracy every round too (time to accuracy)")(
+        "cross-fit", po::value(&ro.cross_fit)->default_value(ro.cross_fit),
+        "RETEXO: K models per stage but the last, model f trained without fold f of the training nodes; "
+        "a training node's next-stage input comes from the model that never fitted it (1: off)")(
         "skip", po::bool_switch(&ro.skip),
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes)")(
         "no-overlap", po::bool_switch(&t.no_overlap),

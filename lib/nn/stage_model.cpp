@@ -8,7 +8,7 @@ stage_model::stage_model(const stage_spec& s) : spec_(s)
     // Initialisation streams 1000 + 10 k (transform) and + 1 (head): apart from the
     // standard trainer's layers 0, 1, ...
     const std::uint64_t init = 1000 + 10 * static_cast<std::uint64_t>(s.stage);
-    const std::string name = "stage" + std::to_string(s.stage);
+    const std::string name = "stage" + std::to_string(s.stage) + (s.fold >= 0 ? ".fold" + std::to_string(s.fold) : "");
     const int out = s.head ? s.hidden : s.classes;
     if (s.graph) {
         layer_options lo;
@@ -40,12 +40,19 @@ layer_plan stage_model::make_plan(const local_graph& g, std::span<const node_t> 
 
 dropout_key stage_model::input_key(std::int64_t step) const
 {
-    return {spec_.seed, static_cast<std::uint64_t>(2 * spec_.stage), static_cast<std::uint64_t>(step)};
+    return {spec_.seed, mask_stream(0), static_cast<std::uint64_t>(step)};
 }
 
 dropout_key stage_model::hidden_key(std::int64_t step) const
 {
-    return {spec_.seed, static_cast<std::uint64_t>(2 * spec_.stage + 1), static_cast<std::uint64_t>(step)};
+    return {spec_.seed, mask_stream(1), static_cast<std::uint64_t>(step)};
+}
+
+std::uint64_t stage_model::mask_stream(int which) const
+{
+    // Fold f > 0 of a stage: streams of their own, far above every stage's 2k, 2k + 1.
+    const auto fold = static_cast<std::uint64_t>(std::max(spec_.fold, 0));
+    return static_cast<std::uint64_t>(2 * spec_.stage + which) + (fold << 32U);
 }
 
 void stage_model::forward(stage_pass& p, const node_features& x, std::span<const node_t> local_ids, bool training,

@@ -25,6 +25,9 @@ void retexo_options::validate() const
                       "--hidden " << s.hidden << " must be divisible by --heads " << heads << " for GAT");
     }
     RETEXO_ENSURE(batch_size >= 0, "--batch-size must be >= 0, got " << batch_size);
+    RETEXO_ENSURE(cross_fit >= 1, "--cross-fit must be >= 1, got " << cross_fit);
+    RETEXO_ENSURE(cross_fit == 1 || batch_size == 0, "--cross-fit " << cross_fit << " needs full-batch training, not --batch-size "
+                                                                   << batch_size);
     RETEXO_ENSURE(patience >= 0, "--patience must be >= 0, got " << patience);
     RETEXO_ENSURE(exchange.columns >= 0, "--exchange-columns must be >= 0, got " << exchange.columns);
     RETEXO_ENSURE(exchange.columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
@@ -47,7 +50,7 @@ std::string retexo_options::describe() const
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
       << " deterministic=" << exact << " batch-size=" << batch_size << " select=" << name_of(select)
       << " patience=" << patience << " exchange-precision=" << name_of(exchange.precision)
-      << " exchange-columns=" << exchange.columns << " skip=" << skip;
+      << " exchange-columns=" << exchange.columns << " skip=" << skip << " cross-fit=" << cross_fit;
     for (std::size_t k = 0; k < stages.size(); ++k) {
         const auto& s = stages[k];
         d << "; stage " << k << ": rounds=" << s.rounds << " lr=" << s.lr << " hidden=" << s.hidden
@@ -74,13 +77,20 @@ struct retexo_stage {
     /// (graph stages), dense or sparse; x_train: the same over the graph training sees
     /// (inductive).
     node_features x, x_train;
-    std::optional<nn::stage_model> model;
+    /// One model, or one per fold (cross-fitting); params: all of theirs, in model order.
+    std::vector<nn::stage_model> models;
     std::vector<parameter<float>*> params;
+    /// Cross-fitting: each model's training rows on this rank and over all ranks, and the
+    /// fold of every owned row (-1: not a training row).
+    std::vector<std::vector<node_t>> fold_rows;
+    std::vector<std::int64_t> fold_count;
+    std::vector<int> row_fold;
     std::optional<optimizer<float>> opt;
     int batches = 1;
     std::vector<node_t> eval_rows; ///< validation rows (then test rows with track_test)
-    /// Graph stages: plans over the training rows, eval_rows, and every owned row.
-    std::optional<nn::layer_plan> plan_train, plan_eval, plan_own, plan_own_train;
+    /// Graph stages: plans over each model's training rows, eval_rows, and every owned row.
+    std::vector<nn::layer_plan> plans_train;
+    std::optional<nn::layer_plan> plan_eval, plan_own, plan_own_train;
     // The round selection.
     double best_score = -std::numeric_limits<double>::infinity();
     int best_round = 0, rounds_done = 0;
@@ -88,6 +98,8 @@ struct retexo_stage {
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
 
     const node_features& train_input(bool inductive) const { return inductive ? x_train : x; }
+    nn::stage_model& model() { return models.front(); }
+    bool cross_fitted() const { return models.size() > 1; }
 };
 
 /// A RETEXO run: what carries from stage to stage (the next stage's inputs, the optimiser
@@ -111,7 +123,14 @@ public:
 private:
     bool checkpointing() const { return !o_.checkpoint.dir.empty(); }
     void exchange_inputs(retexo_stage& s);
+    /// Cross-fitting: the folds of the stage's training rows and each model's share.
+    void assign_folds(retexo_stage& s, int k);
     double train_round(retexo_stage& s, int round);
+    /// One model's forward and backward pass over rows; its loss.
+    loss_result model_step(retexo_stage& s, nn::stage_model& m, const std::vector<node_t>& rows,
+                           const nn::layer_plan* plan, std::int64_t n_global);
+    /// The stage's logits of p.rows (the mean of its models' logits).
+    void stage_logits(retexo_stage& s, nn::stage_pass& p, const node_features& x);
     void evaluate(retexo_stage& s, epoch_record& rec);
     /// Every owned row's logits and hidden embedding under the selected parameters.
     void embed_owned(retexo_stage& s, const node_features& x, const nn::layer_plan* plan, matrix_f& logits,
@@ -281,7 +300,10 @@ void retexo_run::exchange_inputs(retexo_stage& s)
 void retexo_run::build_model(retexo_stage& s)
 {
     const auto& so = s.so;
-    s.model.emplace(nn::stage_spec{.stage = s.k,
+    const int k = o_.cross_fit > 1 && !s.last ? o_.cross_fit : 1;
+    s.models.reserve(static_cast<std::size_t>(k)); // params point into them
+    for (int f = 0; f < k; ++f)
+        s.models.emplace_back(nn::stage_spec{.stage = s.k,
                                    .kind = o_.model,
                                    .graph = s.graph,
                                    .in = static_cast<int>(s.x.cols()),
@@ -291,8 +313,13 @@ void retexo_run::build_model(retexo_stage& s)
                                    .layer_norm = so.norm == normalization::layer,
                                    .heads = o_.heads,
                                    .dropout = so.dropout,
-                                   .seed = o_.seed});
-    s.params = s.model->parameters();
+                                   .seed = o_.seed,
+                                   .fold = k > 1 ? f : -1});
+    for (auto& m : s.models) {
+        auto ps = m.parameters();
+        s.params.insert(s.params.end(), ps.begin(), ps.end());
+    }
+    assign_folds(s, k);
     // Mini-batches: the batch of a training node is hash(global id, stage, round) mod
     // batches, the same on every partitioning.
     s.batches = o_.batch_size > 0 ? static_cast<int>((ctx_.global_train + o_.batch_size - 1) / o_.batch_size) : 1;
@@ -322,11 +349,36 @@ void retexo_run::build_model(retexo_stage& s)
     s.eval_rows = ctx_.valid_rows;
     if (o_.track_test) s.eval_rows.insert(s.eval_rows.end(), ctx_.test_rows.begin(), ctx_.test_rows.end());
     if (s.graph) {
-        s.plan_train = s.model->make_plan(ctx_.train_graph, ctx_.train_rows);
-        s.plan_eval = s.model->make_plan(ctx_.graph, s.eval_rows);
-        s.plan_own = s.model->make_plan(ctx_.graph, ctx_.owned_rows);
-        if (ctx_.inductive) s.plan_own_train = s.model->make_plan(ctx_.train_graph, ctx_.owned_rows);
+        for (const auto& rows : s.fold_rows)
+            s.plans_train.push_back(s.model().make_plan(ctx_.train_graph, rows));
+        s.plan_eval = s.model().make_plan(ctx_.graph, s.eval_rows);
+        s.plan_own = s.model().make_plan(ctx_.graph, ctx_.owned_rows);
+        if (ctx_.inductive) s.plan_own_train = s.model().make_plan(ctx_.train_graph, ctx_.owned_rows);
     }
+}
+
+void retexo_run::assign_folds(retexo_stage& s, int k)
+{
+    s.fold_rows.assign(static_cast<std::size_t>(k), {});
+    s.fold_count.assign(static_cast<std::size_t>(k), ctx_.global_train);
+    if (k == 1) {
+        s.fold_rows[0] = ctx_.train_rows;
+        return;
+    }
+    // A node's fold depends on its global id only: the same folds on every partitioning.
+    const counter_rng rng(o_.seed, rng_stream::folds);
+    s.row_fold.assign(static_cast<std::size_t>(own_), -1);
+    std::vector<std::int64_t> in_fold(static_cast<std::size_t>(k));
+    for (node_t r : ctx_.train_rows) {
+        const auto f = static_cast<int>(rng.below(static_cast<std::uint64_t>(local_ids_[r]), static_cast<std::uint64_t>(k)));
+        s.row_fold[static_cast<std::size_t>(r)] = f;
+        ++in_fold[static_cast<std::size_t>(f)];
+        for (int m = 0; m < k; ++m)
+            if (m != f) s.fold_rows[static_cast<std::size_t>(m)].push_back(r);
+    }
+    ctx_.comm.allreduce(std::span<std::int64_t>(in_fold), MPI_SUM, purpose::control);
+    for (int m = 0; m < k; ++m)
+        s.fold_count[static_cast<std::size_t>(m)] -= in_fold[static_cast<std::size_t>(m)];
 }
 
 bool retexo_run::train_rounds(retexo_stage& s)
@@ -354,6 +406,27 @@ bool retexo_run::train_rounds(retexo_stage& s)
 double retexo_run::train_round(retexo_stage& s, int round)
 {
     const auto& comm = ctx_.comm;
+    auto sync_and_step = [&] {
+        {
+            phase_timer::scope sc(meter_.timer, "sync");
+            allreduce_gradients(comm, s.params, o_.exact); // every model's, in one call
+        }
+        phase_timer::scope sc(meter_.timer, "compute");
+        s.opt->step();
+    };
+    if (s.cross_fitted()) {
+        ++step_;
+        std::vector<loss_result> losses;
+        for (std::size_t m = 0; m < s.models.size(); ++m)
+            losses.push_back(model_step(s, s.models[m], s.fold_rows[m], s.graph ? &s.plans_train[m] : nullptr,
+                                        std::max<std::int64_t>(1, s.fold_count[m])));
+        sync_and_step();
+        double loss = 0;
+        for (std::size_t m = 0; m < s.models.size(); ++m)
+            loss += reduce_loss(comm, losses[m], std::max<std::int64_t>(1, s.fold_count[m]), loss_k_) /
+                    static_cast<double>(s.models.size());
+        return loss;
+    }
     std::vector<std::vector<node_t>> batch_rows(static_cast<std::size_t>(s.batches));
     if (s.batches == 1) {
         batch_rows[0] = ctx_.train_rows;
@@ -373,51 +446,64 @@ double retexo_run::train_round(retexo_stage& s, int round)
     else
         counts[0] = ctx_.global_train;
 
-    auto& p = s.p;
-    const node_features& x = s.train_input(ctx_.inductive);
-    const nn::halo_gradient_fn add_halo = [&](std::int64_t* d_msg, int width) {
-        phase_timer::scope sc(meter_.timer, "exchange");
-        ctx_.halo->reverse_add(d_msg + static_cast<std::ptrdiff_t>(own_) * width, d_msg, width);
-    };
     double round_loss = 0;
     for (std::size_t b = 0; b < batch_rows.size(); ++b) {
         ++step_;
-        p.rows = batch_rows[b];
         std::optional<nn::layer_plan> batch_plan;
-        if (s.graph) {
-            if (s.batches > 1) batch_plan = s.model->make_plan(ctx_.train_graph, p.rows);
-            p.plan = s.batches > 1 ? &*batch_plan : &*s.plan_train;
-        }
+        if (s.graph && s.batches > 1) batch_plan = s.model().make_plan(ctx_.train_graph, batch_rows[b]);
+        const nn::layer_plan* plan = !s.graph ? nullptr : s.batches > 1 ? &*batch_plan : &s.plans_train[0];
         const auto n_global = std::max<std::int64_t>(1, counts[b]);
-        loss_result lr;
-        {
-            phase_timer::scope sc(meter_.timer, "compute");
-            s.model->forward(p, x, local_ids_, true, step_);
-            p.d_logits.setZero(p.logits.rows(), C_);
-            std::vector<node_t> seq(p.rows.size());
-            std::vector<std::int32_t> labels(p.rows.size());
-            for (std::size_t i = 0; i < seq.size(); ++i) {
-                seq[i] = static_cast<node_t>(i);
-                labels[i] = ctx_.part.labels[p.rows[i]];
-            }
-            comm.checked([&] {
-                lr = softmax_cross_entropy(p.logits.data(), C_, labels, seq, 1.0F / static_cast<float>(n_global),
-                                           p.d_logits.data(), loss_k_);
-            });
-            s.model->backward(p, step_, mode_, add_halo);
-        }
-        {
-            phase_timer::scope sc(meter_.timer, "sync");
-            allreduce_gradients(comm, s.params, o_.exact);
-        }
-        {
-            phase_timer::scope sc(meter_.timer, "compute");
-            s.opt->step();
-        }
+        const loss_result lr = model_step(s, s.model(), batch_rows[b], plan, n_global);
+        sync_and_step();
         round_loss += reduce_loss(comm, lr, n_global, loss_k_) * static_cast<double>(counts[b]) /
                       static_cast<double>(ctx_.global_train);
     }
     return round_loss;
+}
+
+loss_result retexo_run::model_step(retexo_stage& s, nn::stage_model& m, const std::vector<node_t>& rows,
+                                   const nn::layer_plan* plan, std::int64_t n_global)
+{
+    phase_timer::scope sc(meter_.timer, "compute");
+    auto& p = s.p;
+    p.rows = rows;
+    p.plan = plan;
+    const nn::halo_gradient_fn add_halo = [&](std::int64_t* d_msg, int width) {
+        phase_timer::scope sc(meter_.timer, "exchange");
+        ctx_.halo->reverse_add(d_msg + static_cast<std::ptrdiff_t>(own_) * width, d_msg, width);
+    };
+    m.forward(p, s.train_input(ctx_.inductive), local_ids_, true, step_);
+    p.d_logits.setZero(p.logits.rows(), C_);
+    std::vector<node_t> seq(p.rows.size());
+    std::vector<std::int32_t> labels(p.rows.size());
+    for (std::size_t i = 0; i < seq.size(); ++i) {
+        seq[i] = static_cast<node_t>(i);
+        labels[i] = ctx_.part.labels[p.rows[i]];
+    }
+    loss_result lr;
+    ctx_.comm.checked([&] {
+        lr = softmax_cross_entropy(p.logits.data(), C_, labels, seq, 1.0F / static_cast<float>(n_global),
+                                   p.d_logits.data(), loss_k_);
+    });
+    m.backward(p, step_, mode_, add_halo);
+    return lr;
+}
+
+void retexo_run::stage_logits(retexo_stage& s, nn::stage_pass& p, const node_features& x)
+{
+    if (!s.cross_fitted()) {
+        s.model().forward(p, x, local_ids_, false, 0);
+        return;
+    }
+    matrix_f sum;
+    for (auto& m : s.models) {
+        m.forward(p, x, local_ids_, false, 0);
+        if (sum.size() == 0)
+            sum = p.logits;
+        else
+            sum += p.logits;
+    }
+    p.logits = sum / static_cast<float>(s.models.size());
 }
 
 void retexo_run::evaluate(retexo_stage& s, epoch_record& rec)
@@ -426,7 +512,7 @@ void retexo_run::evaluate(retexo_stage& s, epoch_record& rec)
     auto& pe = s.pe;
     pe.rows = s.eval_rows;
     if (s.graph) pe.plan = &*s.plan_eval;
-    s.model->forward(pe, s.x, local_ids_, false, 0);
+    stage_logits(s, pe, s.x);
     std::vector<node_t> seq_valid, seq_test;
     std::vector<std::int32_t> labels(pe.rows.size());
     for (std::size_t i = 0; i < pe.rows.size(); ++i) {
@@ -518,17 +604,36 @@ void retexo_run::embed_owned(retexo_stage& s, const node_features& x, const nn::
     // Dense stages in chunks of rows: a few chunk-sized buffers instead of one per layer
     // output for every owned row.
     const node_t chunk = s.graph ? std::max<node_t>(own_, 1) : node_t{1} << 16;
-    const bool head = s.model->spec().head;
+    const bool head = s.model().spec().head;
     logits.resize(own_, C_);
     hidden.resize(own_, head ? s.so.hidden : 0);
+    if (s.cross_fitted()) {
+        logits.setZero();
+        hidden.setZero();
+    }
+    const auto k = static_cast<float>(s.models.size());
     nn::stage_pass c;
     c.plan = plan;
     for (node_t r0 = 0; r0 < own_; r0 += chunk) {
         const node_t n = std::min(chunk, own_ - r0);
         c.rows.assign(ctx_.owned_rows.begin() + r0, ctx_.owned_rows.begin() + r0 + n);
-        s.model->forward(c, x, local_ids_, false, 0);
-        logits.middleRows(r0, n) = c.logits;
-        if (head) hidden.middleRows(r0, n) = c.h;
+        for (std::size_t m = 0; m < s.models.size(); ++m) {
+            s.models[m].forward(c, x, local_ids_, false, 0);
+            if (!s.cross_fitted()) {
+                logits.middleRows(r0, n) = c.logits;
+                if (head) hidden.middleRows(r0, n) = c.h;
+                continue;
+            }
+            // A training row takes its own fold's model (which never fitted it), every other
+            // row the mean of the models'.
+            for (node_t i = 0; i < n; ++i) {
+                const int f = s.row_fold[static_cast<std::size_t>(c.rows[static_cast<std::size_t>(i)])];
+                if (f >= 0 && f != static_cast<int>(m)) continue;
+                const float w = f >= 0 ? 1.0F : 1.0F / k;
+                logits.row(r0 + i) += w * c.logits.row(i);
+                if (head) hidden.row(r0 + i) += w * c.h.row(i);
+            }
+        }
     }
 }
 
@@ -555,7 +660,7 @@ bool retexo_run::embed(retexo_stage& s)
     if (s.last) {
         result_.final_acc = sr.best;
         result_.logits = std::move(logits);
-        result_.embedding = s.model->spec().head ? std::move(hidden) : h_.to_dense();
+        result_.embedding = s.model().spec().head ? std::move(hidden) : h_.to_dense();
         return true;
     }
     h_ = logits_variant ? std::move(logits) : std::move(hidden);

@@ -75,6 +75,7 @@ inline constexpr std::uint64_t init = 20;
 inline constexpr std::uint64_t dropout = 21;
 inline constexpr std::uint64_t shuffle = 22;
 inline constexpr std::uint64_t sampling = 23;
+inline constexpr std::uint64_t folds = 24;
 } // namespace rng_stream
 
 /// Fisher-Yates shuffle driven by a counter_rng (deterministic, platform-independent).

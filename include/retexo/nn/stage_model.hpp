@@ -33,6 +33,9 @@ struct stage_spec {
     int heads = 8;          ///< GAT attention heads
     double dropout = 0;
     std::uint64_t seed = 42;
+    /// Cross-fitting: which of the stage's fold models this is ("stage<k>.fold<f>.*", its own
+    /// dropout masks, the same initial weights as the others); -1: the stage's only model.
+    int fold = -1;
 };
 
 /// Activations of one pass over a set of rows; reused round after round (fresh large
@@ -85,6 +88,7 @@ private:
                             const halo_gradient_fn& add_halo);
     dropout_key input_key(std::int64_t step) const;
     dropout_key hidden_key(std::int64_t step) const;
+    std::uint64_t mask_stream(int which) const; ///< 0: input, 1: hidden
 
     stage_spec spec_;
     std::optional<dense_layer<float>> dense_;

@@ -95,6 +95,12 @@ struct retexo_options {
     /// dense, jumping-knowledge connection): the rank already holds them, so no bytes cross.
     /// A later stage can then do at least what the one before it did.
     bool skip = false;
+    /// Cross-fitting: every stage but the last trains `cross_fit` models, model f on the
+    /// training nodes outside fold f (folds by global id).  A training node of fold f takes
+    /// model f's embedding into the next stage, one its model never fitted; every other node
+    /// the mean of the models'.  All models' gradients travel in one all-reduce per round.
+    /// 1: one model per stage.
+    int cross_fit = 1;
     checkpoint_options checkpoint;
 
     void validate() const;
