@@ -228,6 +228,9 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
             write_tensors(f, "stage/best", s.best);
             write_features(f, "stage/x", s.x);
             write_features(f, "stage/x_train", s.x_train);
+            f.set_attr("stage.folds", static_cast<std::int64_t>(s.fold_count.size()));
+            for (std::size_t i = 0; i < s.fold_count.size(); ++i)
+                f.set_attr("stage.fold_count." + std::to_string(i), s.fold_count[i]);
         }
     }
     out.commit(true);
@@ -281,6 +284,8 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
         s.best = read_tensors(f, "stage/best", n);
         s.x = read_features(f, "stage/x");
         s.x_train = read_features(f, "stage/x_train");
+        for (std::int64_t i = 0; i < f.attr_int("stage.folds"); ++i)
+            s.fold_count.push_back(f.attr_int("stage.fold_count." + std::to_string(i)));
     }
     return c;
 }

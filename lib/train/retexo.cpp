@@ -26,8 +26,8 @@ void retexo_options::validate() const
     }
     RETEXO_ENSURE(batch_size >= 0, "--batch-size must be >= 0, got " << batch_size);
     RETEXO_ENSURE(cross_fit >= 1, "--cross-fit must be >= 1, got " << cross_fit);
-    RETEXO_ENSURE(cross_fit == 1 || batch_size == 0, "--cross-fit " << cross_fit << " needs full-batch training, not --batch-size "
-                                                                   << batch_size);
+    RETEXO_ENSURE(cross_fit == 1 || batch_size == 0,
+                  "--cross-fit " << cross_fit << " needs full-batch training, not --batch-size " << batch_size);
     RETEXO_ENSURE(patience >= 0, "--patience must be >= 0, got " << patience);
     RETEXO_ENSURE(exchange.columns >= 0, "--exchange-columns must be >= 0, got " << exchange.columns);
     RETEXO_ENSURE(exchange.columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
@@ -35,8 +35,8 @@ void retexo_options::validate() const
                                                                  << " trains on the exchanged rows every round");
     RETEXO_ENSURE(!skip || variant == retexo_variant::hidden ||
                       (model != nn::layer_kind::gat && model != nn::layer_kind::sage_pool),
-                  "--skip with --variant logits needs gcn or sage: a " << name_of(model)
-                                                                        << " stage would need the raw features' halo rows");
+                  "--skip with --variant logits needs gcn or sage: a "
+                      << name_of(model) << " stage would need the raw features' halo rows");
     RETEXO_ENSURE(checkpoint.dir.empty() || checkpoint.every_minutes >= 0,
                   "--checkpoint-every-min must be >= 0, got " << checkpoint.every_minutes);
     RETEXO_ENSURE(checkpoint.dir.empty() || checkpoint.max_hours >= 0,
@@ -151,9 +151,9 @@ private:
     const int loss_k_, valid_k_;    ///< exact mode: fixed-point exponents of the losses
     std::vector<node_t> local_ids_; ///< global id of every local row (dropout keys, batches)
     run_result result_;
-    node_features h_, h_train_; ///< this stage's inputs, owned rows (h_train_: the training graph's)
+    node_features h_, h_train_;       ///< this stage's inputs, owned rows (h_train_: the training graph's)
     node_features skip_, skip_train_; ///< --skip: the previous stage's inputs
-    std::int64_t step_ = 0;     ///< optimiser steps of the run (dropout masks)
+    std::int64_t step_ = 0;           ///< optimiser steps of the run (dropout masks)
     std::optional<retexo_checkpoint> resumed_;
     checkpoint_identity id_;
     std::int64_t seq_ = 0;
@@ -304,17 +304,17 @@ void retexo_run::build_model(retexo_stage& s)
     s.models.reserve(static_cast<std::size_t>(k)); // params point into them
     for (int f = 0; f < k; ++f)
         s.models.emplace_back(nn::stage_spec{.stage = s.k,
-                                   .kind = o_.model,
-                                   .graph = s.graph,
-                                   .in = static_cast<int>(s.x.cols()),
-                                   .hidden = so.hidden,
-                                   .classes = C_,
-                                   .head = !s.last || o_.variant == retexo_variant::logits,
-                                   .layer_norm = so.norm == normalization::layer,
-                                   .heads = o_.heads,
-                                   .dropout = so.dropout,
-                                   .seed = o_.seed,
-                                   .fold = k > 1 ? f : -1});
+                                             .kind = o_.model,
+                                             .graph = s.graph,
+                                             .in = static_cast<int>(s.x.cols()),
+                                             .hidden = so.hidden,
+                                             .classes = C_,
+                                             .head = !s.last || o_.variant == retexo_variant::logits,
+                                             .layer_norm = so.norm == normalization::layer,
+                                             .heads = o_.heads,
+                                             .dropout = so.dropout,
+                                             .seed = o_.seed,
+                                             .fold = k > 1 ? f : -1});
     for (auto& m : s.models) {
         auto ps = m.parameters();
         s.params.insert(s.params.end(), ps.begin(), ps.end());
@@ -370,11 +370,18 @@ void retexo_run::assign_folds(retexo_stage& s, int k)
     s.row_fold.assign(static_cast<std::size_t>(own_), -1);
     std::vector<std::int64_t> in_fold(static_cast<std::size_t>(k));
     for (node_t r : ctx_.train_rows) {
-        const auto f = static_cast<int>(rng.below(static_cast<std::uint64_t>(local_ids_[r]), static_cast<std::uint64_t>(k)));
+        const auto f =
+            static_cast<int>(rng.below(static_cast<std::uint64_t>(local_ids_[r]), static_cast<std::uint64_t>(k)));
         s.row_fold[static_cast<std::size_t>(r)] = f;
         ++in_fold[static_cast<std::size_t>(f)];
         for (int m = 0; m < k; ++m)
             if (m != f) s.fold_rows[static_cast<std::size_t>(m)].push_back(r);
+    }
+    if (s.resumed) { // counted before the checkpoint
+        s.fold_count = resumed_->current.fold_count;
+        RETEXO_ENSURE(static_cast<int>(s.fold_count.size()) == k,
+                      "checkpoint: stage " << s.k << " has " << s.fold_count.size() << " fold counts, expected " << k);
+        return;
     }
     ctx_.comm.allreduce(std::span<std::int64_t>(in_fold), MPI_SUM, purpose::control);
     for (int m = 0; m < k; ++m)
@@ -566,6 +573,7 @@ bool retexo_run::checkpoint_round(retexo_stage& s, int round)
     cur.best = s.best;
     cur.x = s.x;
     cur.x_train = s.x_train;
+    if (s.cross_fitted()) cur.fold_count = s.fold_count;
     write(std::move(c));
     return flags[0] != 0;
 }

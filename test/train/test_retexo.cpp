@@ -97,6 +97,101 @@ TEST_CASE("retexo: every rank count reproduces the single-process run exactly", 
     }
 }
 
+TEST_CASE("retexo cross-fitting and --skip: every rank count reproduces the single-process run exactly",
+          "[mpi][retexo][cross-fit]")
+{
+    const mpi::communicator world;
+    const mpi::communicator self(MPI_COMM_SELF);
+    const graph g = small_graph();
+    for (auto model :
+         {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
+        for (auto variant : {train::retexo_variant::hidden, train::retexo_variant::logits}) {
+            const bool graph_model = model == nn::layer_kind::sage_pool || model == nn::layer_kind::gat;
+            DYNAMIC_SECTION(name_of(model) << " " << name_of(variant))
+            {
+                auto o = small_options(model);
+                o.variant = variant;
+                o.exact = true;
+                o.cross_fit = 3;
+                o.skip = !graph_model || variant == train::retexo_variant::hidden;
+                o.stages.push_back(o.stages.back());
+                const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
+                const run_with dist(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
+                check_identical(single.res, dist.res);
+                CHECK(dist.res.final_acc.valid == single.res.final_acc.valid);
+            }
+        }
+    }
+}
+
+TEST_CASE("retexo cross-fitting: training nodes take embeddings of models that never fitted them",
+          "[mpi][retexo][cross-fit]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    const auto a = partition_random(g.num_nodes(), world.size(), 2);
+    auto o = small_options(nn::layer_kind::gcn);
+    o.stages[0] = {.rounds = 150, .lr = 0.03, .hidden = 64, .dropout = 0, .weight_decay = 0};
+    const run_with plain(world, g, a, o);
+    o.cross_fit = 2;
+    const run_with crossed(world, g, a, o);
+    // Stage 0's training accuracy is measured on the embeddings the next stage reads: one
+    // model per stage memorises its training nodes, fold models see them as new nodes.
+    const auto& p0 = plain.res.stages[0].best;
+    const auto& c0 = crossed.res.stages[0].best;
+    INFO("train " << p0.train << " / " << c0.train << ", valid " << p0.valid << " / " << c0.valid);
+    CHECK(p0.train > p0.valid + 0.1);
+    CHECK(c0.train < p0.train - 0.1);
+    CHECK(std::abs(c0.train - c0.valid) < 0.1);
+    // Two models of stage 0, named apart; one of the last stage.
+    std::vector<std::string> names;
+    for (const auto& t : crossed.res.parameters)
+        names.push_back(t.name);
+    CHECK(std::count(names.begin(), names.end(), "stage0.fold0.transform.weight") == 1);
+    CHECK(std::count(names.begin(), names.end(), "stage0.fold1.transform.weight") == 1);
+    CHECK(std::count(names.begin(), names.end(), "stage1.transform.weight") == 1);
+    // Both models' gradients in one all-reduce per round: twice the payload, as many calls.
+    CHECK(crossed.res.stages[0].bytes.sent_for(purpose::gradients) ==
+          2 * plain.res.stages[0].bytes.sent_for(purpose::gradients));
+    CHECK(crossed.res.stages[1].bytes.sent_for(purpose::gradients) ==
+          plain.res.stages[1].bytes.sent_for(purpose::gradients));
+}
+
+TEST_CASE("retexo --skip: later stages read the previous inputs too, at no byte's cost", "[mpi][retexo][bytes]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    const auto a = partition_random(g.num_nodes(), world.size(), 2);
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::gat}) {
+        DYNAMIC_SECTION(name_of(model))
+        {
+            auto o = small_options(model);
+            o.stages.push_back(o.stages.back());
+            const run_with plain(world, g, a, o);
+            o.skip = true;
+            const run_with skip(world, g, a, o);
+            for (auto p : {purpose::halo_forward, purpose::halo_backward, purpose::halo_eval})
+                CHECK(skip.res.bytes.sent_for(p) == plain.res.bytes.sent_for(p));
+            auto in_width = [](const train::run_result& r, const std::string& name) {
+                for (const auto& t : r.parameters)
+                    if (t.name == name) return static_cast<int>(t.value.rows());
+                return -1;
+            };
+            if (model == nn::layer_kind::gat) {
+                // A graph stage reads every local row's [embedding | previous input].
+                CHECK(in_width(skip.res, "stage1.transform.weight") == 16 + 20);
+                CHECK(in_width(skip.res, "stage2.transform.weight") == 16 + 16 + 20);
+            } else {
+                // Stage inputs: GCN the aggregate (20 raw, then 16), SAGE [self | mean].
+                const int m = model == nn::layer_kind::sage_mean ? 2 : 1;
+                CHECK(in_width(plain.res, "stage1.transform.weight") == m * 16);
+                CHECK(in_width(skip.res, "stage1.transform.weight") == m * 16 + m * 20);
+                CHECK(in_width(skip.res, "stage2.transform.weight") == m * 16 + m * 16 + m * 20);
+            }
+        }
+    }
+}
+
 TEST_CASE("retexo: bf16 and int8 exchanges round owned rows alike, so every rank count still agrees", "[mpi][retexo]")
 {
     const mpi::communicator world;
@@ -335,6 +430,16 @@ TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")
     o = small_options(nn::layer_kind::gcn);
     o.stages.clear();
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--stages must be at least 1"));
+    o = small_options(nn::layer_kind::gcn);
+    o.cross_fit = 0;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--cross-fit must be >= 1, got 0"));
+    o.cross_fit = 2;
+    o.batch_size = 100;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--cross-fit 2 needs full-batch training"));
+    o = small_options(nn::layer_kind::gat);
+    o.variant = train::retexo_variant::logits;
+    o.skip = true;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--skip with --variant logits needs gcn or sage"));
     CHECK_THROWS_WITH(parse_name<train::retexo_variant>("probs", "--variant"),
                       Catch::Equals("--variant: unknown variant 'probs' (expected hidden or logits)"));
 }
@@ -348,10 +453,14 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
     const train::rank_context ctx(world, lp);
     const test::shared_temp_dir shared(world);
     const std::string& dir = shared.path;
-    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
+    for (auto [model, extras] : {std::pair{nn::layer_kind::gcn, false}, std::pair{nn::layer_kind::gat, false},
+                                 std::pair{nn::layer_kind::gcn, true}, std::pair{nn::layer_kind::gat, true}}) {
         auto o = small_options(model);
         o.stages.push_back(o.stages.back()); // three stages
-        o.checkpoint.dir = dir + "/full-" + name_of(model);
+        o.cross_fit = extras ? 2 : 1;        // and with fold models and skipped inputs
+        o.skip = extras;
+        const std::string tag = name_of(model) + (extras ? "-cross-fit" : "");
+        o.checkpoint.dir = dir + "/full-" + tag;
         const auto full = train::train_retexo(ctx, o);
         REQUIRE_FALSE(full.interrupted);
 
@@ -378,7 +487,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
 
         // Stop after stage 1 (a stage boundary), then resume.
         auto b = o;
-        b.checkpoint.dir = dir + "/boundary-" + name_of(model);
+        b.checkpoint.dir = dir + "/boundary-" + tag;
         b.checkpoint.stop_after_stage = 1;
         CHECK(train::train_retexo(ctx, b).interrupted);
         b.checkpoint.stop_after_stage = -1;
@@ -387,7 +496,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
 
         // Stop inside stage 1 (as SIGTERM would), resume, stop again inside stage 2, resume.
         auto c = o;
-        c.checkpoint.dir = dir + "/mid-" + name_of(model);
+        c.checkpoint.dir = dir + "/mid-" + tag;
         int polls = 0;
         c.checkpoint.stop_requested = [&] { return ++polls == 9; };
         CHECK(train::train_retexo(ctx, c).interrupted);

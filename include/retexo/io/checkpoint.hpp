@@ -18,12 +18,12 @@ namespace retexo {
 
 /// One rank's part of a RETEXO run at one moment.
 struct retexo_checkpoint {
-    std::int64_t seq = 0;     ///< grows with every checkpoint of a run (all ranks' files of one moment share it)
-    int stage = 0;            ///< the stage to continue
-    int next_round = 1;       ///< its next round; 1: the stage has not begun
-    std::int64_t step = 0;    ///< optimiser steps of the run so far (they key the dropout masks)
-    double elapsed = 0;       ///< wall time of the run so far, seconds
-    node_features h, h_train; ///< the stage's inputs, owned rows (h_train: inductive training graph)
+    std::int64_t seq = 0;           ///< grows with every checkpoint of a run (all ranks' files of one moment share it)
+    int stage = 0;                  ///< the stage to continue
+    int next_round = 1;             ///< its next round; 1: the stage has not begun
+    std::int64_t step = 0;          ///< optimiser steps of the run so far (they key the dropout masks)
+    double elapsed = 0;             ///< wall time of the run so far, seconds
+    node_features h, h_train;       ///< the stage's inputs, owned rows (h_train: inductive training graph)
     node_features skip, skip_train; ///< the previous stage's inputs (--skip)
     std::vector<named_tensor> finished; ///< selected parameters of the finished stages
     std::vector<epoch_record> history;
@@ -41,7 +41,8 @@ struct retexo_checkpoint {
         /// The stage model's tensors (its parameter order): values, the optimiser's first and
         /// second moments, and the values of the best round so far.
         std::vector<matrix_f> params, first_moments, second_moments, best;
-        node_features x, x_train; ///< the stage's exchanged (and aggregated) inputs
+        node_features x, x_train;             ///< the stage's exchanged (and aggregated) inputs
+        std::vector<std::int64_t> fold_count; ///< cross-fitting: each model's training nodes, all ranks
     } current;
 };
 
