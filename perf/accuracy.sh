@@ -7,7 +7,8 @@
 # retexo_convert --random-split SEED), so the mean is over splits as well as seeds.
 # Hyperparameters: mpi_scripts/presets/<dataset>-<model>.cfg when it exists, else
 # <dataset>.cfg (chosen on validation accuracy, never on test); 2 layers / stages, hidden
-# 256, 200 epochs / rounds per stage, one process.
+# 256, 200 epochs / rounds per stage, one process.  RETEXO uses <dataset>-<model>-retexo.cfg
+# instead where one exists (its own features or stage count), in a run of its own.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/perf/results/accuracy}
@@ -33,13 +34,23 @@ for ds in $datasets; do
         [[ -f $graph ]] || "$build/apps/retexo_convert" --ogb "$dsdir/$ds" --random-split "$s" --train-per-class "$per_class" \
           --num-valid "$num_valid" --num-test "$num_test" --out "$graph" >/dev/null
       fi
-      json=$out/$ds-$m-$s.json
-      [[ -f $json ]] && continue
       cfg=$root/mpi_scripts/presets/$ds-$m.cfg
       [[ -f $cfg ]] || cfg=$root/mpi_scripts/presets/$ds.cfg
-      "$root/mpi_scripts/retexo_run.sh" -np "$np" --data "$graph" --mode "${MODE:-both}" --model "$m" --seed "$s" \
-        --config "$cfg" --log-every 1000 --metrics-out "$json" >/dev/null
-      echo "done $ds $m $s"
+      # A RETEXO-only preset (features, stages) runs the two trainers apart.
+      rcfg=$root/mpi_scripts/presets/$ds-$m-retexo.cfg
+      mode=${MODE:-both}
+      runs=("$mode $cfg $out/$ds-$m-$s.json")
+      if [[ -f $rcfg && $mode != standard ]]; then
+        runs=("retexo $rcfg $out/$ds-$m-$s.retexo.json")
+        [[ $mode == both ]] && runs+=("standard $cfg $out/$ds-$m-$s.json")
+      fi
+      for run in "${runs[@]}"; do
+        read -r mode_i cfg_i json <<<"$run"
+        [[ -f $json ]] && continue
+        "$root/mpi_scripts/retexo_run.sh" -np "$np" --data "$graph" --mode "$mode_i" --model "$m" --seed "$s" \
+          --config "$cfg_i" --log-every 1000 --metrics-out "$json" >/dev/null
+        echo "done $ds $m $s $mode_i"
+      done
     done
   done
 done
