@@ -339,6 +339,7 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
         set_check_numerics(a.check_numerics);
     });
     a.config = config_json(vm, a.mode);
+    a.config["std-hidden"] = a.standard.hidden; // the width used: --hidden's first value unless given
     return a;
 }
 
