@@ -29,8 +29,8 @@ log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*"; }
 # means something (the easy graph gives 0.9999 to both trainers; on a 30k-node graph of the hard
 # setting the standard trainer reaches 0.75, near ogbn-products' 0.78).  STANDARD_FULL=1 also
 # trains the standard trainer on the whole 2.4M-node graph in one process (its result does not
-# depend on the partitioning), for its accuracy at scale (long: hours at 200 epochs here;
-# STD_EPOCHS=N shortens it).
+# depend on the partitioning), for its accuracy at scale (long: its first epoch took 94 s here
+# with other jobs running, so hours at 200 epochs; STD_EPOCHS=N shortens it).
 case ${SETTING:-easy} in
   easy) gen=(--features 100 --classes 47 --avg-degree 53 --homophily 0.8 --power-law 2.5 --feature-signal 1.5 --seed 5) ;;
   hard) gen=(--features 100 --classes 47 --avg-degree 53 --homophily 0.3 --power-law 2.5 --feature-signal 1.3 --seed 5) ;;
