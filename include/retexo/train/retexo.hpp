@@ -11,6 +11,9 @@
 ///      gradients all-reduced so the update equals full-graph training; validation accuracy
 ///      (or loss) every round, the best round's parameters kept (identically on every rank);
 ///   4. h_{k+1} = the post-ReLU hidden embedding of every owned node.
+/// Options against stages that memorise their few training nodes: --skip carries a stage's
+/// inputs into the next one (no bytes), --cross-fit K trains K fold models per stage so that
+/// a training node's next-stage input comes from a model that never fitted it.
 /// The "logits" variant (fully distributed setting) makes stage 0 an MLP on raw features and
 /// has later stages aggregate the previous stage's logits concatenated with the node's own:
 /// raw features never leave their rank, only C values per boundary node per stage do.
