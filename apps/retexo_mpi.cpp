@@ -145,7 +145,7 @@ po::options_description declare_options(option_text& t, app_options& a)
                           "default: both on the built-in graph, else retexo")(
         "model", po::value(&t.model)->default_value(t.model), "gcn | sage | sage-pool | gat")(
         "variant", po::value(&t.variant)->default_value(t.variant),
-        "RETEXO: hidden (exchange hidden embeddings) | logits (stage 0 is an MLP; exchange C logits)")(
+        "RETEXO: hidden (exchange hidden embeddings) | logits (stage 0 is an MLP; exchange C class probabilities)")(
         "stages,layers", po::value(&t.stages)->default_value(t.stages), "RETEXO stages = standard layers")(
         "heads", po::value(&ro.heads)->default_value(ro.heads), "GAT attention heads");
     po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,100)");

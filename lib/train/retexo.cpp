@@ -4,6 +4,7 @@
 #include <retexo/train/retexo.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -160,6 +161,21 @@ private:
     std::chrono::steady_clock::time_point last_checkpoint_;
 };
 
+/// Each row of x becomes its softmax.
+void softmax_rows(matrix_f& x)
+{
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+        float top = x(i, 0);
+        for (Eigen::Index j = 1; j < x.cols(); ++j)
+            top = std::max(top, x(i, j));
+        float sum = 0;
+        for (Eigen::Index j = 0; j < x.cols(); ++j)
+            sum += x(i, j) = std::exp(x(i, j) - top);
+        for (Eigen::Index j = 0; j < x.cols(); ++j)
+            x(i, j) /= sum;
+    }
+}
+
 /// [a | b], sparse when both are.
 node_features beside(const node_features& a, const node_features& b)
 {
@@ -284,10 +300,13 @@ void retexo_run::exchange_inputs(retexo_stage& s)
         if (ctx_.inductive) s.x_train = exchange.local_rows(h_train_, hidden);
         return;
     }
-    // GCN's aggregate includes the node itself; GraphSAGE (and the logits variant) keeps the
-    // node's own input beside its neighbours' aggregate.
-    const bool self_apart = o_.model != nn::layer_kind::gcn || o_.variant == retexo_variant::logits;
-    const aggregator kind = o_.model == nn::layer_kind::gcn ? aggregator::gcn : aggregator::mean;
+    // GCN's aggregate includes the node itself; GraphSAGE keeps the node's own input beside
+    // its neighbours' mean, and so does the logits variant for every model (the reference
+    // prototype's GCN: a mean of the neighbours' class probabilities; GCN's symmetric
+    // weights would not keep them a distribution).
+    const bool logits_variant = o_.variant == retexo_variant::logits;
+    const bool self_apart = o_.model != nn::layer_kind::gcn || logits_variant;
+    const aggregator kind = o_.model == nn::layer_kind::gcn && !logits_variant ? aggregator::gcn : aggregator::mean;
     auto input = [&](const nn::local_graph& g, const node_features& h, std::span<const node_t> zero) {
         node_features a = exchange.aggregate(h, g, kind, zero);
         if (!self_apart) return a;
@@ -670,6 +689,10 @@ bool retexo_run::embed(retexo_stage& s)
         result_.logits = std::move(logits);
         result_.embedding = s.model().spec().head ? std::move(hidden) : h_.to_dense();
         return true;
+    }
+    if (logits_variant) { // what crosses: each node's class probabilities
+        softmax_rows(logits);
+        softmax_rows(train_logits);
     }
     h_ = logits_variant ? std::move(logits) : std::move(hidden);
     if (ctx_.inductive) {

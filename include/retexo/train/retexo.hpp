@@ -15,8 +15,9 @@
 /// inputs into the next one (no bytes), --cross-fit K trains K fold models per stage so that
 /// a training node's next-stage input comes from a model that never fitted it.
 /// The "logits" variant (fully distributed setting) makes stage 0 an MLP on raw features and
-/// has later stages aggregate the previous stage's logits concatenated with the node's own:
-/// raw features never leave their rank, only C values per boundary node per stage do.
+/// has later stages read the previous stage's class probabilities (softmax of its logits),
+/// the node's own beside its neighbours' mean, for every model: raw features never leave
+/// their rank, only C values per boundary node per stage do.
 
 #include <retexo/train/common.hpp>
 #include <retexo/train/stage_exchange.hpp>
