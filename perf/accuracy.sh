@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Accuracy table of RETEXO and the standard trainer on the shared datasets (split
 # random-paper), mean +- std over seeds, written as markdown and JSON.
-#   perf/accuracy.sh [OUT_DIR]        (env: DATASETS, MODELS, SEEDS, NP, DATASET_DIR, MODE)
+#   perf/accuracy.sh [OUT_DIR]        (env: DATASETS, MODELS, SEEDS, NP, DATASET_DIR, MODE, RETEXO_PRESET)
 # RANDOM_SPLIT="K V T" instead draws a new split for every seed, as the RETEXO paper's
 # prototype does (PyG Planetoid(split='random'): K train nodes per class, V valid, T test;
 # retexo_convert --random-split SEED), so the mean is over splits as well as seeds.
 # Hyperparameters: mpi_scripts/presets/<dataset>-<model>.cfg when it exists, else
 # <dataset>.cfg (chosen on validation accuracy, never on test); 2 layers / stages, hidden
 # 256, 200 epochs / rounds per stage, one process.  RETEXO uses <dataset>-<model>-retexo.cfg
-# instead where one exists (its own features or stage count), in a run of its own.
+# instead where one exists (its own features or stage count), in a run of its own;
+# RETEXO_PRESET=logits picks <dataset>-<model>-logits.cfg (the fully distributed variant):
+#   RETEXO_PRESET=logits MODE=retexo DATASETS="cora citeseer" MODELS=gcn perf/accuracy.sh OUT
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/perf/results/accuracy}
@@ -37,7 +39,7 @@ for ds in $datasets; do
       cfg=$root/mpi_scripts/presets/$ds-$m.cfg
       [[ -f $cfg ]] || cfg=$root/mpi_scripts/presets/$ds.cfg
       # A RETEXO-only preset (features, stages) runs the two trainers apart.
-      rcfg=$root/mpi_scripts/presets/$ds-$m-retexo.cfg
+      rcfg=$root/mpi_scripts/presets/$ds-$m-${RETEXO_PRESET:-retexo}.cfg
       mode=${MODE:-both}
       runs=("$mode $cfg $out/$ds-$m-$s.json")
       if [[ -f $rcfg && $mode != standard ]]; then
