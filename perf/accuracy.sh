@@ -26,6 +26,13 @@ if [[ -n $split ]]; then
   read -r per_class num_valid num_test <<<"$split"
   [[ -n ${num_test:-} ]] || { echo "accuracy.sh: RANDOM_SPLIT must be 'K V T', got '$split'" >&2; exit 1; }
 fi
+# run_one MODE CONFIG JSON: one run of retexo_mpi, skipped when JSON exists (uses $graph, $m, $s).
+run_one() {
+  [[ -f $3 ]] && return 0
+  "$root/mpi_scripts/retexo_run.sh" -np "$np" --data "$graph" --mode "$1" --model "$m" --seed "$s" \
+    --config "$2" --log-every 1000 --metrics-out "$3" >/dev/null
+  echo "done $ds $m $s $1"
+}
 for ds in $datasets; do
   graph=$out/$ds.h5
   [[ -n $split || -f $graph ]] || "$build/apps/retexo_convert" --ogb "$dsdir/$ds" --split random-paper --out "$graph" >/dev/null
@@ -41,18 +48,12 @@ for ds in $datasets; do
       # A RETEXO-only preset (features, stages) runs the two trainers apart.
       rcfg=$root/mpi_scripts/presets/$ds-$m-${RETEXO_PRESET:-retexo}.cfg
       mode=${MODE:-both}
-      runs=("$mode $cfg $out/$ds-$m-$s.json")
       if [[ -f $rcfg && $mode != standard ]]; then
-        runs=("retexo $rcfg $out/$ds-$m-$s.retexo.json")
-        [[ $mode == both ]] && runs+=("standard $cfg $out/$ds-$m-$s.json")
+        run_one retexo "$rcfg" "$out/$ds-$m-$s.retexo.json"
+        if [[ $mode == both ]]; then run_one standard "$cfg" "$out/$ds-$m-$s.json"; fi
+      else
+        run_one "$mode" "$cfg" "$out/$ds-$m-$s.json"
       fi
-      for run in "${runs[@]}"; do
-        read -r mode_i cfg_i json <<<"$run"
-        [[ -f $json ]] && continue
-        "$root/mpi_scripts/retexo_run.sh" -np "$np" --data "$graph" --mode "$mode_i" --model "$m" --seed "$s" \
-          --config "$cfg_i" --log-every 1000 --metrics-out "$json" >/dev/null
-        echo "done $ds $m $s $mode_i"
-      done
     done
   done
 done
