@@ -448,8 +448,11 @@ void write_outputs(const mpi::communicator& comm, const app_options& a, const lo
         std::string err;
         if (root) {
             try {
-                nlohmann::json model_cfg = a.config; // the training configuration, without output paths
-                for (const char* k : {"metrics-out", "save-model", "predict-out", "config", "checkpoint-dir"})
+                // The training configuration, without output paths and checkpoint controls (a resumed
+                // run saves the same file as an uninterrupted one).
+                nlohmann::json model_cfg = a.config;
+                for (const char* k : {"metrics-out", "save-model", "predict-out", "config", "checkpoint-dir",
+                                      "checkpoint-every-min", "resume", "max-hours", "stop-after-stage"})
                     model_cfg.erase(k);
                 save_model(a.save_model, primary.parameters,
                            {{"mode", primary.mode},
