@@ -12,6 +12,8 @@ packages=(
   libhdf5-openmpi-dev zlib1g-dev
   catch2 libmetis-dev nlohmann-json3-dev
   python3                               # tests compare metrics files; perf/ reports
+  slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins  # test/cluster: Slurm on this host
+  iproute2                              # mpi_scripts/local_cluster.sh: hosts as network namespaces
 )
 
 # --perf: also what perf/run_all.sh needs for its plots and the PyTorch peer; --golden: what test/golden reads HDF5 with.
