@@ -30,10 +30,16 @@ byte_ledger communicator::sum(const byte_ledger& mine) const
     // This reduction is control traffic too: count it.
     const auto bytes = static_cast<std::uint64_t>(2.0 * (size_ - 1) / size_ * 4 * num_purposes * sizeof(std::uint64_t));
     charge(purpose::control, bytes, bytes);
-    byte_ledger total = mine;
-    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.sent.data(), num_purposes, MPI_UINT64_T, MPI_SUM, comm_));
-    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.received.data(), num_purposes, MPI_UINT64_T, MPI_SUM, comm_));
-    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, total.messages.data(), num_purposes, MPI_UINT64_T, MPI_SUM, comm_));
+    // One reduction of the four counter arrays (the calls too: a run's calls per rank is their
+    // sum over ranks / ranks).
+    std::array<std::array<std::uint64_t, num_purposes>, 4> all = {mine.sent, mine.received, mine.messages, mine.calls};
+    static_assert(sizeof(all) == 4 * num_purposes * sizeof(std::uint64_t), "contiguous counters");
+    RETEXO_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, all.data(), 4 * num_purposes, MPI_UINT64_T, MPI_SUM, comm_));
+    byte_ledger total;
+    total.sent = all[0];
+    total.received = all[1];
+    total.messages = all[2];
+    total.calls = all[3];
     return total;
 }
 

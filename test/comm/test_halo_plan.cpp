@@ -185,3 +185,21 @@ TEST_CASE("rows of varying length reach their halo slots, with every byte counte
     wrong.offsets.assign(static_cast<std::size_t>(lp.num_owned()) + 2, 0);
     CHECK_THROWS_WITH((void)plan.start_forward_rows(wrong, halo), Catch::Contains("owned rows"));
 }
+
+TEST_CASE("the summed ledger adds every rank's counters, calls included", "[mpi][ledger]")
+{
+    const mpi::communicator comm;
+    const auto before = comm.ledger();
+    // Rank r makes r + 1 calls of 8 bytes: the sums are known in closed form.
+    for (int i = 0; i <= comm.rank(); ++i)
+        comm.charge(purpose::metrics, 8, 8, 1);
+    const auto mine = comm.ledger() - before;
+    const auto total = comm.sum(mine);
+    const auto p = static_cast<int>(comm.size());
+    const auto calls = static_cast<std::uint64_t>(p * (p + 1) / 2);
+    CHECK(total.calls[static_cast<int>(purpose::metrics)] == calls);
+    CHECK(total.messages[static_cast<int>(purpose::metrics)] == calls);
+    CHECK(total.sent_for(purpose::metrics) == 8 * calls);
+    CHECK(total.received[static_cast<int>(purpose::metrics)] == 8 * calls);
+    CHECK(total.total_calls() == calls); // no other purpose charged in between
+}
