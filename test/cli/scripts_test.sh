@@ -15,7 +15,7 @@ for f in "$src"/mpi_scripts/*.sh "$src"/mpi_scripts/*.sbatch; do
            { if [[ $tool == retexo_mpi ]]; then grep -vE "retexo_(convert|partition|generate)"; else grep "$tool"; fi; } |
            grep -oE -- "--[a-z][a-z0-9-]+" | sort -u)
     for o in $opts; do
-      case $o in --mpi|--kill-on-bad-exit|--cpu-bind|--map-by|--signal|--job-name|--nodes|--ntasks|--ntasks-per-node|--cpus-per-task|--time|--output) continue ;; esac
+      case $o in --mpi|--kill-on-bad-exit|--host|--bind-to|--mca|--oversubscribe|--cpu-bind|--map-by|--signal|--job-name|--nodes|--ntasks|--ntasks-per-node|--cpus-per-task|--time|--output) continue ;; esac
       if ! grep -qE -- "$o( |,|=|$)" <<<"$help"; then
         echo "FAIL: $f passes $o, which $tool --help does not list"; failures=$((failures + 1))
       fi
