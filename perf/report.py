@@ -6,6 +6,7 @@ import os
 import re
 import sys
 
+import real_network_report  # perf/real_network_report.py, next to this script
 import std_bytes  # perf/std_bytes.py, next to this script
 
 out = sys.argv[1]
@@ -275,6 +276,18 @@ try:
     md.append("Plots: `accuracy_vs_bytes.png`, `bytes_vs_partitions.png`.\n")
 except ImportError:
     md.append("(matplotlib missing: no plots)\n")
+
+# Real network (perf/real_network.sh, step 8 of run_all.sh).
+net_md, net_summary, net_plot = real_network_report.section(out)
+md.extend(net_md)
+if net_summary:
+    summary["real_network"] = net_summary
+if net_plot:
+    try:
+        real_network_report.save_plot(out, net_plot)
+        md.append("Plot: `net_time_to_accuracy.png`.\n")
+    except ImportError:
+        md.append("(matplotlib missing: no plot)\n")
 
 peer_md = os.path.join(out, "peer", "peer.md")
 if os.path.exists(peer_md):  # written by perf/peer/compare.sh (step 7 of run_all.sh)
