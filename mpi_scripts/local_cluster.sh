@@ -9,7 +9,8 @@
 #   mpi_scripts/local_cluster.sh shape off         remove the shaping
 #   mpi_scripts/local_cluster.sh run [-np P] [--] COMMAND [ARGS...]
 #                                                  mpirun -np P (default N) COMMAND from host 1,
-#                                                  one host after another (--map-by node)
+#                                                  one host after another (--map-by node);
+#                                                  mpirun options may precede COMMAND
 #   mpi_scripts/local_cluster.sh counters          bytes each host sent and received on its link
 #   mpi_scripts/local_cluster.sh status            hosts, addresses, shaping
 #   mpi_scripts/local_cluster.sh down              delete everything `up` made

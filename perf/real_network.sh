@@ -5,10 +5,11 @@
 # trainer's final test accuracy, and the bytes the hosts' links carried (interface counters)
 # against the byte ledger.  Each graph also runs once on the same 4 ranks in shared memory:
 # the emulated prediction (measured time + bytes / bandwidth) is made from that run.
-#   perf/real_network.sh [OUT_DIR]      (root; about 25 minutes on 2 cores)
+#   perf/real_network.sh [OUT_DIR]      (root; about 35 minutes on 2 cores)
 # OUT_DIR/net/*.json are the metrics, *.wire the counters; perf/report.py OUT_DIR adds the
 # table and net_time_to_accuracy.png to OUT_DIR/report.md.
-# Environment: RATES (default "10gbit 1gbit 100mbit 10mbit"), GRAPHS (default "syn cora"),
+# Environment: RATES (default "10gbit 1gbit 100mbit 10mbit"), GRAPHS (default "syn cora": syn
+# is the synthetic graph, the others shared datasets with their GCN preset, e.g. citeseer),
 # CAP_S (default 150): a standard or BNS run predicted to take longer than CAP_S seconds
 # runs only as many epochs as fit in CAP_S (at least 3); report.py extrapolates its time from
 # the measured epochs and marks the figure as extrapolated.
@@ -30,20 +31,22 @@ log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*"; }
 # The graphs and each mode's options (epochs = rounds = 100 at most; --track-test: RETEXO's
 # test accuracy every round, for time to accuracy).
 syn=$out/net-syn.h5
-[[ -f $syn ]] || "$apps/retexo_generate" --out "$syn" --nodes 50000 --features 100 --classes 10 --avg-degree 20 \
+[[ " $graphs " != *" syn "* || -f $syn ]] || "$apps/retexo_generate" --out "$syn" --nodes 50000 --features 100 --classes 10 --avg-degree 20 \
   --homophily 0.8 --power-law 2.5 --feature-signal 0.8 --seed 3 >/dev/null
-cora=$out/cora.h5
-if [[ $graphs == *cora* && ! -f $cora ]]; then
-  if [[ -d $dsdir/cora ]]; then "$apps/retexo_convert" --ogb "$dsdir/cora" --split random-paper --out "$cora" >/dev/null
-  else log "no $dsdir/cora: cora skipped"; graphs=${graphs//cora/}; fi
-fi
 declare -A data opts epochs modes
 data[syn]=$syn
-data[cora]=$cora
 epochs[syn]=100  # standard and BNS epochs (RETEXO: --rounds)
-epochs[cora]=200
 modes[syn]="standard bns retexo retexo_int8"
-modes[cora]="standard bns retexo"
+# Shared datasets (OGB layout under DATASET_DIR), split random-paper, 200 epochs / rounds.
+for g in $graphs; do
+  [[ $g == syn ]] && continue
+  data[$g]=$out/$g.h5
+  epochs[$g]=200
+  modes[$g]="standard bns retexo"
+  [[ -f ${data[$g]} ]] && continue
+  if [[ -d $dsdir/$g ]]; then "$apps/retexo_convert" --ogb "$dsdir/$g" --split random-paper --out "${data[$g]}" >/dev/null
+  else log "no $dsdir/$g: $g skipped"; graphs=${graphs//$g/}; fi
+done
 common=(--partition random --seed 1 --log-every 1000)
 # Synthetic: the standard trainer and BNS with 2 layers; RETEXO needs 3 stages to pass the
 # standard trainer's 2-layer accuracy here (2 stages: 0.945 against 0.966), and stops a stage
@@ -53,11 +56,14 @@ opts[syn:bns]="--mode bns --bns-p 0.1 --lr 0.01"
 opts[syn:retexo]="--mode retexo --stages 3 --rounds 100 --patience 10 --lr 0.01 --track-test"
 # ... and with the stage inputs sent as int8 (per-row scale): a quarter of the halo bytes.
 opts[syn:retexo_int8]="${opts[syn:retexo]} --exchange-precision int8"
-# cora: the preset, for every mode.
-for m in standard bns retexo; do
-  opts[cora:$m]="--config $root/mpi_scripts/presets/cora-gcn.cfg --mode $m --track-test"
+# Shared datasets: the GCN preset, for every mode.
+for g in $graphs; do
+  [[ $g == syn ]] && continue
+  for m in standard bns retexo; do
+    opts[$g:$m]="--config $root/mpi_scripts/presets/$g-gcn.cfg --mode $m --track-test"
+  done
+  opts[$g:bns]+=" --bns-p 0.1"
 done
-opts[cora:bns]+=" --bns-p 0.1"
 
 # mode_opts graph mode [epochs]: the options of one run.
 mode_opts() {
