@@ -41,13 +41,22 @@ need_up() { [[ -f $state/hosts ]] || die "no cluster '$name' (run: $0 up N)"; }
 in_host() { local i=$1; shift; ip netns exec "$name-h$i" "$@"; }
 
 down() {
-  local n i
-  n=$(hosts)
-  for ((i = 1; i <= n; i++)); do ip netns del "$name-h$i" 2>/dev/null || true; done
-  # Namespaces left by an `up` that failed half-way (no hosts file yet).
-  for ns in $(ip netns list | awk '{print $1}' | grep -E "^$name-(h[0-9]+|sw)$" || true); do
-    ip netns del "$ns" 2>/dev/null || true
-  done
+  local namespaces pids
+  # Every namespace of this cluster (also those of an `up` that failed half-way).
+  namespaces=$(ip netns list | awk '{print $1}' | grep -E "^$name-(h[0-9]+|sw)$" || true)
+  # Processes still running in a host (an interrupted mpirun and its ranks): TERM, then KILL
+  # after 2 s; a deleted namespace would not stop them.
+  pids=$(for ns in $namespaces; do ip netns pids "$ns" 2>/dev/null || true; done)
+  if [[ -n $pids ]]; then
+    kill -TERM $pids 2>/dev/null || true
+    for _ in {1..20}; do
+      pids=$(for p in $pids; do kill -0 "$p" 2>/dev/null && echo "$p" || true; done)
+      [[ -z $pids ]] && break
+      sleep 0.1
+    done
+    [[ -z $pids ]] || kill -KILL $pids 2>/dev/null || true
+  fi
+  for ns in $namespaces; do ip netns del "$ns" 2>/dev/null || true; done
   rm -rf "$state"
 }
 

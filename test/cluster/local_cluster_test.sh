@@ -72,7 +72,12 @@ check "the shaped run took at least its busiest rank's $busiest bytes at 10 Mb/s
   python3 -c "import sys; sys.exit(not (float(sys.argv[2]) - float(sys.argv[1]) >= float(sys.argv[3]) * 8 / 10e6))" "$start" "$end" "$busiest"
 "$cluster" shape off
 check "shape off removes the qdiscs" bash -c "! ip netns exec $RETEXO_CLUSTER-h1 tc qdisc show dev eth0 | grep -q tbf"
+# A command left running in a host (an interrupted run) does not survive `down`.
+ip netns exec "$RETEXO_CLUSTER-h2" sleep 600 &
+sleeper=$!
+sleep 0.2
 "$cluster" down
+check "down stops what still runs in a host" bash -c "! kill -0 $sleeper 2>/dev/null"
 check "down deletes every namespace and the state" bash -c "test $(namespaces) -eq 0 && test ! -e /run/retexo-cluster/$RETEXO_CLUSTER"
 
 # `with`: up, command, down, also when the command fails; the command's exit status.
