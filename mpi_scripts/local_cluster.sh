@@ -200,7 +200,10 @@ case $cmd in
     trap 'down' EXIT
     trap 'exit 130' INT TERM
     shape "$rate"
-    "$@"
+    # Waited for in the background: INT/TERM then reach the traps at once, and `down` stops
+    # the command's processes in the hosts.
+    "$@" &
+    wait $!
     ;;
   *) die "usage: $0 up N | shape RATE|off | run [-np P] [--] COMMAND... | counters | status | down | with N [RATE] -- COMMAND..." ;;
 esac

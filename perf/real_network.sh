@@ -106,6 +106,7 @@ log "cluster: 4 hosts"
 "$cluster" down >/dev/null 2>&1 || true
 "$cluster" up 4
 trap '"$cluster" down' EXIT
+trap 'exit 130' INT TERM
 for rate in $rates; do
   "$cluster" shape "$rate"
   for g in $graphs; do
@@ -116,9 +117,12 @@ for rate in $rates; do
       log "$g $m at $rate${cap:+ (capped at $cap epochs)}"
       before=$(wire_total)
       start=$(date +%s.%N)
+      # In the background and waited for, so that INT/TERM end this script (and its EXIT trap
+      # stops the run) at once rather than after the run.
       # shellcheck disable=SC2086
       "$cluster" run -np 4 "$apps/retexo_mpi" --data "${data[$g]}" "${common[@]}" $(mode_opts "$g" "$m" "$cap") \
-        --metrics-out "$f.tmp" >"${f%.json}.log" 2>&1 || { log "failed: see ${f%.json}.log"; continue; }
+        --metrics-out "$f.tmp" >"${f%.json}.log" 2>&1 &
+      wait $! || { log "failed: see ${f%.json}.log"; continue; }
       end=$(date +%s.%N)
       after=$(wire_total)
       read -r tx0 rx0 <<<"$before"

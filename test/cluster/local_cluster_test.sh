@@ -89,5 +89,14 @@ check "with: nothing left after the failure" test "$(namespaces)" -eq 0
 check "with: a working command succeeds" "$cluster" with 2 -- "$cluster" run hostname
 check "with: nothing left after success" test "$(namespaces)" -eq 0
 
+# with, interrupted: TERM ends it at once and takes everything down, its command included.
+"$cluster" with 2 -- "$cluster" run sleep 600 >/dev/null 2>&1 &
+with_pid=$!
+for _ in {1..50}; do pgrep -f "^sleep 600$" >/dev/null && break; sleep 0.1; done
+kill -TERM "$with_pid"
+for _ in {1..50}; do kill -0 "$with_pid" 2>/dev/null || break; sleep 0.1; done
+check "with: TERM ends it within 5 s" bash -c "! kill -0 $with_pid 2>/dev/null"
+check "with: nothing left after TERM (namespaces, the command)" bash -c "test $(namespaces) -eq 0 && ! pgrep -f '^sleep 600$' >/dev/null"
+
 if [[ $failures -gt 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
 echo "all local_cluster checks passed"
