@@ -4,7 +4,7 @@
 # time to accuracy, the products-scale run, retexo against a tuned PyTorch peer, and the three
 # trainers on a real (namespaced, shaped) network.
 # Writes OUT/report.md, OUT/report.json and OUT/*.png.
-#   perf/run_all.sh [OUT_DIR]            (about 85 minutes on 2 cores: 20 step 7, 30 step 8)
+#   perf/run_all.sh [OUT_DIR]            (about 90 minutes on 2 cores: 20 step 7, 35 step 8)
 # Environment: QUICK=1 shrinks every experiment (a smoke test of the pipeline, minutes).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -126,7 +126,7 @@ else
 fi
 
 # 8. A real network: 4 hosts in network namespaces over TCP, links shaped to 10 Gb/s .. 10 Mb/s
-#    (perf/real_network.sh, about 30 minutes; needs root; QUICK: cora at 100 Mb/s only).
+#    (perf/real_network.sh, about 35 minutes; needs root; QUICK: cora at 100 Mb/s only).
 if [[ $(id -u) -eq 0 ]]; then
   log "real network"
   if [[ $quick == 1 ]]; then RATES=100mbit GRAPHS=cora "$root/perf/real_network.sh" "$out" >"$out/net.log" 2>&1 || log "failed: see $out/net.log"
