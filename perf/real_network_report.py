@@ -86,7 +86,8 @@ def section(out):
           "ledger MB | wire / ledger |",
           "|---|---|---|---|---|---|---|---|---|---|---|"]
     summary, plot = {}, []
-    rates = sorted({k[2] for k in runs}, key=lambda r: -runs[next(k for k in runs if k[2] == r)][1]["rate_bits"])
+    bits_of = {rate: wire["rate_bits"] for (_, _, rate), (_, wire) in runs.items()}
+    rates = sorted(bits_of, key=lambda r: -bits_of[r])  # fastest first
     for graph in sorted({k[0] for k in runs}):
         std = _load(os.path.join(net, f"{graph}-standard-shm.json"))
         if std is None:

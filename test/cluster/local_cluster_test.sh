@@ -22,7 +22,9 @@ check() { # check DESCRIPTION command...: the command succeeds
 }
 namespaces() { ip netns list | awk '{print $1}' | grep -cE "^$RETEXO_CLUSTER-(h[0-9]+|sw)$"; }
 sum_column() { "$cluster" counters | awk -v c="$1" 'NR > 1 { s += $c } END { printf "%.0f\n", s }'; }
-ledger_total() { python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print((j['runs'][0] if 'runs' in j else j)['bytes']['total'])" "$1"; }
+metric() { # metric FILE EXPR: EXPR of the run r in a metrics file
+  python3 -c "import json,sys; j=json.load(open(sys.argv[1])); r=j['runs'][0] if 'runs' in j else j; print($2)" "$1"
+}
 
 # Bad input: clear errors, nothing made.
 out=$("$cluster" up 0 2>&1)
@@ -53,7 +55,7 @@ run_retexo() { # metrics.json [extra options]
 tx0=$(sum_column 3)
 check "retexo_mpi runs across 3 hosts" run_retexo "$tmp/m.json"
 tx1=$(sum_column 3)
-ledger=$(ledger_total "$tmp/m.json")
+ledger=$(metric "$tmp/m.json" "r['bytes']['total']")
 echo "ledger $ledger bytes, links sent $((tx1 - tx0)) bytes"
 check "links carried the ledger's bytes and at most 10% + 200 kB more" \
   python3 -c "import sys; l, w = int(sys.argv[1]), int(sys.argv[2]); sys.exit(not (l <= w <= 1.1 * l + 2e5))" "$ledger" "$((tx1 - tx0))"
@@ -67,7 +69,7 @@ check "switch port 3 is shaped" bash -c "ip netns exec $RETEXO_CLUSTER-sw tc qdi
 start=$(date +%s.%N)
 check "retexo_mpi runs over 10 Mb/s links" run_retexo "$tmp/m2.json" --seed 2
 end=$(date +%s.%N)
-busiest=$(python3 -c "import json,sys; j=json.load(open(sys.argv[1])); print((j['runs'][0] if 'runs' in j else j)['max_rank_bytes'])" "$tmp/m2.json")
+busiest=$(metric "$tmp/m2.json" "r['max_rank_bytes']")
 check "the shaped run took at least its busiest rank's $busiest bytes at 10 Mb/s" \
   python3 -c "import sys; sys.exit(not (float(sys.argv[2]) - float(sys.argv[1]) >= float(sys.argv[3]) * 8 / 10e6))" "$start" "$end" "$busiest"
 "$cluster" shape off
