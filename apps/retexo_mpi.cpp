@@ -202,6 +202,10 @@ po::options_description declare_options(option_text& t, app_options& a)
         "a training node's next-stage input comes from the model that never fitted it (1: off)")(
         "skip", po::bool_switch(&ro.skip),
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes)")(
+        "replicate-train", po::bool_switch(&ro.replicate_train),
+        "RETEXO, gcn and sage stages: gather every training row's stage input onto every rank once per "
+        "stage; each rank computes the whole gradient, none crosses the network (fewer bytes when the "
+        "labelled nodes are few; the single-process result; gat and sage-pool stages all-reduce as before)")(
         "no-overlap", po::bool_switch(&t.no_overlap),
         "wait for the halo rows before aggregating (default: aggregate the rows whose neighbours are all "
         "owned while they travel; same result)")(

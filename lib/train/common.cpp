@@ -221,13 +221,20 @@ int loss_exponent(std::int64_t rows)
     return exact::scale_exponent(static_cast<double>(rows) * 1024.0);
 }
 
+double mean_loss(const loss_result& all, std::int64_t count, int exact_k)
+{
+    if (exact_k >= 0) return std::ldexp(static_cast<double>(all.exact_sum), -exact_k) / static_cast<double>(count);
+    return all.sum / static_cast<double>(count);
+}
+
 double reduce_loss(const mpi::communicator& comm, const loss_result& local, std::int64_t global_count, int exact_k)
 {
-    if (exact_k >= 0) {
-        const auto s = comm.allreduce(local.exact_sum, MPI_SUM, purpose::metrics);
-        return std::ldexp(static_cast<double>(s), -exact_k) / static_cast<double>(global_count);
-    }
-    return comm.allreduce(local.sum, MPI_SUM, purpose::metrics) / static_cast<double>(global_count);
+    loss_result all = local;
+    if (exact_k >= 0)
+        all.exact_sum = comm.allreduce(local.exact_sum, MPI_SUM, purpose::metrics);
+    else
+        all.sum = comm.allreduce(local.sum, MPI_SUM, purpose::metrics);
+    return mean_loss(all, global_count, exact_k);
 }
 
 } // namespace retexo::train

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <numeric>
 #include <optional>
 #include <sstream>
 
@@ -51,7 +52,8 @@ std::string retexo_options::describe() const
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
       << " deterministic=" << exact << " batch-size=" << batch_size << " select=" << name_of(select)
       << " patience=" << patience << " exchange-precision=" << name_of(exchange.precision)
-      << " exchange-columns=" << exchange.columns << " skip=" << skip << " cross-fit=" << cross_fit;
+      << " exchange-columns=" << exchange.columns << " skip=" << skip << " cross-fit=" << cross_fit
+      << " replicate-train=" << replicate_train;
     for (std::size_t k = 0; k < stages.size(); ++k) {
         const auto& s = stages[k];
         d << "; stage " << k << ": rounds=" << s.rounds << " lr=" << s.lr << " hidden=" << s.hidden
@@ -81,6 +83,13 @@ struct retexo_stage {
     /// One model, or one per fold (cross-fitting); params: all of theirs, in model order.
     std::vector<nn::stage_model> models;
     std::vector<parameter<float>*> params;
+    /// --replicate-train: every rank's training rows, in global-id order (rows: all of them).
+    struct gathered_rows {
+        node_features x;
+        std::vector<node_t> ids, rows;
+        std::vector<std::int32_t> labels;
+    };
+    std::optional<gathered_rows> all_train;
     /// Cross-fitting: each model's training rows on this rank and over all ranks, and the
     /// fold of every owned row (-1: not a training row).
     std::vector<std::vector<node_t>> fold_rows;
@@ -124,6 +133,23 @@ public:
 private:
     bool checkpointing() const { return !o_.checkpoint.dir.empty(); }
     void exchange_inputs(retexo_stage& s);
+    /// --replicate-train: gather every rank's training rows (collective).
+    void gather_training_rows(retexo_stage& s);
+    // What the stage trains on: this rank's training rows or (gathered) every rank's.
+    const node_features& training_x(const retexo_stage& s) const
+    {
+        return s.all_train ? s.all_train->x : s.train_input(ctx_.inductive);
+    }
+    std::span<const node_t> training_ids(const retexo_stage& s) const
+    {
+        return s.all_train ? std::span<const node_t>(s.all_train->ids) : local_ids_;
+    }
+    const std::vector<node_t>& training_rows(const retexo_stage& s) const
+    {
+        return s.all_train ? s.all_train->rows : ctx_.train_rows;
+    }
+    /// The mean loss of a step over n_global rows (an all-reduce unless gathered).
+    double step_loss(const retexo_stage& s, const loss_result& lr, std::int64_t n_global) const;
     /// Cross-fitting: the folds of the stage's training rows and each model's share.
     void assign_folds(retexo_stage& s, int k);
     double train_round(retexo_stage& s, int round);
@@ -149,6 +175,7 @@ private:
     const node_t own_;
     const int C_;
     const nn::reduce_mode mode_;
+    nn::reduce_mode local_mode_;    ///< mode_ within one rank (gathered training rows)
     const int loss_k_, valid_k_;    ///< exact mode: fixed-point exponents of the losses
     std::vector<node_t> local_ids_; ///< global id of every local row (dropout keys, batches)
     run_result result_;
@@ -213,9 +240,10 @@ std::uint64_t digest(const node_features& x)
 
 retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const progress_fn& progress)
     : ctx_(ctx), o_(o), progress_(progress), meter_(ctx), own_(ctx.part.num_owned()), C_(ctx.part.global.num_classes),
-      mode_(ctx.reduce(o.exact)), loss_k_(o.exact ? loss_exponent(ctx.global_train) : -1),
+      mode_(ctx.reduce(o.exact)), local_mode_(mode_), loss_k_(o.exact ? loss_exponent(ctx.global_train) : -1),
       valid_k_(o.exact ? loss_exponent(ctx.global_valid) : -1)
 {
+    local_mode_.global_max = [](std::span<double>) {};
     const auto& part = ctx.part;
     local_ids_ = part.owned_global;
     local_ids_.insert(local_ids_.end(), part.halo_global.begin(), part.halo_global.end());
@@ -338,6 +366,7 @@ void retexo_run::build_model(retexo_stage& s)
         auto ps = m.parameters();
         s.params.insert(s.params.end(), ps.begin(), ps.end());
     }
+    if (o_.replicate_train && !s.graph) gather_training_rows(s);
     assign_folds(s, k);
     // Mini-batches: the batch of a training node is hash(global id, stage, round) mod
     // batches, the same on every partitioning.
@@ -381,17 +410,21 @@ void retexo_run::assign_folds(retexo_stage& s, int k)
     s.fold_rows.assign(static_cast<std::size_t>(k), {});
     s.fold_count.assign(static_cast<std::size_t>(k), ctx_.global_train);
     if (k == 1) {
-        s.fold_rows[0] = ctx_.train_rows;
+        s.fold_rows[0] = training_rows(s);
         return;
     }
     // A node's fold depends on its global id only: the same folds on every partitioning.
     const counter_rng rng(o_.seed, rng_stream::folds);
+    auto fold_of = [&](node_t id) {
+        return static_cast<int>(rng.below(static_cast<std::uint64_t>(id), static_cast<std::uint64_t>(k)));
+    };
     s.row_fold.assign(static_cast<std::size_t>(own_), -1);
+    for (node_t r : ctx_.train_rows)
+        s.row_fold[static_cast<std::size_t>(r)] = fold_of(local_ids_[r]);
     std::vector<std::int64_t> in_fold(static_cast<std::size_t>(k));
-    for (node_t r : ctx_.train_rows) {
-        const auto f =
-            static_cast<int>(rng.below(static_cast<std::uint64_t>(local_ids_[r]), static_cast<std::uint64_t>(k)));
-        s.row_fold[static_cast<std::size_t>(r)] = f;
+    const auto ids = training_ids(s);
+    for (node_t r : training_rows(s)) {
+        const int f = fold_of(ids[static_cast<std::size_t>(r)]);
         ++in_fold[static_cast<std::size_t>(f)];
         for (int m = 0; m < k; ++m)
             if (m != f) s.fold_rows[static_cast<std::size_t>(m)].push_back(r);
@@ -402,7 +435,7 @@ void retexo_run::assign_folds(retexo_stage& s, int k)
                       "checkpoint: stage " << s.k << " has " << s.fold_count.size() << " fold counts, expected " << k);
         return;
     }
-    ctx_.comm.allreduce(std::span<std::int64_t>(in_fold), MPI_SUM, purpose::control);
+    if (!s.all_train) ctx_.comm.allreduce(std::span<std::int64_t>(in_fold), MPI_SUM, purpose::control);
     for (int m = 0; m < k; ++m)
         s.fold_count[static_cast<std::size_t>(m)] -= in_fold[static_cast<std::size_t>(m)];
 }
@@ -433,9 +466,12 @@ double retexo_run::train_round(retexo_stage& s, int round)
 {
     const auto& comm = ctx_.comm;
     auto sync_and_step = [&] {
-        {
+        if (!s.all_train) {
             phase_timer::scope sc(meter_.timer, "sync");
             allreduce_gradients(comm, s.params, o_.exact); // every model's, in one call
+        } else if (o_.exact) {
+            for (auto* p : s.params) // already the whole sum
+                nn::finish_exact_gradient(*p);
         }
         phase_timer::scope sc(meter_.timer, "compute");
         s.opt->step();
@@ -449,17 +485,18 @@ double retexo_run::train_round(retexo_stage& s, int round)
         sync_and_step();
         double loss = 0;
         for (std::size_t m = 0; m < s.models.size(); ++m)
-            loss += reduce_loss(comm, losses[m], std::max<std::int64_t>(1, s.fold_count[m]), loss_k_) /
+            loss += step_loss(s, losses[m], std::max<std::int64_t>(1, s.fold_count[m])) /
                     static_cast<double>(s.models.size());
         return loss;
     }
     std::vector<std::vector<node_t>> batch_rows(static_cast<std::size_t>(s.batches));
     if (s.batches == 1) {
-        batch_rows[0] = ctx_.train_rows;
+        batch_rows[0] = training_rows(s);
     } else {
         const counter_rng rng(o_.seed, rng_stream::shuffle + static_cast<std::uint64_t>(s.k) * 1000003ULL);
-        for (node_t r : ctx_.train_rows)
-            batch_rows[rng.below(static_cast<std::uint64_t>(local_ids_[r]) * 100003ULL +
+        const auto ids = training_ids(s);
+        for (node_t r : training_rows(s))
+            batch_rows[rng.below(static_cast<std::uint64_t>(ids[static_cast<std::size_t>(r)]) * 100003ULL +
                                      static_cast<std::uint64_t>(round),
                                  static_cast<std::uint64_t>(s.batches))]
                 .push_back(r);
@@ -467,7 +504,7 @@ double retexo_run::train_round(retexo_stage& s, int round)
     std::vector<std::int64_t> counts(static_cast<std::size_t>(s.batches));
     for (std::size_t b = 0; b < counts.size(); ++b)
         counts[b] = static_cast<std::int64_t>(batch_rows[b].size());
-    if (s.batches > 1)
+    if (s.batches > 1 && !s.all_train)
         comm.allreduce(std::span<std::int64_t>(counts), MPI_SUM, purpose::control);
     else
         counts[0] = ctx_.global_train;
@@ -481,8 +518,8 @@ double retexo_run::train_round(retexo_stage& s, int round)
         const auto n_global = std::max<std::int64_t>(1, counts[b]);
         const loss_result lr = model_step(s, s.model(), batch_rows[b], plan, n_global);
         sync_and_step();
-        round_loss += reduce_loss(comm, lr, n_global, loss_k_) * static_cast<double>(counts[b]) /
-                      static_cast<double>(ctx_.global_train);
+        round_loss +=
+            step_loss(s, lr, n_global) * static_cast<double>(counts[b]) / static_cast<double>(ctx_.global_train);
     }
     return round_loss;
 }
@@ -498,21 +535,79 @@ loss_result retexo_run::model_step(retexo_stage& s, nn::stage_model& m, const st
         phase_timer::scope sc(meter_.timer, "exchange");
         ctx_.halo->reverse_add(d_msg + static_cast<std::ptrdiff_t>(own_) * width, d_msg, width);
     };
-    m.forward(p, s.train_input(ctx_.inductive), local_ids_, true, step_);
+    m.forward(p, training_x(s), training_ids(s), true, step_);
     p.d_logits.setZero(p.logits.rows(), C_);
     std::vector<node_t> seq(p.rows.size());
     std::vector<std::int32_t> labels(p.rows.size());
     for (std::size_t i = 0; i < seq.size(); ++i) {
         seq[i] = static_cast<node_t>(i);
-        labels[i] = ctx_.part.labels[p.rows[i]];
+        labels[i] =
+            s.all_train ? s.all_train->labels[static_cast<std::size_t>(p.rows[i])] : ctx_.part.labels[p.rows[i]];
     }
     loss_result lr;
     ctx_.comm.checked([&] {
         lr = softmax_cross_entropy(p.logits.data(), C_, labels, seq, 1.0F / static_cast<float>(n_global),
                                    p.d_logits.data(), loss_k_);
     });
-    m.backward(p, step_, mode_, add_halo);
+    m.backward(p, step_, s.all_train ? local_mode_ : mode_, add_halo);
     return lr;
+}
+
+double retexo_run::step_loss(const retexo_stage& s, const loss_result& lr, std::int64_t n_global) const
+{
+    return s.all_train ? mean_loss(lr, n_global, loss_k_) : reduce_loss(ctx_.comm, lr, n_global, loss_k_);
+}
+
+void retexo_run::gather_training_rows(retexo_stage& s)
+{
+    phase_timer::scope sc(meter_.timer, "exchange");
+    const auto& comm = ctx_.comm;
+    const auto& rows = ctx_.train_rows;
+    std::vector<node_t> ids;
+    std::vector<std::int32_t> labels;
+    for (node_t r : rows) {
+        ids.push_back(local_ids_[r]);
+        labels.push_back(ctx_.part.labels[r]);
+    }
+    auto gather = [&]<typename T>(const std::vector<T>& v) {
+        return comm.allgatherv(std::span<const T>(v), purpose::train_rows);
+    };
+    ids = gather(ids);
+    labels = gather(labels);
+    const node_features mine = s.train_input(ctx_.inductive).select_rows(rows);
+    const auto n = static_cast<std::int64_t>(ids.size());
+    node_features all;
+    if (mine.is_sparse()) {
+        const auto& m = mine.sparse();
+        std::vector<std::int32_t> nnz(rows.size());
+        for (std::size_t i = 0; i < rows.size(); ++i)
+            nnz[i] = static_cast<std::int32_t>(m.row_nnz(static_cast<std::int64_t>(i)));
+        nnz = gather(nnz);
+        csr_matrix c(n, m.cols);
+        for (std::int64_t i = 0; i < n; ++i)
+            c.offsets[static_cast<std::size_t>(i) + 1] =
+                c.offsets[static_cast<std::size_t>(i)] + nnz[static_cast<std::size_t>(i)];
+        c.indices = gather(m.indices);
+        c.values = gather(m.values);
+        all = std::move(c);
+    } else {
+        const auto& d = mine.dense();
+        std::vector<float> v(d.data(), d.data() + d.size());
+        v = gather(v);
+        all = matrix_f(Eigen::Map<const matrix_f>(v.data(), n, d.cols()));
+    }
+    std::vector<node_t> order(static_cast<std::size_t>(n));
+    std::iota(order.begin(), order.end(), node_t{0});
+    std::sort(order.begin(), order.end(),
+              [&](node_t a, node_t b) { return ids[static_cast<std::size_t>(a)] < ids[static_cast<std::size_t>(b)]; });
+    auto& g = s.all_train.emplace();
+    g.x = all.select_rows(order);
+    for (node_t i : order) {
+        g.ids.push_back(ids[static_cast<std::size_t>(i)]);
+        g.labels.push_back(labels[static_cast<std::size_t>(i)]);
+    }
+    g.rows.resize(order.size());
+    std::iota(g.rows.begin(), g.rows.end(), node_t{0});
 }
 
 void retexo_run::stage_logits(retexo_stage& s, nn::stage_pass& p, const node_features& x)

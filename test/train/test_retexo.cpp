@@ -128,6 +128,54 @@ TEST_CASE("retexo cross-fitting and --skip: every rank count reproduces the sing
     }
 }
 
+TEST_CASE("retexo --replicate-train: the single-process run at every rank count, and no gradient crosses",
+          "[mpi][retexo][replicate][bytes]")
+{
+    const graph g = small_graph();
+    const int P = mpi::communicator().size();
+    for (auto model :
+         {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
+        for (auto variant : {train::retexo_variant::hidden, train::retexo_variant::logits}) {
+            const bool graph_model = model == nn::layer_kind::sage_pool || model == nn::layer_kind::gat;
+            const bool mlp_stage0 = !graph_model || variant == train::retexo_variant::logits;
+            for (int batch : {0, 150}) {
+                DYNAMIC_SECTION(name_of(model) << " " << name_of(variant) << " batch " << batch)
+                {
+                    auto o = small_options(model);
+                    o.variant = variant;
+                    o.exact = true;
+                    o.batch_size = batch;
+                    o.cross_fit = batch == 0 ? 3 : 1;
+                    o.skip = !graph_model || variant == train::retexo_variant::hidden;
+                    o.stages.push_back(o.stages.back());
+                    const auto single = single_and_distributed(g, o).first;
+                    o.replicate_train = true;
+                    const auto dist = single_and_distributed(g, o).second;
+                    check_identical(single, dist);
+                    CHECK(dist.final_acc.valid == single.final_acc.valid);
+                    REQUIRE(dist.parameters.size() == single.parameters.size());
+                    for (std::size_t i = 0; i < dist.parameters.size(); ++i)
+                        CHECK(dist.parameters[i].value == single.parameters[i].value);
+                    // Graph stages (GAT, SAGE-pool) still all-reduce their gradients; the
+                    // logits variant's stage 0 (an MLP) does not.
+                    CHECK((dist.stages[0].bytes.sent_for(purpose::gradients) == 0) == (mlp_stage0 || P == 1));
+                    CHECK((dist.bytes.sent_for(purpose::gradients) == 0) == (!graph_model || P == 1));
+                    CHECK((dist.bytes.sent_for(purpose::train_rows) > 0) == (mlp_stage0 && P > 1));
+                    // The same embeddings cross as without replication.
+                    CHECK(dist.bytes.sent_for(purpose::halo_forward) ==
+                          single_and_distributed(g,
+                                                 [&] {
+                                                     auto plain = o;
+                                                     plain.replicate_train = false;
+                                                     return plain;
+                                                 }())
+                              .second.bytes.sent_for(purpose::halo_forward));
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("retexo cross-fitting: training nodes take embeddings of models that never fitted them",
           "[mpi][retexo][cross-fit]")
 {
@@ -463,6 +511,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
         o.stages.push_back(o.stages.back()); // three stages
         o.cross_fit = extras ? 2 : 1;        // and with fold models and skipped inputs
         o.skip = extras;
+        o.replicate_train = extras && model == nn::layer_kind::gcn; // and gathered training rows
         const std::string tag = name_of(model) + (extras ? "-cross-fit" : "");
         o.checkpoint.dir = dir + "/full-" + tag;
         const auto full = train::train_retexo(ctx, o);
@@ -477,9 +526,15 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
             }
             CHECK(r.final_acc.test == full.final_acc.test);
             // Every byte of training traffic is the same; only the checkpoints' own
-            // agreement traffic depends on when the run stopped.
-            for (int p = 0; p < num_purposes; ++p)
-                if (static_cast<purpose>(p) != purpose::checkpoint) CHECK(r.bytes.sent[p] == full.bytes.sent[p]);
+            // agreement traffic depends on when the run stopped, and a stage resumed
+            // inside gathers its training rows again.
+            for (int p = 0; p < num_purposes; ++p) {
+                const auto why = static_cast<purpose>(p);
+                if (why == purpose::train_rows)
+                    CHECK(r.bytes.sent[p] >= full.bytes.sent[p]);
+                else if (why != purpose::checkpoint)
+                    CHECK(r.bytes.sent[p] == full.bytes.sent[p]);
+            }
             REQUIRE(r.parameters.size() == full.parameters.size());
             for (std::size_t i = 0; i < r.parameters.size(); ++i)
                 CHECK(r.parameters[i].value == full.parameters[i].value);

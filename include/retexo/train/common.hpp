@@ -65,6 +65,8 @@ accuracies reduce_accuracies(const rank_context& ctx, const matrix_f& logits_own
 /// Fixed-point exponent for summing `rows` per-node losses exactly (each below 2^10).
 int loss_exponent(std::int64_t rows);
 
+/// Mean loss of rows whose losses are all in `all`: exact when exact_k >= 0.
+double mean_loss(const loss_result& all, std::int64_t count, int exact_k);
 /// Mean loss over all ranks' rows (collective, metrics traffic): exact when exact_k >= 0.
 double reduce_loss(const mpi::communicator& comm, const loss_result& local, std::int64_t global_count, int exact_k);
 

@@ -105,6 +105,13 @@ struct retexo_options {
     /// the mean of the models'.  All models' gradients travel in one all-reduce per round.
     /// 1: one model per stage.
     int cross_fit = 1;
+    /// Stages that train on per-node rows (gcn, sage, the logits variant's stage 0; GAT and
+    /// SAGE-pool stages train on neighbourhoods and all-reduce as before) gather
+    /// every rank's training rows (their stage inputs, ids and labels) onto every rank once
+    /// per stage, in global-id order.  Each rank then computes the whole gradient itself and
+    /// no gradient crosses the network: fewer bytes when the labelled nodes are few, and
+    /// every rank computes over all of them.  The result is the single-process run's.
+    bool replicate_train = false;
     checkpoint_options checkpoint;
 
     void validate() const;
