@@ -86,8 +86,8 @@ struct app_options {
 /// stay text until the stage count is known.
 struct option_text {
     std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32", select = "accuracy";
-    std::string rounds = "200", lr = "0.003", hidden = "256", dropout = "0.3", weight_decay = "5e-4",
-                optimizer = "adam", norm = "layer", schedule = "constant", std_optimizer = "adam", config;
+    std::string rounds = "200", lr = "0.01", hidden = "256", dropout = "0.5", weight_decay = "5e-4", optimizer = "adam",
+                norm = "none", schedule = "constant", std_optimizer = "adam", config;
     int stages = 2;
     bool no_overlap = false;
 };
@@ -200,8 +200,9 @@ po::options_description declare_options(option_text& t, app_options& a)
         "cross-fit", po::value(&ro.cross_fit)->default_value(ro.cross_fit),
         "RETEXO: K models per stage but the last, model f trained without fold f of the training nodes; "
         "a training node's next-stage input comes from the model that never fitted it (1: off)")(
-        "skip", po::bool_switch(&ro.skip),
-        "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes)")(
+        "skip", po::value(&ro.skip)->default_value(true)->implicit_value(true),
+        "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
+        "--skip=false: off (the default with --variant logits and gat or sage-pool, which cannot)")(
         "replicate-train", po::bool_switch(&ro.replicate_train),
         "RETEXO, gcn and sage stages: gather every training row's stage input onto every rank once per "
         "stage; each rank computes the whole gradient, none crosses the network (fewer bytes when the "
@@ -252,6 +253,9 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     a.data.objective = parse_name<metis_objective>(t.objective, "--objective");
     ro.model = so.model = parse_name<nn::layer_kind>(t.model, "--model");
     ro.variant = parse_name<train::retexo_variant>(t.variant, "--variant");
+    if (vm["skip"].defaulted() && ro.variant == train::retexo_variant::logits &&
+        (ro.model == nn::layer_kind::gat || ro.model == nn::layer_kind::sage_pool))
+        ro.skip = false; // these stages cannot (the raw features' halo rows)
     ro.exchange.precision = parse_name<train::wire_precision>(t.precision, "--exchange-precision");
     ro.select = parse_name<train::selection>(t.select, "--select");
     ro.seed = so.seed = a.data.seed;
@@ -344,6 +348,7 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     });
     a.config = config_json(vm, a.mode);
     a.config["std-hidden"] = a.standard.hidden; // the width used: --hidden's first value unless given
+    a.config["skip"] = a.retexo.skip;           // off by default where it cannot apply
     return a;
 }
 

@@ -34,7 +34,7 @@ syn=$out/syn.h5
 for p in $parts; do
   log "synthetic, $p partitions"
   [[ -f $out/syn-p$p.json ]] || "$run" -np "$p" --data "$syn" --partition random --mode retexo,standard,bns --bns-p 0.1 \
-    --rounds $rounds --epochs $rounds --lr 0.01 --track-test --log-every 1000 --metrics-out "$out/syn-p$p.json" >"$out/syn-p$p.log"
+    --config "$root/mpi_scripts/presets/synthetic.cfg" --rounds $rounds --epochs $rounds --lr 0.01 --track-test --log-every 1000 --metrics-out "$out/syn-p$p.json" >"$out/syn-p$p.log"
 done
 
 # 3. The shared datasets, 4 random partitions (GCN, hyperparameters from mpi_scripts/presets).
@@ -80,7 +80,7 @@ products_run() {  # name ranks options...
   [[ -f $out/products-$name.json ]] || /usr/bin/time -v "$run" -np "$np" --data "$out/products-p$np" "$@" \
     --metrics-out "$out/products-$name.json" >"$out/products-$name.log" 2>&1 || log "failed: see $out/products-$name.log"
 }
-retexo_opts=(--mode retexo --rounds 200 --lr 0.01 --patience 30 --log-every 50 --exchange-columns 64)
+retexo_opts=(--mode retexo --config "$root/mpi_scripts/presets/synthetic.cfg" --rounds 200 --lr 0.01 --patience 30 --log-every 50 --exchange-columns 64)
 products_run retexo_bf16-p4 4 "${retexo_opts[@]}" --exchange-precision bf16
 products_run retexo_int8-p4 4 "${retexo_opts[@]}" --exchange-precision int8
 products_run standard-p4 4 --mode standard --epochs $pepochs --log-every 1
@@ -91,7 +91,7 @@ products_run standard_resend-p4 4 --mode standard --epochs $pepochs --log-every 
 for wire in bf16 int8; do
   log "synthetic, 8 partitions, RETEXO with $wire exchange"
   [[ -f $out/wire-syn-p8-$wire.json ]] || "$run" -np 8 --data "$syn" --partition random --mode retexo --rounds $rounds \
-    --lr 0.01 --track-test --exchange-precision $wire --log-every 1000 --metrics-out "$out/wire-syn-p8-$wire.json" \
+    --config "$root/mpi_scripts/presets/synthetic.cfg" --lr 0.01 --track-test --exchange-precision $wire --log-every 1000 --metrics-out "$out/wire-syn-p8-$wire.json" \
     >"$out/wire-syn-p8-$wire.log"
 done
 
@@ -108,7 +108,7 @@ if [[ -f $ovg ]]; then
       log "overlap: $ov at $bw bit/s"
       flag=(); [[ $ov == no-overlap ]] && flag=(--no-overlap)
       [[ -f $out/overlap-$bw-$ov.json ]] || "$run" -np 2 --data "$ovg" --partition metis --mode retexo,standard \
-        --rounds 30 --epochs 30 \
+        --config "$root/mpi_scripts/presets/synthetic.cfg" --rounds 30 --epochs 30 \
         --emulate-bandwidth $bw "${flag[@]}" --log-every 1000 --metrics-out "$out/overlap-$bw-$ov.json" \
         >"$out/overlap-$bw-$ov.log"
     done

@@ -69,6 +69,12 @@ for ds in "${present[@]}"; do
     preset=$root/mpi_scripts/presets/$ds-$model.cfg
     [[ -f $preset ]] || preset=$root/mpi_scripts/presets/$ds.cfg
     cfg=(); [[ -f $preset ]] && cfg=(--config "$preset")
+    if [[ $mode == retexo ]]; then # what the peer implements: no --skip, no cross-fitting
+      mkdir -p "$out/cfg"
+      { [[ -f $preset ]] && grep -Ev '^(skip|cross-fit) *=' "$preset"; printf 'skip = false\ncross-fit = 1\n'; } \
+        >"$out/cfg/$ds-$model.cfg"
+      cfg=(--config "$out/cfg/$ds-$model.cfg")
+    fi
     log "$ds $mode $model (${preset##*/})"
     for rep in $(seq 1 "$reps"); do
       base=$out/runs/$ds.$mode-$model

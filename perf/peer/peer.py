@@ -695,13 +695,15 @@ def run_retexo(d, cfg, opts):
     A = gcn_adjacency(d.off, d.src, N)
     times = {"aggregate": 0.0, "setup": 0.0, "train": 0.0, "eval": 0.0, "embed": 0.0}
     times["setup"] = time.perf_counter() - t0
+    if str(cfg.get("skip", "true")).lower() in ("true", "1", "yes", "on") or int(cfg.get("cross-fit", 1)) > 1:
+        raise SystemExit("peer.py: --mode retexo implements neither skip nor cross-fit: set skip = false, cross-fit = 1")
     stages = []
     h = None  # the next stage's input: the previous stage's hidden embedding
     for k in range(2):
         last = k == 1
-        lr, p, wd = setting(cfg, "lr", 0.003, k), setting(cfg, "dropout", 0.3, k), setting(cfg, "weight-decay", 5e-4, k)
+        lr, p, wd = setting(cfg, "lr", 0.01, k), setting(cfg, "dropout", 0.5, k), setting(cfg, "weight-decay", 5e-4, k)
         hidden = setting(cfg, "hidden", 256, k, int)
-        norm = setting(cfg, "norm", "layer", k, str) == "layer"
+        norm = setting(cfg, "norm", "none", k, str) == "layer"
         out = C if last else hidden
         ta = time.perf_counter()
         # the stage's one aggregation: A_hat X (sparse x sparse when X is sparse), A_hat H

@@ -32,8 +32,10 @@ train::retexo_options small_options(nn::layer_kind model)
     o.model = model;
     o.heads = 2;
     o.seed = 6;
-    o.stages = {train::stage_options{.rounds = 6, .lr = 0.01, .hidden = 16, .dropout = 0.3},
-                train::stage_options{.rounds = 5, .lr = 0.01, .hidden = 16, .dropout = 0.3}};
+    const auto layer = train::normalization::layer;
+    o.stages = {train::stage_options{.rounds = 6, .lr = 0.01, .hidden = 16, .dropout = 0.3, .norm = layer},
+                train::stage_options{.rounds = 5, .lr = 0.01, .hidden = 16, .dropout = 0.3, .norm = layer}};
+    o.skip = false; // the tests that need it turn it on
     return o;
 }
 
@@ -183,7 +185,8 @@ TEST_CASE("retexo cross-fitting: training nodes take embeddings of models that n
     const graph g = small_graph();
     const auto a = partition_random(g.num_nodes(), world.size(), 2);
     auto o = small_options(nn::layer_kind::gcn);
-    o.stages[0] = {.rounds = 150, .lr = 0.03, .hidden = 64, .dropout = 0, .weight_decay = 0};
+    o.stages[0] = {
+        .rounds = 150, .lr = 0.03, .hidden = 64, .dropout = 0, .weight_decay = 0, .norm = train::normalization::layer};
     const run_with plain(world, g, a, o);
     o.cross_fit = 2;
     const run_with crossed(world, g, a, o);

@@ -58,12 +58,12 @@ constexpr name_table<selection, 2> names_of(selection)
 /// Settings of one stage.
 struct stage_options {
     int rounds = 200;
-    double lr = 0.003;
+    double lr = 0.01;
     int hidden = 256;
-    double dropout = 0.3;
+    double dropout = 0.5;
     double weight_decay = 5e-4;
     optimizer_kind optimizer = optimizer_kind::adam;
-    normalization norm = normalization::layer;
+    normalization norm = normalization::none;
     lr_schedule schedule = lr_schedule::constant;
 };
 
@@ -97,8 +97,9 @@ struct retexo_options {
     bool track_test = false; ///< also measure test accuracy every round (time to accuracy)
     /// Each stage after the first also reads the previous stage's inputs beside its own (a
     /// dense, jumping-knowledge connection): the rank already holds them, so no bytes cross.
-    /// A later stage can then do at least what the one before it did.
-    bool skip = false;
+    /// A later stage can then do at least what the one before it did.  The logits variant's
+    /// GAT and SAGE-pool stages cannot (they would need the raw features' halo rows).
+    bool skip = true;
     /// Cross-fitting: every stage but the last trains `cross_fit` models, model f on the
     /// training nodes outside fold f (folds by global id).  A training node of fold f takes
     /// model f's embedding into the next stage, one its model never fitted; every other node
