@@ -1,5 +1,9 @@
+#include <retexo/core/hash.hpp>
 #include <retexo/kernels/loss.hpp>
 #include <retexo/train/common.hpp>
+
+#include <algorithm>
+#include <cstring>
 
 namespace retexo::train {
 
@@ -110,8 +114,17 @@ void allreduce_gradients(const mpi::communicator& comm, const std::vector<parame
     }
 }
 
-void broadcast_parameters(const mpi::communicator& comm, const std::vector<parameter<float>*>& params)
+void agree_initial_parameters(const mpi::communicator& comm, const std::vector<parameter<float>*>& params)
 {
+    fnv1a h;
+    for (const auto* p : params)
+        for (float v : std::span<const float>(p->value.data(), static_cast<std::size_t>(p->size()))) {
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, &v, sizeof bits);
+            h.feed(bits);
+        }
+    const auto digests = comm.allgather(h.value(), purpose::parameters);
+    if (std::all_of(digests.begin(), digests.end(), [&](std::uint64_t d) { return d == digests[0]; })) return;
     std::vector<float> buf;
     for (auto* p : params)
         buf.insert(buf.end(), p->value.data(), p->value.data() + p->size());

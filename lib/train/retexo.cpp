@@ -391,7 +391,7 @@ void retexo_run::build_model(retexo_stage& s)
         s.rounds_done = cur.rounds_done;
         s.best = cur.best;
     } else {
-        broadcast_parameters(ctx_.comm, s.params);
+        agree_initial_parameters(ctx_.comm, s.params);
         s.best = snapshot(s.params);
     }
     s.eval_rows = ctx_.valid_rows;

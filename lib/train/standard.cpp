@@ -99,7 +99,7 @@ public:
           model_(ctx, o), params_(model_.parameters()), opt_(o.optimizer, params_), mode_(ctx.reduce(o.exact)),
           ids_(ctx.part.owned_global)
     {
-        broadcast_parameters(ctx.comm, params_);
+        agree_initial_parameters(ctx.comm, params_);
         const auto n = static_cast<std::size_t>(L_);
         msgs_.resize(n);
         out_.resize(n);

@@ -284,3 +284,32 @@ TEST_CASE("standard trainer on sparse features: the dense run to rounding, and e
         }
     }
 }
+
+TEST_CASE("initial parameters: a digest each when ranks agree, rank 0's values when one differs",
+          "[mpi][parameters][bytes]")
+{
+    const mpi::communicator world;
+    const int P = world.size();
+    parameter<float> a("a", 3, 4), b("b", 1, 5);
+    for (auto* p : {&a, &b})
+        for (Eigen::Index i = 0; i < p->size(); ++i)
+            p->value.data()[i] = 0.25F * static_cast<float>(i) - 1.0F;
+    const std::vector<parameter<float>*> params{&a, &b};
+    const matrix_f a0 = a.value, b0 = b.value;
+
+    auto before = world.ledger().sent_for(purpose::parameters);
+    train::agree_initial_parameters(world, params);
+    CHECK(a.value == a0);
+    CHECK(b.value == b0);
+    CHECK(world.ledger().sent_for(purpose::parameters) - before == static_cast<std::uint64_t>(P - 1) * 8U);
+
+    // One rank drew other values (e.g. another build): every rank ends with rank 0's.
+    if (world.rank() == P - 1 && P > 1) b.value(0, 2) = 7.0F;
+    before = world.ledger().sent_for(purpose::parameters);
+    train::agree_initial_parameters(world, params);
+    CHECK(a.value == a0);
+    CHECK(b.value == b0);
+    if (P > 1 && world.rank() == 0) // the broadcast's root sends the values
+        CHECK(world.ledger().sent_for(purpose::parameters) - before ==
+              static_cast<std::uint64_t>(P - 1) * (8U + 17U * 4U));
+}

@@ -53,8 +53,10 @@ struct rank_context {
 /// Sum the gradients of params over ranks (one all-reduce; int64 fixed point in exact
 /// mode, then converted).  Collective.
 void allreduce_gradients(const mpi::communicator& comm, const std::vector<parameter<float>*>& params, bool exact);
-/// Broadcast parameter values from rank 0.  Collective.
-void broadcast_parameters(const mpi::communicator& comm, const std::vector<parameter<float>*>& params);
+/// Make every rank's initial parameter values rank 0's.  They are drawn from the seed alike
+/// on every rank, so ranks first compare an 8-byte digest of them; rank 0 broadcasts its
+/// values only when some rank's differ.  Collective.
+void agree_initial_parameters(const mpi::communicator& comm, const std::vector<parameter<float>*>& params);
 /// Copy parameter values (best-model snapshots).
 std::vector<matrix_f> snapshot(const std::vector<parameter<float>*>& params);
 void restore(const std::vector<parameter<float>*>& params, const std::vector<matrix_f>& values);
