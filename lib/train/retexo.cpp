@@ -575,6 +575,9 @@ void retexo_run::gather_training_rows(retexo_stage& s)
     ids = gather(ids);
     labels = gather(labels);
     const node_features mine = s.train_input(ctx_.inductive).select_rows(rows);
+    RETEXO_ENSURE(comm.allreduce(mine.is_sparse() ? 1 : 0, MPI_SUM, purpose::train_rows) % comm.size() == 0,
+                  "--replicate-train: the ranks hold stage " << s.k
+                                                             << "'s inputs in different storage (dense, sparse)");
     const auto n = static_cast<std::int64_t>(ids.size());
     node_features all;
     if (mine.is_sparse()) {
