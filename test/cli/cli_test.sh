@@ -119,6 +119,18 @@ for key in '"mode": "both"' '"runs"' '"accuracy"' '"bytes"' '"halo_forward"' '"t
 done
 for f in model.h5 pred.h5; do [[ -s $tmp/$f ]] || { echo "FAIL: $f not written"; failures=$((failures + 1)); }; done
 if ls "$tmp" | grep -q "\.tmp\."; then echo "FAIL: temporary files left behind"; failures=$((failures + 1)); fi
+# --skip is on by default, --skip=false turns it off, and it is off by default where it cannot
+# apply (the logits variant's GAT); asked for there, it is refused.
+skip_of() { /usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['config']['skip'])" "$1"; }
+for args in "true:" "false:--skip=false" "false:--variant logits --model gat --heads 2"; do
+  want=${args%%:*}
+  read -ra extra <<<"${args#*:}"
+  rm -f "$tmp/skip.json"
+  "$mpiexec" -n 1 "$apps/retexo_mpi" "${small[@]}" --mode retexo "${extra[@]}" --metrics-out "$tmp/skip.json" >/dev/null 2>&1
+  got=$(skip_of "$tmp/skip.json" 2>/dev/null)
+  if [[ ${got,,} != "$want" ]]; then echo "FAIL: skip with '${extra[*]}' is '$got', expected $want"; failures=$((failures + 1)); else echo "ok: skip $want with '${extra[*]}'"; fi
+done
+expect_mpi 1 "--skip with --variant logits needs gcn or sage" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --variant logits --model gat --heads 2 --skip
 # A config file gives defaults; the command line wins.
 printf 'mode = standard\nepochs = 2\nstd-hidden = 8\n' >"$tmp/run.cfg"
 expect 0 "standard epoch    2" "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/small.h5" --config "$tmp/run.cfg" --log-every 1
