@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# RETEXO, the standard trainer and BNS-GCN on a real network: 4 hosts in network namespaces
+# RETEXO (on shared datasets also with --replicate-train), the standard trainer and BNS-GCN
+# on a real network: 4 hosts in network namespaces
 # (mpi_scripts/local_cluster.sh), Open MPI over TCP only, every link shaped to 10 Gb/s,
 # 1 Gb/s, 100 Mb/s and 10 Mb/s with tc tbf.  Per run: wall time, time to the standard
 # trainer's final test accuracy, and the bytes the hosts' links carried (interface counters)
@@ -42,7 +43,7 @@ for g in $graphs; do
   [[ $g == syn ]] && continue
   data[$g]=$out/$g.h5
   epochs[$g]=200
-  modes[$g]="standard bns retexo"
+  modes[$g]="standard bns retexo retexo_rep"
   [[ -f ${data[$g]} ]] && continue
   if [[ -d $dsdir/$g ]]; then "$apps/retexo_convert" --ogb "$dsdir/$g" --split random-paper --out "${data[$g]}" >/dev/null
   else log "no $dsdir/$g: $g skipped"; graphs=${graphs//$g/}; fi
@@ -63,6 +64,8 @@ for g in $graphs; do
     opts[$g:$m]="--config $root/mpi_scripts/presets/$g-gcn.cfg --mode $m --track-test"
   done
   opts[$g:bns]+=" --bns-p 0.1"
+  # ... and RETEXO with --replicate-train: the training rows once per stage, no gradient all-reduce.
+  opts[$g:retexo_rep]="${opts[$g:retexo]} --replicate-train"
 done
 
 # mode_opts graph mode [epochs]: the options of one run.

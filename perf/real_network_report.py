@@ -16,7 +16,7 @@ import json
 import os
 import sys
 
-MODES = ("retexo", "retexo_int8", "standard", "bns")
+MODES = ("retexo", "retexo_int8", "retexo_rep", "standard", "bns")  # retexo_rep: --replicate-train
 # Latency perf/report.py's emulated tables assume at each bandwidth (s per communication call).
 LATENCY = {10e9: 50e-6, 1e9: 20e-3, 100e6: 5e-3, 10e6: 30e-3}
 
@@ -126,7 +126,7 @@ def section(out):
                 summary[f"{graph}/{mode}/{rate}"] = {"wall_s": wall_s, "train_s": train_s, "to_target_s": to_target,
                                                      "extrapolated": approx, "ledger_bytes": ledger,
                                                      "wire_tx_bytes": wire["wire_tx_bytes"]}
-        for mode in MODES[:2]:
+        for mode in (m for m in MODES if m.startswith("retexo")):
             speedups = []
             for rate in rates:
                 r, s = summary.get(f"{graph}/{mode}/{rate}"), summary.get(f"{graph}/standard/{rate}")
@@ -145,7 +145,8 @@ def save_plot(out, plot):
     import matplotlib.pyplot as plt
     graphs = sorted({p[0] for p in plot})
     fig, axes = plt.subplots(1, len(graphs), figsize=(6 * len(graphs), 4.5), squeeze=False)
-    colours = {"retexo": "tab:blue", "retexo_int8": "tab:purple", "standard": "tab:orange", "bns": "tab:green"}
+    colours = {"retexo": "tab:blue", "retexo_int8": "tab:purple", "retexo_rep": "tab:cyan", "standard": "tab:orange",
+               "bns": "tab:green"}
     for ax, graph in zip(axes[0], graphs):
         for mode in MODES:
             pts = sorted((b, t, p) for g, m, b, t, p in plot if g == graph and m == mode)
