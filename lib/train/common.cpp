@@ -3,7 +3,6 @@
 #include <retexo/train/common.hpp>
 
 #include <algorithm>
-#include <cstring>
 
 namespace retexo::train {
 
@@ -118,11 +117,7 @@ void agree_initial_parameters(const mpi::communicator& comm, const std::vector<p
 {
     fnv1a h;
     for (const auto* p : params)
-        for (float v : std::span<const float>(p->value.data(), static_cast<std::size_t>(p->size()))) {
-            std::uint32_t bits = 0;
-            std::memcpy(&bits, &v, sizeof bits);
-            h.feed(bits);
-        }
+        h.feed(std::span<const float>(p->value.data(), static_cast<std::size_t>(p->size())));
     const auto digests = comm.allgather(h.value(), purpose::parameters);
     if (std::all_of(digests.begin(), digests.end(), [&](std::uint64_t d) { return d == digests[0]; })) return;
     std::vector<float> buf;

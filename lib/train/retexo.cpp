@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <optional>
@@ -218,22 +217,15 @@ std::uint64_t digest(const node_features& x)
     fnv1a h;
     h.feed(static_cast<std::uint32_t>(x.rows()));
     h.feed(static_cast<std::uint32_t>(x.cols()));
-    auto feed = [&h](std::span<const float> values) {
-        for (float v : values) {
-            std::uint32_t bits = 0;
-            std::memcpy(&bits, &v, sizeof bits);
-            h.feed(bits);
-        }
-    };
     if (x.is_sparse()) { // its structure, then its values
         const auto& s = x.sparse();
         for (offset_t o : s.offsets)
             h.feed(static_cast<std::uint32_t>(o));
         for (std::int32_t j : s.indices)
             h.feed(static_cast<std::uint32_t>(j));
-        feed(s.values);
+        h.feed(std::span<const float>(s.values));
     } else {
-        feed({x.dense().data(), static_cast<std::size_t>(x.dense().size())});
+        h.feed(std::span<const float>(x.dense().data(), static_cast<std::size_t>(x.dense().size())));
     }
     return h.value();
 }

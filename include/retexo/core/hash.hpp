@@ -1,9 +1,12 @@
 #pragma once
 /// @file hash.hpp
 /// 64-bit FNV-1a over 32-bit words, fed byte by byte from the least significant: the same
-/// value on every platform.  Identifies partition assignments and checkpointed inputs.
+/// value on every platform.  Identifies partition assignments, checkpointed inputs and initial
+/// parameters.
 
 #include <cstdint>
+#include <cstring>
+#include <span>
 
 namespace retexo {
 
@@ -14,6 +17,15 @@ public:
         for (int b = 0; b < 4; ++b) {
             h_ ^= (word >> (8 * b)) & 0xFFU;
             h_ *= 0x100000001b3ULL;
+        }
+    }
+    /// Each value's bit pattern.
+    void feed(std::span<const float> values) noexcept
+    {
+        for (float v : values) {
+            std::uint32_t bits = 0;
+            std::memcpy(&bits, &v, sizeof bits);
+            feed(bits);
         }
     }
     std::uint64_t value() const noexcept { return h_; }
