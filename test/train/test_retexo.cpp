@@ -389,6 +389,11 @@ TEST_CASE("retexo inductive: evaluation nodes never reach training; equal at eve
         for (std::size_t e = 0; e < single.res.history.size(); ++e)
             CHECK(dist.res.history[e].loss == single.res.history[e].loss);
         CHECK(dist.res.final_acc.test == single.res.final_acc.test);
+        if (model == nn::layer_kind::gcn) { // gathered training rows: the training graph's inputs
+            auto r = o;
+            r.replicate_train = true;
+            check_identical(single.res, run_with(world, g, a, r, true).res);
+        }
         // Changing the features of validation and test nodes leaves every training loss of
         // stage 0 as it was (later stages start from the parameters validation selected, so
         // they legitimately depend on validation nodes through that choice).
