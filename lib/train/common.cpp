@@ -167,7 +167,8 @@ double run_meter::elapsed() const
 
 void run_meter::record(epoch_record rec, run_result& r, const progress_fn& progress) const
 {
-    rec.bytes = ctx_.comm.sum(traffic() + ctx_.setup_bytes).total_sent();
+    // One number per round, not the whole ledger: metering should not weigh in the bytes.
+    rec.bytes = ctx_.comm.allreduce((traffic() + ctx_.setup_bytes).total_sent(), MPI_SUM, purpose::control);
     rec.calls = traffic().total_calls();
     rec.seconds = elapsed();
     r.history.push_back(rec);

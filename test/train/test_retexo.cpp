@@ -178,6 +178,21 @@ TEST_CASE("retexo --replicate-train: the single-process run at every rank count,
     }
 }
 
+TEST_CASE("retexo: metering the bytes of every round costs a few bytes a round", "[mpi][retexo][bytes]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    auto o = small_options(nn::layer_kind::gcn);
+    o.stages[0].rounds = o.stages[1].rounds = 50;
+    const run_with r(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
+    REQUIRE(r.res.history.size() == 100);
+    // Per rank and round: one 8-byte all-reduce for the running byte count and the step's
+    // error agreement; the per-stage ledger sums spread over the rounds.
+    const double per_round = static_cast<double>(r.res.bytes.sent_for(purpose::control)) / world.size() / 100.0;
+    INFO("control bytes per rank and round: " << per_round);
+    CHECK(per_round < 100.0);
+}
+
 TEST_CASE("retexo cross-fitting: training nodes take embeddings of models that never fitted them",
           "[mpi][retexo][cross-fit]")
 {
