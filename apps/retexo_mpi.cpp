@@ -200,9 +200,9 @@ po::options_description declare_options(option_text& t, app_options& a)
         "cross-fit", po::value(&ro.cross_fit)->default_value(ro.cross_fit),
         "RETEXO: K models per stage but the last, model f trained without fold f of the training nodes; "
         "a training node's next-stage input comes from the model that never fitted it (1: off)")(
-        "skip", po::value(&ro.skip)->default_value(true)->implicit_value(true),
+        "skip", po::value<bool>()->implicit_value(true),
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
-        "--skip=false: off (the default with --variant logits and gat or sage-pool, which cannot)")(
+        "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
         "replicate-train", po::bool_switch(&ro.replicate_train),
         "RETEXO, gcn and sage stages: gather every training row's stage input onto every rank once per "
         "stage; each rank computes the whole gradient, none crosses the network (fewer bytes when the "
@@ -253,9 +253,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     a.data.objective = parse_name<metis_objective>(t.objective, "--objective");
     ro.model = so.model = parse_name<nn::layer_kind>(t.model, "--model");
     ro.variant = parse_name<train::retexo_variant>(t.variant, "--variant");
-    if (vm["skip"].defaulted() && ro.variant == train::retexo_variant::logits &&
-        (ro.model == nn::layer_kind::gat || ro.model == nn::layer_kind::sage_pool))
-        ro.skip = false; // these stages cannot (the raw features' halo rows)
+    if (vm.count("skip") != 0U) ro.skip = vm["skip"].as<bool>();
     ro.exchange.precision = parse_name<train::wire_precision>(t.precision, "--exchange-precision");
     ro.select = parse_name<train::selection>(t.select, "--select");
     ro.seed = so.seed = a.data.seed;
@@ -348,7 +346,7 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     });
     a.config = config_json(vm, a.mode);
     a.config["std-hidden"] = a.standard.hidden; // the width used: --hidden's first value unless given
-    a.config["skip"] = a.retexo.skip;           // off by default where it cannot apply
+    a.config["skip"] = a.retexo.skips();        // unset: on where it can apply
     return a;
 }
 

@@ -34,7 +34,7 @@ void retexo_options::validate() const
     RETEXO_ENSURE(exchange.columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
                   "--exchange-columns applies to gcn and sage: " << name_of(model)
                                                                  << " trains on the exchanged rows every round");
-    RETEXO_ENSURE(!skip || variant == retexo_variant::hidden ||
+    RETEXO_ENSURE(!skips() || variant == retexo_variant::hidden ||
                       (model != nn::layer_kind::gat && model != nn::layer_kind::sage_pool),
                   "--skip with --variant logits needs gcn or sage: a "
                       << name_of(model) << " stage would need the raw features' halo rows");
@@ -51,7 +51,7 @@ std::string retexo_options::describe() const
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
       << " deterministic=" << exact << " batch-size=" << batch_size << " select=" << name_of(select)
       << " patience=" << patience << " exchange-precision=" << name_of(exchange.precision)
-      << " exchange-columns=" << exchange.columns << " skip=" << skip << " cross-fit=" << cross_fit
+      << " exchange-columns=" << exchange.columns << " skip=" << skips() << " cross-fit=" << cross_fit
       << " replicate-train=" << replicate_train;
     for (std::size_t k = 0; k < stages.size(); ++k) {
         const auto& s = stages[k];
@@ -295,7 +295,7 @@ void retexo_run::exchange_and_aggregate(retexo_stage& s)
         return;
     }
     exchange_inputs(s);
-    if (o_.skip && s.k > 0) {
+    if (o_.skips() && s.k > 0) {
         // Sparse raw inputs (stage 0's) stay sparse: the new columns join them as sparse rows.
         auto with_skip = [](const node_features& x, const node_features& prev) -> node_features {
             if (!prev.is_sparse() || x.is_sparse()) return beside(x, prev);
@@ -789,7 +789,7 @@ bool retexo_run::embed(retexo_stage& s)
         h_train_ = logits_variant ? std::move(train_logits) : std::move(train_hidden);
         ctx_.hide_evaluation_rows(h_train_);
     }
-    if (o_.skip) {
+    if (o_.skips()) {
         skip_ = std::move(s.x);
         skip_train_ = std::move(s.x_train);
     }

@@ -22,6 +22,8 @@
 #include <retexo/train/common.hpp>
 #include <retexo/train/stage_exchange.hpp>
 
+#include <optional>
+
 namespace retexo::train {
 
 enum class retexo_variant { hidden, logits };
@@ -98,8 +100,14 @@ struct retexo_options {
     /// Each stage after the first also reads the previous stage's inputs beside its own (a
     /// dense, jumping-knowledge connection): the rank already holds them, so no bytes cross.
     /// A later stage can then do at least what the one before it did.  The logits variant's
-    /// GAT and SAGE-pool stages cannot (they would need the raw features' halo rows).
-    bool skip = true;
+    /// GAT and SAGE-pool stages cannot (they would need the raw features' halo rows): unset,
+    /// it is on wherever it can be (skips()); set true there, validate() refuses it.
+    std::optional<bool> skip;
+    bool skips() const
+    {
+        return skip.value_or(variant == retexo_variant::hidden ||
+                             (model != nn::layer_kind::gat && model != nn::layer_kind::sage_pool));
+    }
     /// Cross-fitting: every stage but the last trains `cross_fit` models, model f on the
     /// training nodes outside fold f (folds by global id).  A training node of fold f takes
     /// model f's embedding into the next stage, one its model never fitted; every other node
