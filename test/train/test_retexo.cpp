@@ -39,6 +39,27 @@ train::retexo_options small_options(nn::layer_kind model)
     return o;
 }
 
+/// small_options in exact mode (results independent of the partitioning).
+train::retexo_options exact_options(nn::layer_kind model, train::retexo_variant variant, int batch)
+{
+    auto o = small_options(model);
+    o.variant = variant;
+    o.exact = true;
+    o.batch_size = batch;
+    return o;
+}
+
+/// exact_options with a third stage, --skip wherever it applies (the library's default) and,
+/// with full batches, three cross-fitted models per stage.
+train::retexo_options three_stage_options(nn::layer_kind model, train::retexo_variant variant, int batch)
+{
+    auto o = exact_options(model, variant, batch);
+    o.cross_fit = batch == 0 ? 3 : 1;
+    o.skip.reset();
+    o.stages.push_back(o.stages.back());
+    return o;
+}
+
 struct run_with {
     local_partition lp;
     std::unique_ptr<train::rank_context> ctx;
@@ -85,10 +106,7 @@ TEST_CASE("retexo: every rank count reproduces the single-process run exactly", 
                 // Mini-batches run with LayerNorm off in stage 0, full batches with it on.
                 DYNAMIC_SECTION(name_of(model) << " " << name_of(variant) << " batch " << batch)
                 {
-                    auto o = small_options(model);
-                    o.variant = variant;
-                    o.exact = true;
-                    o.batch_size = batch;
+                    auto o = exact_options(model, variant, batch);
                     o.stages[0].norm = batch == 0 ? train::normalization::layer : train::normalization::none;
                     const auto [single, dist] = single_and_distributed(g, o);
                     REQUIRE(single.history.size() == dist.history.size());
@@ -113,16 +131,9 @@ TEST_CASE("retexo cross-fitting and --skip: every rank count reproduces the sing
     for (auto model :
          {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
         for (auto variant : {train::retexo_variant::hidden, train::retexo_variant::logits}) {
-            const bool graph_model = model == nn::layer_kind::sage_pool || model == nn::layer_kind::gat;
             DYNAMIC_SECTION(name_of(model) << " " << name_of(variant))
             {
-                auto o = small_options(model);
-                o.variant = variant;
-                o.exact = true;
-                o.cross_fit = 3;
-                o.skip = !graph_model || variant == train::retexo_variant::hidden;
-                o.stages.push_back(o.stages.back());
-                const auto [single, dist] = single_and_distributed(g, o);
+                const auto [single, dist] = single_and_distributed(g, three_stage_options(model, variant, 0));
                 check_identical(single, dist);
                 CHECK(dist.final_acc.valid == single.final_acc.valid);
             }
@@ -143,13 +154,7 @@ TEST_CASE("retexo --replicate-train: the single-process run at every rank count,
             for (int batch : {0, 150}) {
                 DYNAMIC_SECTION(name_of(model) << " " << name_of(variant) << " batch " << batch)
                 {
-                    auto o = small_options(model);
-                    o.variant = variant;
-                    o.exact = true;
-                    o.batch_size = batch;
-                    o.cross_fit = batch == 0 ? 3 : 1;
-                    o.skip = !graph_model || variant == train::retexo_variant::hidden;
-                    o.stages.push_back(o.stages.back());
+                    auto o = three_stage_options(model, variant, batch);
                     const auto [single, plain] = single_and_distributed(g, o);
                     o.replicate_train = true;
                     const auto dist = run_with(mpi::communicator(), g, partition_random(g.num_nodes(), P, 2), o).res;
