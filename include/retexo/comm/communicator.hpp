@@ -124,6 +124,13 @@ public:
     template <typename T>
     void alltoallv(const T* send, const int* send_counts, const int* send_displs, T* recv, const int* recv_counts,
                    const int* recv_displs, purpose p) const;
+    /// Send `send[send_offsets[r] .. send_offsets[r+1])` to rank r and receive what every
+    /// rank sends to this one, concatenated in rank order (collective).  send_offsets has
+    /// size() + 1 entries; `received_from`, if given, gets the size() + 1 offsets of each
+    /// source rank's block in the result.
+    template <typename T>
+    std::vector<T> exchange(std::span<const T> send, std::span<const std::int64_t> send_offsets, purpose p,
+                            std::vector<std::int64_t>* received_from = nullptr) const;
 
     /// Error agreement (collective): every rank passes its local error message (empty if
     /// none).  If any rank failed, every rank throws the same retexo::error naming the first

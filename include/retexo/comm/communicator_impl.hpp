@@ -74,4 +74,34 @@ void communicator::alltoallv(const T* send, const int* send_counts, const int* s
     charge(p, out, in, msgs);
 }
 
+template <typename T>
+std::vector<T> communicator::exchange(std::span<const T> send, std::span<const std::int64_t> send_offsets, purpose p,
+                                      std::vector<std::int64_t>* received_from) const
+{
+    RETEXO_ENSURE(static_cast<int>(send_offsets.size()) == size_ + 1 && send_offsets.front() == 0 &&
+                      send_offsets.back() == static_cast<std::int64_t>(send.size()),
+                  "retexo::mpi::exchange: " << send_offsets.size() << " offsets for " << size_ << " ranks and "
+                                            << send.size() << " elements");
+    std::vector<int> send_counts(static_cast<std::size_t>(size_)), send_displs(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+        RETEXO_ENSURE(send_offsets[r + 1] <= INT32_MAX, "retexo::mpi::exchange: offsets exceed an int count");
+        send_displs[r] = static_cast<int>(send_offsets[r]);
+        send_counts[r] = static_cast<int>(send_offsets[r + 1] - send_offsets[r]);
+    }
+    const auto recv_counts = alltoall(send_counts, p);
+    std::vector<int> recv_displs(static_cast<std::size_t>(size_));
+    std::vector<std::int64_t> from(static_cast<std::size_t>(size_) + 1, 0);
+    for (int r = 0; r < size_; ++r) {
+        from[r + 1] = from[r] + recv_counts[r];
+        RETEXO_ENSURE(from[r + 1] <= INT32_MAX, "retexo::mpi::exchange: " << from[r + 1]
+                                                                           << " elements to receive exceed an int count");
+        recv_displs[r] = static_cast<int>(from[r]);
+    }
+    std::vector<T> out(static_cast<std::size_t>(from.back()));
+    alltoallv(send.data(), send_counts.data(), send_displs.data(), out.data(), recv_counts.data(), recv_displs.data(),
+              p);
+    if (received_from != nullptr) *received_from = std::move(from);
+    return out;
+}
+
 } // namespace retexo::mpi

@@ -27,6 +27,23 @@ struct csr {
     }
 };
 
+/// One rank's contiguous share of a graph's in-edge CSR: rows [first_row, first_row +
+/// in_edges.num_rows()) of a num_nodes-row graph, columns global ids.  Ranks hold consecutive
+/// slices in rank order (row_slice gives the usual split).
+struct csr_slice {
+    node_t first_row = 0;
+    node_t num_nodes = 0; ///< of the whole graph
+    csr in_edges;
+};
+
+/// The rows [first, first + count) that rank r of p holds when n rows are split into
+/// contiguous, nearly equal slices in rank order.
+inline std::pair<node_t, node_t> row_slice(node_t n, int r, int p) noexcept
+{
+    const auto at = [&](int k) { return static_cast<node_t>(static_cast<std::int64_t>(n) * k / p); };
+    return {at(r), at(r + 1) - at(r)};
+}
+
 /// An edge list entry u -> v.
 struct edge {
     node_t src;
