@@ -5,7 +5,7 @@
 #include "report.hpp"
 
 #include <retexo/core/atomic_file.hpp>
-#include <retexo/io/load.hpp>
+#include <retexo/ingest/load.hpp>
 #include <retexo/io/outputs.hpp>
 #include <retexo/train/retexo.hpp>
 #include <retexo/train/standard.hpp>

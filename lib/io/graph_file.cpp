@@ -103,13 +103,53 @@ csr graph_file_reader::read_csr() const
     return g;
 }
 
+csr graph_file_reader::read_csr_rows(node_t row0, node_t rows) const
+{
+    RETEXO_ENSURE(row0 >= 0 && rows >= 0 && row0 + static_cast<std::int64_t>(rows) <= info_.num_nodes,
+                  file_.path() << ": rows " << row0 << ".." << row0 + rows << " are outside the graph's "
+                               << info_.num_nodes << " nodes");
+    csr g;
+    g.offsets.resize(static_cast<std::size_t>(rows) + 1);
+    file_.read_rows<offset_t>(file_.open_dataset("csr/offsets"), "csr/offsets", static_cast<hsize_t>(row0),
+                              static_cast<hsize_t>(rows) + 1, 1, g.offsets.data());
+    const offset_t first = g.offsets.front();
+    RETEXO_ENSURE(first >= 0 && g.offsets.back() >= first && g.offsets.back() <= info_.num_edges,
+                  file_.path() << ": csr/offsets of rows " << row0 << ".." << row0 + rows
+                               << " are outside [0, num_edges]");
+    for (auto& o : g.offsets)
+        o -= first;
+    g.sources.resize(static_cast<std::size_t>(g.offsets.back()));
+    if (!g.sources.empty())
+        file_.read_rows<node_t>(file_.open_dataset("csr/sources"), "csr/sources", static_cast<hsize_t>(first),
+                                g.sources.size(), 1, g.sources.data());
+    validate_csr(g, info_.num_nodes, file_.path());
+    return g;
+}
+
+namespace {
+void check_labels(std::span<const std::int32_t> labels, node_t row0, int classes, const std::string& path)
+{
+    for (std::size_t v = 0; v < labels.size(); ++v)
+        RETEXO_ENSURE(labels[v] >= 0 && labels[v] < classes, path << ": label " << labels[v] << " of node "
+                                                                  << row0 + static_cast<node_t>(v) << " is outside 0.."
+                                                                  << classes - 1);
+}
+} // namespace
+
 std::vector<std::int32_t> graph_file_reader::read_labels() const
 {
     auto labels = file_.read_vector<std::int32_t>("labels", info_.num_nodes);
-    for (std::size_t v = 0; v < labels.size(); ++v)
-        RETEXO_ENSURE(labels[v] >= 0 && labels[v] < info_.num_classes,
-                      file_.path() << ": label " << labels[v] << " of node " << v << " is outside 0.."
-                                   << info_.num_classes - 1);
+    check_labels(labels, 0, info_.num_classes, file_.path());
+    return labels;
+}
+
+std::vector<std::int32_t> graph_file_reader::read_labels(node_t row0, node_t rows) const
+{
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
+    if (rows > 0)
+        file_.read_rows<std::int32_t>(file_.open_dataset("labels"), "labels", static_cast<hsize_t>(row0),
+                                      static_cast<hsize_t>(rows), 1, labels.data());
+    check_labels(labels, row0, info_.num_classes, file_.path());
     return labels;
 }
 

@@ -265,45 +265,4 @@ local_partition load_partition(const std::string& dir, part_t part)
     return lp;
 }
 
-local_partition load_partition_from_graph(const std::string& graph_path, std::span<const part_t> assignment,
-                                          part_t parts, part_t part)
-{
-    const graph_file_reader reader(graph_path);
-    const auto& info = reader.info();
-    RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == info.num_nodes,
-                  "assignment has " << assignment.size() << " entries, graph " << graph_path << " has "
-                                    << info.num_nodes << " nodes");
-    local_partition lp;
-    static_cast<partition_structure&>(lp) = build_partition_structure(reader.read_csr(), assignment, part);
-    RETEXO_ENSURE(lp.num_owned() > 0, "partition " << part << " of " << parts << " is empty");
-    lp.part = part;
-    lp.num_parts = parts;
-    lp.assignment_hash = assignment_hash(assignment, parts);
-    lp.global = info;
-    const auto labels = reader.read_labels();
-    const auto membership = split_membership(info.num_nodes, reader.read_split("train"), reader.read_split("valid"),
-                                             reader.read_split("test"));
-    const node_t n_own = lp.num_owned();
-    lp.labels.resize(static_cast<std::size_t>(n_own));
-    lp.membership.resize(static_cast<std::size_t>(n_own));
-    for (node_t i = 0; i < n_own; ++i) {
-        lp.labels[i] = labels[lp.owned_global[i]];
-        lp.membership[i] = membership[lp.owned_global[i]];
-    }
-    // Owned feature rows: read the blocks that contain owned rows, keep those rows.
-    std::vector<node_features> parts_read;
-    std::vector<node_t> keep;
-    node_t next = 0;
-    while (next < n_own) {
-        const node_t row0 = lp.owned_global[next] / feature_block_rows * feature_block_rows;
-        const node_t rows = std::min(feature_block_rows, info.num_nodes - row0);
-        keep.clear();
-        for (; next < n_own && lp.owned_global[next] < row0 + rows; ++next)
-            keep.push_back(lp.owned_global[next] - row0);
-        parts_read.push_back(reader.read_features(row0, rows).select_rows(keep));
-    }
-    lp.features = vstack(parts_read, info.num_features, reader.storage() == feature_storage::sparse);
-    return lp;
-}
-
 } // namespace retexo

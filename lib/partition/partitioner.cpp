@@ -84,21 +84,27 @@ std::vector<part_t> partition_metis(const csr& in_edges, bool directed, part_t p
 
 std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, part_t parts)
 {
+    return read_assignment(path, num_nodes, parts, 0, num_nodes);
+}
+
+std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, part_t parts, node_t first, node_t count)
+{
     text_reader in(path);
     std::vector<part_t> a;
-    a.reserve(static_cast<std::size_t>(num_nodes));
+    a.reserve(static_cast<std::size_t>(count));
+    node_t lines = 0;
     std::string_view line;
     while (in.next(line)) {
         if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
         const auto p = parse_number<std::int64_t>(line, in.where());
         RETEXO_ENSURE(p >= 0 && p < parts, in.where() << ": partition id " << p << " is outside [0, " << parts << ")");
-        RETEXO_ENSURE(static_cast<node_t>(a.size()) < num_nodes,
+        RETEXO_ENSURE(lines < num_nodes,
                       path << ": more than " << num_nodes << " lines; the graph has " << num_nodes << " nodes");
-        a.push_back(static_cast<part_t>(p));
+        if (lines >= first && lines - first < count) a.push_back(static_cast<part_t>(p));
+        ++lines;
     }
-    RETEXO_ENSURE(static_cast<node_t>(a.size()) == num_nodes, path << ": " << a.size() << " lines, but the graph has "
-                                                                   << num_nodes
-                                                                   << " nodes (one partition id per node expected)");
+    RETEXO_ENSURE(lines == num_nodes, path << ": " << lines << " lines, but the graph has " << num_nodes
+                                           << " nodes (one partition id per node expected)");
     return a;
 }
 

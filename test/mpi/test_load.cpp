@@ -3,7 +3,7 @@
 #include "support/test_support.hpp"
 
 #include <retexo/io/graph_file.hpp>
-#include <retexo/io/load.hpp>
+#include <retexo/ingest/load.hpp>
 #include <retexo/io/ogb.hpp>
 #include <retexo/io/partition_files.hpp>
 

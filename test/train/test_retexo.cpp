@@ -2,7 +2,7 @@
 // stage, the logits variant never sends raw features.
 #include "support/test_support.hpp"
 
-#include <retexo/io/load.hpp>
+#include <retexo/ingest/load.hpp>
 #include <retexo/partition/generate.hpp>
 #include <retexo/partition/partitioner.hpp>
 #include <retexo/train/retexo.hpp>

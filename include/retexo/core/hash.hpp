@@ -12,6 +12,9 @@ namespace retexo {
 
 class fnv1a {
 public:
+    fnv1a() = default;
+    /// Continue a hash whose value() so far was `state` (a hash fed in pieces, one per rank).
+    explicit fnv1a(std::uint64_t state) noexcept : h_(state) {}
     void feed(std::uint32_t word) noexcept
     {
         for (int b = 0; b < 4; ++b) {

@@ -53,6 +53,10 @@ public:
     const std::string& path() const noexcept { return file_.path(); }
 
     csr read_csr() const;                                           ///< validated
+    /// The in-edges of rows [row0, row0 + rows) (offsets rebased to 0), validated.
+    csr read_csr_rows(node_t row0, node_t rows) const;
+    /// Labels of rows [row0, row0 + rows), validated.
+    std::vector<std::int32_t> read_labels(node_t row0, node_t rows) const;
     std::vector<std::int32_t> read_labels() const;                  ///< validated against num_classes
     std::vector<node_t> read_split(const std::string& which) const; ///< train|valid|test
     /// Feature rows [row0, row0 + rows), stored as the file stores them.

@@ -38,10 +38,6 @@ partition_manifest read_manifest(const std::string& dir);
 /// (partition count, hash, shapes).
 local_partition load_partition(const std::string& dir, part_t part);
 
-/// Load partition `part` of a single graph file under the given assignment.
-local_partition load_partition_from_graph(const std::string& graph_path, std::span<const part_t> assignment,
-                                          part_t parts, part_t part);
-
 /// Path of partition r's file inside dir.
 std::string partition_file_path(const std::string& dir, part_t part);
 

@@ -46,6 +46,10 @@ std::vector<part_t> partition_metis(const csr& in_edges, bool directed, part_t p
 /// Read an assignment file (plain or .gz; one partition id per line) and check its length
 /// equals num_nodes and every id is in [0, parts).
 std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, part_t parts);
+/// Entries [first, first + count) of an assignment file, streamed: the whole file is checked
+/// (num_nodes lines, ids in [0, parts)) but only those entries are kept.
+std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, part_t parts, node_t first,
+                                    node_t count);
 /// Write an assignment file atomically.
 void write_assignment(const std::string& path, std::span<const part_t> assignment);
 /// Dispatch on options.method.  Throws if any partition would be empty.

@@ -1,0 +1,58 @@
+#pragma once
+/// @file share.hpp
+/// The loading pipeline, from what a rank holds to its partition, in three steps that every
+/// source of data goes through (ingest/load.hpp picks the source):
+///
+///   1. read my share: a node_share, the nodes this rank holds (an owner shard, a slice of a
+///      graph file, the rows of a partitioned directory's part file);
+///   2. find owners: a node_directory over every rank's nodes (for a slice of a whole graph,
+///      its rows' partitions, and move_nodes() sends each row's structure to its partition);
+///   3. plan halos: assemble_partition() asks the directory who owns each in-neighbour and
+///      builds the local numbering, halo and CSR of local_partition.hpp.
+///
+/// Nothing but structure (ids, degrees, in-edges) crosses between ranks: features, labels and
+/// splits stay where they were read.
+
+#include <retexo/graph/local_partition.hpp>
+#include <retexo/ingest/directory.hpp>
+
+namespace retexo {
+
+/// The nodes one rank holds before it has its partition.
+struct node_share {
+    std::string source;               ///< where it was read (named in errors)
+    graph_info info;                  ///< name, directed, num_features, num_classes
+    std::vector<node_t> nodes;        ///< global ids, distinct, any order
+    node_features features;           ///< one row per node, in `nodes` order
+    std::vector<std::int32_t> labels; ///< per node
+    std::vector<split> membership;    ///< per node
+    csr in_edges;                     ///< row i: every source of an edge into nodes[i] (global ids)
+
+    node_t size() const noexcept { return static_cast<node_t>(nodes.size()); }
+};
+
+/// Collective: check that every rank's share describes the same graph (name, directedness,
+/// feature count, class count; feature storage may differ) and that its arrays agree in
+/// size.  Returns the graph's info with num_nodes = the number of nodes of all shares.
+graph_info agree_on_graph(const mpi::communicator& comm, const node_share& mine);
+
+/// Collective: move node nodes[i] and its in-edges (row i) to rank dest[i].  The result holds
+/// the nodes and in-edges every rank sent here, in rank order and each sender's order (no
+/// features, labels or splits: the receiver reads its own).
+node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nodes, const csr& in_edges,
+                      std::span<const part_t> dest);
+
+/// Collective: turn the edges each rank knows into the complete in-edge lists of its own nodes.
+/// An edge u -> v (global ids; for an undirected graph both u -> v and v -> u) goes to the
+/// owner of v, found in `dir`; repeated edges count once; rows come out ascending.  Every
+/// edge must touch a node of `nodes` (the rank's own), else the error names `source`.
+csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, std::span<const node_t> nodes,
+                    std::span<const node_t> src, std::span<const node_t> dst, bool directed, const std::string& source);
+
+/// Collective: this rank's partition from its share (nodes it owns, complete in-edges) and the
+/// directory of owners of all shares: owned rows ascending by global id, halo grouped by
+/// owner, CSR rows ascending by global source id (local_partition.hpp's numbering, the one
+/// the partitioned directory stores).
+local_partition assemble_partition(const mpi::communicator& comm, node_share share, node_directory& dir);
+
+} // namespace retexo

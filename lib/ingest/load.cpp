@@ -1,0 +1,280 @@
+// Getting each rank its partition: every source of data through the pipeline of share.hpp.
+#include <retexo/ingest/load.hpp>
+#include <retexo/ingest/owner_shard.hpp>
+#include <retexo/io/graph_file.hpp>
+#include <retexo/io/partition_files.hpp>
+
+#include <functional>
+#include <memory>
+#include <numeric>
+
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+namespace fs = std::filesystem;
+
+namespace retexo {
+
+csbm_options data_options::embedded_graph_options()
+{
+    csbm_options o;
+    o.name = "embedded-csbm";
+    o.nodes = 20000;
+    o.classes = 8;
+    o.features = 64;
+    o.avg_degree = 12;
+    o.homophily = 0.7;
+    o.power_law = 2.5;
+    o.feature_signal = 1.5;
+    o.train_fraction = 0.1;
+    o.valid_fraction = 0.1;
+    o.test_fraction = 0.8;
+    o.seed = 7;
+    return o;
+}
+
+namespace {
+
+/// A whole graph that any rank can read rows of: a graph file, or the embedded graph.
+struct whole_graph {
+    std::string source;
+    graph_info info;
+    std::function<csr(node_t first, node_t count)> rows; ///< in-edges of rows [first, first + count)
+    std::function<csr()> all_rows;                       ///< the whole CSR (for METIS)
+    std::function<void(node_share&)> fill;               ///< features, labels, splits of the share's nodes
+};
+
+/// Features of the given rows (ascending), read in blocks of rows.
+node_features read_feature_rows(const graph_file_reader& reader, std::span<const node_t> ids)
+{
+    constexpr node_t block_rows = 1 << 15;
+    const node_t n = reader.info().num_nodes;
+    std::vector<node_features> blocks;
+    std::vector<node_t> keep;
+    for (std::size_t next = 0; next < ids.size();) {
+        const node_t row0 = ids[next] / block_rows * block_rows;
+        const node_t rows = std::min(block_rows, n - row0);
+        keep.clear();
+        for (; next < ids.size() && ids[next] < row0 + rows; ++next)
+            keep.push_back(ids[next] - row0);
+        blocks.push_back(reader.read_features(row0, rows).select_rows(keep));
+    }
+    return vstack(blocks, reader.info().num_features, reader.storage() == feature_storage::sparse);
+}
+
+whole_graph graph_in_file(const std::shared_ptr<const graph_file_reader>& reader)
+{
+    whole_graph g;
+    g.source = reader->path();
+    g.info = reader->info();
+    g.rows = [reader](node_t first, node_t count) { return reader->read_csr_rows(first, count); };
+    g.all_rows = [reader] { return reader->read_csr(); };
+    g.fill = [reader](node_share& s) {
+        const auto& ids = s.nodes;
+        constexpr node_t block_rows = 1 << 20;
+        for (std::size_t next = 0; next < ids.size();) { // labels, by blocks of rows
+            const node_t row0 = ids[next];
+            const node_t rows = std::min(block_rows, reader->info().num_nodes - row0);
+            const auto block = reader->read_labels(row0, rows);
+            for (; next < ids.size() && ids[next] < row0 + rows; ++next)
+                s.labels.push_back(block[ids[next] - row0]);
+        }
+        s.membership.assign(ids.size(), split::none);
+        for (const auto& [which, name] :
+             {std::pair{split::train, "train"}, {split::valid, "valid"}, {split::test, "test"}})
+            for (node_t v : reader->read_split(name))
+                if (const auto it = std::lower_bound(ids.begin(), ids.end(), v); it != ids.end() && *it == v)
+                    s.membership[it - ids.begin()] = which;
+        s.features = read_feature_rows(*reader, ids);
+    };
+    return g;
+}
+
+whole_graph graph_in_memory(const std::shared_ptr<const graph>& whole)
+{
+    whole_graph g;
+    g.source = whole->name;
+    g.info = info_of(*whole);
+    g.rows = [whole](node_t first, node_t count) {
+        std::vector<node_t> rows(static_cast<std::size_t>(count));
+        std::iota(rows.begin(), rows.end(), first);
+        return in_edges_of_rows(whole->in_edges, whole->num_nodes(), rows, false, "retexo::load_rank_partition");
+    };
+    g.all_rows = [whole] { return whole->in_edges; };
+    g.fill = [whole](node_share& s) {
+        const auto member = split_membership(whole->num_nodes(), whole->train, whole->valid, whole->test);
+        for (node_t v : s.nodes) {
+            s.labels.push_back(whole->labels[v]);
+            s.membership.push_back(member[v]);
+        }
+        s.features = whole->features.select_rows(s.nodes);
+    };
+    return g;
+}
+
+/// The partitions of the rows [first, first + count) of g under the --partition rule.
+std::vector<part_t> slice_assignment(const whole_graph& g, node_t first, node_t count, const data_options& o,
+                                     part_t parts)
+{
+    const node_t n = g.info.num_nodes;
+    const auto slice = [&](std::vector<part_t> a) {
+        return std::vector<part_t>(a.begin() + first, a.begin() + first + count);
+    };
+    if (o.partition == "random") return slice(partition_random(n, parts, o.seed));
+    if (o.partition == "metis")
+        return slice(partition_metis(g.all_rows(), g.info.directed, parts, o.objective, o.seed));
+    if (o.partition == "blocks") {
+        std::vector<part_t> a(static_cast<std::size_t>(count));
+        for (node_t i = 0; i < count; ++i)
+            a[i] = static_cast<part_t>(static_cast<std::int64_t>(first + i) * parts / n);
+        return a;
+    }
+    RETEXO_ENSURE(fs::exists(o.partition), "--partition: '" << o.partition
+                                                            << "' is neither random, metis, blocks nor an existing "
+                                                               "assignment file");
+    return read_assignment(o.partition, n, parts, first, count);
+}
+
+/// The pipeline for a whole graph: read my slice of rows, partition it, send each row's
+/// structure to its partition, read my nodes' data, plan the halo.
+local_partition partition_whole_graph(const mpi::communicator& comm, const whole_graph& g, const data_options& o)
+{
+    const part_t parts = comm.size();
+    const node_t n = g.info.num_nodes;
+    const auto [first, count] = row_slice(n, comm.rank(), parts);
+    csr rows;
+    std::vector<part_t> a;
+    comm.checked([&] {
+        rows = g.rows(first, count);
+        a = slice_assignment(g, first, count, o, parts);
+    });
+    std::vector<std::int64_t> sizes(static_cast<std::size_t>(parts), 0);
+    for (part_t p : a)
+        ++sizes[p];
+    comm.allreduce(std::span<std::int64_t>(sizes), MPI_SUM, purpose::setup);
+    for (part_t p = 0; p < parts; ++p)
+        RETEXO_ENSURE(sizes[p] > 0,
+                      "partition " << p << " of " << parts << " is empty (more partitions than the graph supports?)");
+    node_directory dir(comm, n, a);
+    std::vector<node_t> ids(static_cast<std::size_t>(count));
+    std::iota(ids.begin(), ids.end(), first);
+    auto share = move_nodes(comm, ids, rows, a);
+    release(rows);
+    share.source = g.source;
+    share.info = g.info;
+    comm.checked([&] { g.fill(share); });
+    return assemble_partition(comm, std::move(share), dir);
+}
+
+/// The pipeline for owner shards: rank r reads DIR/shard<r>.h5, the ranks register their
+/// nodes in the directory and send each edge to its destination's owner, then plan the halo.
+local_partition partition_from_owners(const mpi::communicator& comm, const std::string& dir_path)
+{
+    const auto path = owner_shard_path(dir_path, comm.rank());
+    owner_shard s;
+    comm.checked([&] {
+        RETEXO_ENSURE(fs::exists(path), dir_path << ": not a partitioned directory (no manifest.json) and no owner "
+                                                    "shard for rank "
+                                                 << comm.rank() << ": " << path << " is missing (an owners directory "
+                                                 << "holds shard0.h5 .. shard" << comm.size() - 1 << ".h5 for "
+                                                 << comm.size() << " ranks)");
+        s = read_owner_shard(path);
+    });
+    const auto info = agree_on_graph(comm, s.nodes);
+    node_directory dir(comm, info.num_nodes, s.nodes.nodes, path);
+    s.nodes.in_edges = gather_in_edges(comm, dir, s.nodes.nodes, s.src, s.dst, info.directed, path);
+    release(s.src);
+    release(s.dst);
+    s.nodes.info = info;
+    return assemble_partition(comm, std::move(s.nodes), dir);
+}
+
+} // namespace
+
+void normalize_rows(node_features& x)
+{
+    if (x.is_sparse()) {
+        auto& s = x.sparse();
+        for (std::int64_t i = 0; i < s.rows; ++i) {
+            float sum = 0;
+            for (float v : s.row_values(i))
+                sum += std::fabs(v);
+            if (sum > 0)
+                for (offset_t e = s.offsets[i]; e < s.offsets[i + 1]; ++e)
+                    s.values[e] /= sum;
+        }
+        return;
+    }
+    auto& d = x.dense();
+    for (Eigen::Index i = 0; i < d.rows(); ++i) {
+        const float sum = d.row(i).cwiseAbs().sum();
+        if (sum > 0) d.row(i) /= sum;
+    }
+}
+
+local_partition load_rank_partition(const mpi::communicator& comm, const data_options& o)
+{
+    const part_t parts = comm.size();
+    local_partition lp;
+    if (o.data.empty()) {
+        lp = partition_whole_graph(comm, graph_in_memory(std::make_shared<const graph>(generate_csbm(o.embedded))), o);
+    } else if (fs::is_directory(o.data) && !fs::exists(fs::path(o.data) / "manifest.json")) {
+        lp = partition_from_owners(comm, o.data);
+    } else if (fs::is_directory(o.data)) {
+        comm.checked([&] {
+            const auto m = read_manifest(o.data);
+            RETEXO_ENSURE(m.num_parts == parts, o.data << ": holds " << m.num_parts << " partitions but the job has "
+                                                       << parts
+                                                       << " ranks (mpirun -np must equal the partition count)");
+            lp = load_partition(o.data, comm.rank());
+        });
+    } else {
+        std::shared_ptr<const graph_file_reader> reader;
+        comm.checked([&] { reader = std::make_shared<const graph_file_reader>(o.data); });
+        lp = partition_whole_graph(comm, graph_in_file(reader), o);
+    }
+    if (o.normalize_features) normalize_rows(lp.features);
+    // Every rank must hold a piece of the same assignment.
+    const auto hashes = comm.allgather(lp.assignment_hash, purpose::setup);
+    for (int r = 0; r < parts; ++r)
+        RETEXO_ENSURE(hashes[r] == hashes[0], "rank " << r << " loaded a partition with assignment hash "
+                                                      << hash_to_hex(hashes[r]) << " but rank 0 has "
+                                                      << hash_to_hex(hashes[0])
+                                                      << ": the partition files do not belong together");
+    return lp;
+}
+
+std::string gather_partition_table(const mpi::communicator& comm, const local_partition& lp)
+{
+    offset_t cut = 0;
+    for (node_t c : lp.in_edges.sources)
+        cut += c >= lp.num_owned() ? 1 : 0;
+    const std::int64_t mine[7] = {lp.num_owned(),
+                                  lp.num_halo(),
+                                  lp.in_edges.num_edges(),
+                                  cut,
+                                  static_cast<std::int64_t>(lp.nodes_in(split::train).size()),
+                                  static_cast<std::int64_t>(lp.nodes_in(split::valid).size()),
+                                  static_cast<std::int64_t>(lp.nodes_in(split::test).size())};
+    const auto all = comm.allgatherv(std::span<const std::int64_t>(mine, 7), purpose::setup);
+    std::ostringstream o;
+    o << "rank      nodes       halo      in-edges   cut-edges    train    valid     test\n";
+    std::int64_t total[7] = {};
+    for (int r = 0; r < comm.size(); ++r) {
+        o << std::setw(4) << r;
+        for (int k = 0; k < 7; ++k) {
+            const auto v = all[static_cast<std::size_t>(r) * 7 + k];
+            total[k] += v;
+            o << std::setw(k == 2 ? 14 : k == 3 ? 12 : k >= 4 ? 9 : 11) << v;
+        }
+        o << "\n";
+    }
+    o << " all";
+    for (int k = 0; k < 7; ++k)
+        o << std::setw(k == 2 ? 14 : k == 3 ? 12 : k >= 4 ? 9 : 11) << total[k];
+    o << "\n";
+    return o.str();
+}
+
+} // namespace retexo

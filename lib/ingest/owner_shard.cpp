@@ -1,0 +1,210 @@
+// Owner shards: writing one (streamed features), reading and checking one, and writing every
+// owner's shard from a whole graph file.
+#include <retexo/ingest/owner_shard.hpp>
+#include <retexo/io/graph_file.hpp>
+
+#include <filesystem>
+#include <memory>
+
+namespace fs = std::filesystem;
+
+namespace retexo {
+
+namespace {
+
+/// Global ids are stored 64-bit; retexo's node ids are 32-bit.
+std::vector<std::int64_t> widen_ids(std::span<const node_t> ids)
+{
+    return {ids.begin(), ids.end()};
+}
+
+std::vector<node_t> narrow_ids(const std::vector<std::int64_t>& ids, const std::string& where)
+{
+    std::vector<node_t> out(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        RETEXO_ENSURE(ids[i] >= 0 && ids[i] < (std::int64_t{1} << 31),
+                      where << ": global id " << ids[i] << " (entry " << i << ") is outside [0, 2^31)");
+        out[i] = static_cast<node_t>(ids[i]);
+    }
+    return out;
+}
+
+} // namespace
+
+std::string owner_shard_path(const std::string& dir, part_t rank)
+{
+    return (fs::path(dir) / ("shard" + std::to_string(rank) + ".h5")).string();
+}
+
+owner_shard_writer::owner_shard_writer(const std::string& path, const graph_info& info, node_t num_nodes,
+                                       feature_storage storage)
+    : info_(info), num_nodes_(num_nodes), out_(path)
+{
+    RETEXO_ENSURE(num_nodes >= 0 && info.num_features >= 0 && info.num_classes > 0,
+                  path << ": invalid shard sizes (nodes " << num_nodes << ", features " << info.num_features
+                       << ", classes " << info.num_classes << ")");
+    file_.emplace(h5::file::create(out_.temp_path(), path));
+    file_->set_attr("retexo_format", std::string(owner_shard_format_name));
+    file_->set_attr("format_version", owner_shard_format_version);
+    file_->set_attr("name", info.name);
+    file_->set_attr("num_features", static_cast<std::int64_t>(info.num_features));
+    file_->set_attr("num_classes", static_cast<std::int64_t>(info.num_classes));
+    file_->set_attr("directed", static_cast<std::int64_t>(info.directed ? 1 : 0));
+    features_.emplace(*file_, "nodes/features", num_nodes, info.num_features, storage);
+}
+
+owner_shard_writer::~owner_shard_writer() = default;
+
+void owner_shard_writer::write_nodes(std::span<const node_t> ids, std::span<const std::int32_t> labels,
+                                     std::span<const split> membership)
+{
+    const auto& p = out_.path();
+    RETEXO_ENSURE(static_cast<node_t>(ids.size()) == num_nodes_ && labels.size() == ids.size() &&
+                      membership.size() == ids.size(),
+                  p << ": " << ids.size() << " ids, " << labels.size() << " labels, " << membership.size()
+                    << " split entries for " << num_nodes_ << " nodes");
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        RETEXO_ENSURE(ids[i] >= 0, p << ": node id " << ids[i] << " is negative");
+        RETEXO_ENSURE(labels[i] >= 0 && labels[i] < info_.num_classes, p << ": label " << labels[i] << " of node "
+                                                                         << ids[i] << " is outside 0.."
+                                                                         << info_.num_classes - 1);
+    }
+    std::vector<std::int8_t> codes(membership.size());
+    for (std::size_t i = 0; i < codes.size(); ++i)
+        codes[i] = static_cast<std::int8_t>(membership[i]);
+    file_->write<std::int64_t>("nodes/global_ids", widen_ids(ids));
+    file_->write<std::int32_t>("nodes/labels", labels);
+    file_->write<std::int8_t>("nodes/split", codes);
+    nodes_written_ = true;
+}
+
+void owner_shard_writer::write_edges(std::span<const node_t> src, std::span<const node_t> dst)
+{
+    RETEXO_ENSURE(src.size() == dst.size(),
+                  out_.path() << ": " << src.size() << " edge sources but " << dst.size() << " destinations");
+    file_->write<std::int64_t>("edges/src", widen_ids(src));
+    file_->write<std::int64_t>("edges/dst", widen_ids(dst));
+    edges_written_ = true;
+}
+
+void owner_shard_writer::append_features(const node_features& block)
+{
+    features_->append(block);
+}
+
+void owner_shard_writer::commit()
+{
+    RETEXO_ENSURE(nodes_written_ && edges_written_, out_.path() << ": the shard's "
+                                                                << (nodes_written_ ? "edges were" : "nodes were")
+                                                                << " never written");
+    features_->finish();
+    features_.reset();
+    file_->close();
+    file_.reset();
+    out_.commit();
+}
+
+void write_owner_shard(const std::string& path, const node_share& nodes, std::span<const node_t> edge_src,
+                       std::span<const node_t> edge_dst)
+{
+    owner_shard_writer w(path, nodes.info, nodes.size(),
+                         nodes.features.is_sparse() ? feature_storage::sparse : feature_storage::dense);
+    w.write_nodes(nodes.nodes, nodes.labels, nodes.membership);
+    w.write_edges(edge_src, edge_dst);
+    w.append_features(nodes.features);
+    w.commit();
+}
+
+owner_shard read_owner_shard(const std::string& path)
+{
+    const auto file = h5::file::open(path);
+    RETEXO_ENSURE(file.has_attr("retexo_format") && file.attr_string("retexo_format") == owner_shard_format_name,
+                  path << ": not a retexo owner shard (attribute retexo_format != " << owner_shard_format_name << ")");
+    const auto version = file.attr_int("format_version");
+    RETEXO_ENSURE(version == owner_shard_format_version, path << ": owner shard format version " << version
+                                                              << " is not supported (expected "
+                                                              << owner_shard_format_version << ")");
+    owner_shard s;
+    auto& n = s.nodes;
+    n.source = path;
+    n.info.name = file.attr_string("name");
+    n.info.directed = file.attr_int("directed") != 0;
+    const auto features = file.attr_int("num_features");
+    const auto classes = file.attr_int("num_classes");
+    RETEXO_ENSURE(features >= 0 && features < (std::int64_t{1} << 31) && classes > 0 && classes < (1 << 30),
+                  path << ": invalid feature count " << features << " or class count " << classes);
+    n.info.num_features = static_cast<int>(features);
+    n.info.num_classes = static_cast<int>(classes);
+    n.nodes = narrow_ids(file.read_vector<std::int64_t>("nodes/global_ids"), path + ": nodes/global_ids");
+    const auto count = static_cast<std::int64_t>(n.nodes.size());
+    n.labels = file.read_vector<std::int32_t>("nodes/labels", count);
+    for (std::int64_t i = 0; i < count; ++i)
+        RETEXO_ENSURE(n.labels[i] >= 0 && n.labels[i] < n.info.num_classes,
+                      path << ": label " << n.labels[i] << " of node " << n.nodes[i] << " is outside 0.."
+                           << n.info.num_classes - 1);
+    for (auto c : file.read_vector<std::int8_t>("nodes/split", count)) {
+        RETEXO_ENSURE(c >= 0 && c <= 3, path << ": nodes/split code " << int(c) << " is not 0..3");
+        n.membership.push_back(static_cast<split>(c));
+    }
+    n.features = feature_reader(file, "nodes/features", count, n.info.num_features).read_all();
+    s.src = narrow_ids(file.read_vector<std::int64_t>("edges/src"), path + ": edges/src");
+    s.dst = narrow_ids(file.read_vector<std::int64_t>("edges/dst", static_cast<std::int64_t>(s.src.size())),
+                       path + ": edges/dst");
+    return s;
+}
+
+void write_owner_shards(const std::string& graph_path, std::span<const part_t> assignment, part_t parts,
+                        const std::string& out_dir)
+{
+    const graph_file_reader reader(graph_path);
+    const auto& info = reader.info();
+    RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == info.num_nodes,
+                  "assignment has " << assignment.size() << " entries, graph " << graph_path << " has "
+                                    << info.num_nodes << " nodes");
+    std::error_code ec;
+    fs::create_directories(out_dir, ec);
+    RETEXO_ENSURE(!ec && fs::is_directory(out_dir), out_dir << ": cannot create directory: " << ec.message());
+    const csr g = reader.read_csr();
+    const auto labels = reader.read_labels();
+    const auto membership = split_membership(info.num_nodes, reader.read_split("train"), reader.read_split("valid"),
+                                             reader.read_split("test"));
+    std::vector<std::vector<node_t>> owned(static_cast<std::size_t>(parts));
+    for (node_t v = 0; v < info.num_nodes; ++v)
+        owned[assignment[v]].push_back(v);
+    std::vector<std::unique_ptr<owner_shard_writer>> writers;
+    for (part_t p = 0; p < parts; ++p) {
+        const auto& ids = owned[p];
+        std::vector<std::int32_t> own_labels;
+        std::vector<split> own_split;
+        std::vector<node_t> src, dst;
+        for (node_t v : ids) {
+            own_labels.push_back(labels[v]);
+            own_split.push_back(membership[v]);
+            for (node_t u : g.row(v)) {
+                src.push_back(u);
+                dst.push_back(v);
+            }
+        }
+        writers.push_back(std::make_unique<owner_shard_writer>(owner_shard_path(out_dir, p), info,
+                                                               static_cast<node_t>(ids.size()), reader.storage()));
+        writers.back()->write_nodes(ids, own_labels, own_split);
+        writers.back()->write_edges(src, dst);
+    }
+    // One pass over the features in row blocks, each block's rows routed to their owners.
+    constexpr node_t block_rows = 1 << 15;
+    std::vector<std::vector<node_t>> rows_of(static_cast<std::size_t>(parts));
+    for (node_t row = 0; row < info.num_nodes; row += block_rows) {
+        const node_t rows = std::min(block_rows, info.num_nodes - row);
+        const auto block = reader.read_features(row, rows);
+        for (auto& r : rows_of)
+            r.clear();
+        for (node_t r = 0; r < rows; ++r)
+            rows_of[assignment[row + r]].push_back(r);
+        for (part_t p = 0; p < parts; ++p)
+            if (!rows_of[p].empty()) writers[p]->append_features(block.select_rows(rows_of[p]));
+    }
+    for (auto& w : writers)
+        w->commit();
+}
+
+} // namespace retexo
