@@ -2,6 +2,7 @@
 // owner's shard from a whole graph file.
 #include <retexo/ingest/owner_shard.hpp>
 #include <retexo/io/graph_file.hpp>
+#include <retexo/io/text_reader.hpp>
 
 #include <filesystem>
 #include <memory>
@@ -151,6 +152,85 @@ owner_shard read_owner_shard(const std::string& path)
     s.dst = narrow_ids(file.read_vector<std::int64_t>("edges/dst", static_cast<std::int64_t>(s.src.size())),
                        path + ": edges/dst");
     return s;
+}
+
+namespace {
+
+split parse_split(std::string_view field, const std::string& where)
+{
+    for (const auto& [s, name] :
+         {std::pair{split::train, "train"}, {split::valid, "valid"}, {split::test, "test"}, {split::none, "none"}})
+        if (field == name) return s;
+    RETEXO_THROW(where << ": split '" << field << "' is not train, valid, test or none");
+}
+
+/// One node line: id, label, split, then the features appended to `values`.
+void parse_node_line(std::string_view line, const std::string& where, node_share& s, std::vector<float>& values)
+{
+    std::string_view fields[3];
+    for (auto& f : fields) {
+        const auto comma = line.find(',');
+        RETEXO_ENSURE(comma != std::string_view::npos,
+                      where << ": expected global_id,label,split,features... (" << line.size() << " characters)");
+        f = line.substr(0, comma);
+        line.remove_prefix(comma + 1);
+    }
+    s.nodes.push_back(static_cast<node_t>(parse_number<std::int32_t>(fields[0], where)));
+    s.membership.push_back(parse_split(fields[2], where));
+    const bool unlabelled = fields[1].find_first_not_of(" \t") == std::string_view::npos;
+    RETEXO_ENSURE(!unlabelled || s.membership.back() == split::none,
+                  where << ": a node in the " << fields[2] << " split needs a label");
+    const auto label = unlabelled ? 0 : parse_number<std::int32_t>(fields[1], where);
+    RETEXO_ENSURE(label >= 0 && label < s.info.num_classes,
+                  where << ": label " << label << " is outside 0.." << s.info.num_classes - 1);
+    s.labels.push_back(label);
+    const auto width = parse_csv_numbers<float>(line, where, values);
+    if (s.nodes.size() == 1) s.info.num_features = static_cast<int>(width);
+    RETEXO_ENSURE(static_cast<int>(width) == s.info.num_features,
+                  where << ": " << width << " features, the first line has " << s.info.num_features);
+}
+
+} // namespace
+
+owner_shard read_owner_rows(const std::string& nodes, const std::string& edges, const graph_info& info,
+                            std::optional<feature_storage> storage)
+{
+    RETEXO_ENSURE(info.num_classes > 0, "the number of classes must be positive, got " << info.num_classes);
+    owner_shard out;
+    auto& s = out.nodes;
+    s.source = nodes;
+    s.info = info;
+    std::vector<float> values;
+    {
+        text_reader in(nodes);
+        std::string_view line;
+        while (in.next(line))
+            if (line.find_first_not_of(" \t") != std::string_view::npos) parse_node_line(line, in.where(), s, values);
+    }
+    RETEXO_ENSURE(!s.nodes.empty(), nodes << ": no node lines");
+    matrix_f x(static_cast<Eigen::Index>(s.nodes.size()), s.info.num_features);
+    std::copy(values.begin(), values.end(), x.data());
+    release(values);
+    const auto sparse = csr_matrix::from_dense(x);
+    if (storage.value_or(storage_for(sparse.density())) == feature_storage::sparse)
+        s.features = sparse;
+    else
+        s.features = std::move(x);
+    text_reader in(edges);
+    std::string_view line;
+    std::vector<std::int64_t> pair;
+    while (in.next(line)) {
+        if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
+        pair.clear();
+        RETEXO_ENSURE(parse_csv_numbers<std::int64_t>(line, in.where(), pair) == 2,
+                      in.where() << ": expected src,dst (two global ids)");
+        for (auto v : pair)
+            RETEXO_ENSURE(v >= 0 && v < (std::int64_t{1} << 31), in.where()
+                                                                     << ": node id " << v << " is outside [0, 2^31)");
+        out.src.push_back(static_cast<node_t>(pair[0]));
+        out.dst.push_back(static_cast<node_t>(pair[1]));
+    }
+    return out;
 }
 
 void write_owner_shards(const std::string& graph_path, std::span<const part_t> assignment, part_t parts,

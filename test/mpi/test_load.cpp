@@ -2,8 +2,9 @@
 // raised on every rank.
 #include "support/test_support.hpp"
 
-#include <retexo/io/graph_file.hpp>
 #include <retexo/ingest/load.hpp>
+#include <retexo/ingest/owner_shard.hpp>
+#include <retexo/io/graph_file.hpp>
 #include <retexo/io/ogb.hpp>
 #include <retexo/io/partition_files.hpp>
 
@@ -83,10 +84,187 @@ TEST_CASE("every rank loads exactly its nodes and halo", "[mpi][load]")
         const auto lp = load_rank_partition(comm, {.data = tmp / "g.h5", .partition = tmp / "a.txt"});
         check_partition(g, a, lp);
     }
+    SECTION("from a graph file, blocks and random computed slice by slice")
+    {
+        for (const std::string rule : {"blocks", "random"}) {
+            const auto lp = load_rank_partition(comm, {.data = tmp / "g.h5", .partition = rule, .seed = 5});
+            const auto b = rule == "blocks" ? partition_blocks(g.num_nodes(), comm.size())
+                                            : partition_random(g.num_nodes(), comm.size(), 5);
+            CHECK(lp.assignment_hash == assignment_hash(b, comm.size()));
+            check_partition(g, b, lp);
+        }
+    }
     SECTION("from a graph file, METIS on every rank agrees")
     {
         const auto lp = load_rank_partition(comm, {.data = tmp / "g.h5", .partition = "metis", .seed = 3});
         check_partition(g, a, lp);
+    }
+    comm.barrier();
+}
+
+namespace {
+
+/// Owner shards of g under assignment a in dir, each edge listed by the owner of its
+/// destination only (every_edge_once: an undirected edge by one owner only).
+void write_shards(const graph& g, std::span<const part_t> a, part_t parts, const std::string& dir, bool every_edge_once)
+{
+    fs::create_directories(dir);
+    const auto member = split_membership(g.num_nodes(), g.train, g.valid, g.test);
+    for (part_t p = 0; p < parts; ++p) {
+        node_share s;
+        s.info = info_of(g);
+        std::vector<node_t> src, dst;
+        for (node_t v = g.num_nodes() - 1; v >= 0; --v) { // descending: order is the owner's business
+            if (a[v] != p) continue;
+            s.nodes.push_back(v);
+            s.labels.push_back(g.labels[v]);
+            s.membership.push_back(member[v]);
+            for (node_t u : g.in_edges.row(v))
+                if (!every_edge_once || a[u] != p || u < v) {
+                    if (every_edge_once && a[u] != p && (a[u] < p)) continue; // the lower owner lists it
+                    src.push_back(u);
+                    dst.push_back(v);
+                }
+        }
+        s.features = g.features.select_rows(s.nodes);
+        write_owner_shard(owner_shard_path(dir, p), s, src, dst);
+    }
+}
+
+} // namespace
+
+TEST_CASE("owner shards: each rank reads its own shard and gets the partition of the same assignment",
+          "[mpi][load][owners]")
+{
+    const mpi::communicator comm;
+    test::shared_temp_dir tmp(comm);
+    csbm_options o;
+    o.nodes = 2000;
+    o.features = 5;
+    const graph g = generate_csbm(o);
+    const auto a = partition_random(g.num_nodes(), comm.size(), 11);
+    if (comm.rank() == 0) {
+        write_graph(g, tmp / "g.h5");
+        write_owner_shards(tmp / "g.h5", a, comm.size(), tmp / "cut");
+        write_shards(g, a, comm.size(), tmp / "once", true);
+        write_partitioned(tmp / "g.h5", a, {.parts = comm.size()}, tmp / "parts");
+    }
+    comm.barrier();
+    const auto reference = load_rank_partition(comm, {.data = tmp / "parts"});
+    for (const char* dir : {"cut", "once"}) {
+        INFO(dir);
+        const auto lp = load_rank_partition(comm, {.data = tmp / dir});
+        check_partition(g, a, lp);
+        CHECK(lp.assignment_hash == reference.assignment_hash);
+        CHECK(lp.in_edges.offsets == reference.in_edges.offsets);
+        CHECK(lp.in_edges.sources == reference.in_edges.sources);
+        CHECK(lp.halo_in_degree == reference.halo_in_degree);
+        CHECK(lp.global.num_nodes == reference.global.num_nodes);
+        CHECK(lp.global.num_edges == reference.global.num_edges);
+        CHECK(lp.global.name == reference.global.name);
+    }
+    comm.barrier();
+}
+
+TEST_CASE("the node directory answers owners and hashes the assignment slice by slice", "[mpi][load][owners]")
+{
+    const mpi::communicator comm;
+    const node_t n = 1001;
+    const auto a = partition_random(n, comm.size(), 3);
+    std::vector<node_t> mine;
+    for (node_t v = 0; v < n; ++v)
+        if (a[v] == comm.rank()) mine.push_back(v);
+    node_directory dir(comm, n, mine, "test");
+    std::vector<node_t> ask = {n - 1, 0, 17, 17, static_cast<node_t>(comm.rank() * 3)};
+    const auto owners = dir.owners(ask);
+    for (std::size_t i = 0; i < ask.size(); ++i)
+        CHECK(owners[i] == a[ask[i]]);
+    CHECK(dir.assignment_hash() == assignment_hash(a, comm.size()));
+    const auto [first, count] = row_slice(n, comm.rank(), comm.size());
+    node_directory by_slice(comm, n, std::span<const part_t>(a).subspan(first, count));
+    CHECK(by_slice.owners(ask) == owners);
+    CHECK(by_slice.assignment_hash() == dir.assignment_hash());
+    CHECK_THROWS_WITH(dir.owners(std::vector<node_t>{comm.rank() == 0 ? n : 0}), Catch::Contains("no owner holds it"));
+}
+
+TEST_CASE("owner shards that disagree fail on every rank and say why", "[mpi][load][owners][bad-input]")
+{
+    const mpi::communicator comm;
+    test::shared_temp_dir tmp(comm);
+    const part_t parts = comm.size();
+    const auto g = test::make_graph(30, {{0, 1}, {1, 2}, {5, 29}, {3, 20}, {7, 8}}, 3, 2);
+    const auto a = partition_blocks(30, parts);
+    const auto last = parts - 1;
+    // Each case writes the shards, then spoils the last one.
+    const auto spoil = [&](const std::string& name, const std::function<void(owner_shard&)>& f) {
+        if (comm.rank() == 0) {
+            write_shards(g, a, parts, tmp / name, false);
+            auto s = read_owner_shard(owner_shard_path(tmp / name, last));
+            f(s);
+            write_owner_shard(owner_shard_path(tmp / name, last), s.nodes, s.src, s.dst);
+        }
+        comm.barrier();
+        return tmp / name;
+    };
+    SECTION("a node two owners claim")
+    {
+        const auto d = spoil("twice", [&](owner_shard& s) { s.nodes.nodes[0] = parts > 1 ? 0 : s.nodes.nodes[1]; });
+        CHECK_THROWS_AS(load_rank_partition(comm, {.data = d}), mpi::agreed_error);
+        CHECK_THROWS_WITH(load_rank_partition(comm, {.data = d}), Catch::Contains("is claimed twice"));
+    }
+    SECTION("an edge endpoint nobody owns")
+    {
+        const auto d = spoil("stray", [&](owner_shard& s) { s.src[0] = 30; });
+        CHECK_THROWS_WITH(load_rank_partition(comm, {.data = d}), Catch::Contains("no owner holds it"));
+    }
+    SECTION("an edge that touches none of the shard's nodes")
+    {
+        if (parts > 1) { // nodes 0 and 1 belong to rank 0
+            const auto d = spoil("foreign", [&](owner_shard& s) {
+                s.src.push_back(0);
+                s.dst.push_back(1);
+            });
+            CHECK_THROWS_WITH(load_rank_partition(comm, {.data = d}),
+                              Catch::Contains("edge 0 -> 1 touches none of its own nodes"));
+        }
+    }
+    SECTION("feature widths that differ")
+    {
+        if (parts > 1) {
+            const auto d = spoil("width", [&](owner_shard& s) {
+                s.nodes.info.num_features = 4;
+                matrix_f x = s.nodes.features.to_dense();
+                x.conservativeResize(x.rows(), 4);
+                x.col(3).setZero();
+                s.nodes.features = x;
+            });
+            CHECK_THROWS_WITH(
+                load_rank_partition(comm, {.data = d}),
+                Catch::Contains("rank " + std::to_string(last) + " has 4 features per node but rank 0 has 3"));
+        }
+    }
+    SECTION("class counts that differ")
+    {
+        if (parts > 1) {
+            const auto d = spoil("classes", [&](owner_shard& s) { s.nodes.info.num_classes = 5; });
+            CHECK_THROWS_WITH(load_rank_partition(comm, {.data = d}), Catch::Contains("classes but rank 0 has 2"));
+        }
+    }
+    SECTION("ids that leave a gap")
+    {
+        const auto d = spoil("gap", [&](owner_shard& s) { s.nodes.nodes[0] = 31; });
+        CHECK_THROWS_WITH(load_rank_partition(comm, {.data = d}), Catch::Contains("is outside [0, 30)"));
+    }
+    SECTION("a missing shard for a rank")
+    {
+        if (comm.rank() == 0) {
+            write_shards(g, a, parts, tmp / "missing", false);
+            fs::remove(owner_shard_path(tmp / "missing", last));
+        }
+        comm.barrier();
+        CHECK_THROWS_AS(load_rank_partition(comm, {.data = tmp / "missing"}), mpi::agreed_error);
+        CHECK_THROWS_WITH(load_rank_partition(comm, {.data = tmp / "missing"}),
+                          Catch::Contains("shard" + std::to_string(last) + ".h5 is missing"));
     }
     comm.barrier();
 }

@@ -64,6 +64,15 @@ struct owner_shard {
 /// Read and check one shard file.
 owner_shard read_owner_shard(const std::string& path);
 
+/// An owner's own rows as text (plain or .gz): `nodes`, one line per node,
+/// `global_id,label,split,f_1,...,f_F` (split: train | valid | test | none; the label may be
+/// empty for a node in no split), and `edges`, one line per edge, `src,dst` (global ids).
+/// info gives the graph's name, directedness and class count; the feature count is the
+/// width of the lines (all alike); features are stored as `storage` says, or by their
+/// density when it is empty.
+owner_shard read_owner_rows(const std::string& nodes, const std::string& edges, const graph_info& info,
+                            std::optional<feature_storage> storage = {});
+
 /// Write the owner shards of a graph file under an assignment into out_dir (shard<p>.h5 for
 /// p = 0..parts-1; shard p lists the in-edges of its nodes), features streamed in row blocks:
 /// to make an owners directory from one whole graph, for tests and for moving existing data
