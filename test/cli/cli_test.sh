@@ -30,7 +30,7 @@ absent() {
   if [[ -e $1 ]]; then echo "FAIL: $1 exists after a failed run"; failures=$((failures + 1)); fi
 }
 
-for tool in retexo_generate retexo_convert retexo_partition; do
+for tool in retexo_generate retexo_convert retexo_partition retexo_shard; do
   expect 0 "Usage: $tool" "$apps/$tool" --help
   expect 0 "$tool \(retexo\) [0-9]+\.[0-9]+" "$apps/$tool" --version
   expect 2 "unrecognised option|unrecognized option" "$apps/$tool" --no-such-option
@@ -119,6 +119,32 @@ for key in '"mode": "both"' '"runs"' '"accuracy"' '"bytes"' '"halo_forward"' '"t
 done
 for f in model.h5 pred.h5; do [[ -s $tmp/$f ]] || { echo "FAIL: $f not written"; failures=$((failures + 1)); }; done
 if ls "$tmp" | grep -q "\.tmp\."; then echo "FAIL: temporary files left behind"; failures=$((failures + 1)); fi
+# Owner shards: two owners write theirs from their own rows (each lists only the edges that
+# touch its nodes, the shared edge by one of them), and the ranks train from them; bad rows
+# are refused naming the file and line, and nothing is written.
+printf '0,0,train,1,0\n1,1,train,0,1\n2,0,valid,1,1\n' >"$tmp/n0.csv"
+printf '3,1,test,0,1\n4,,none,1,0\n5,0,test,0.5,0.5\n' >"$tmp/n1.csv"
+printf '0,1\n1,2\n2,3\n' >"$tmp/e0.csv"
+printf '3,4\n4,5\n5,0\n' >"$tmp/e1.csv"
+mkdir -p "$tmp/owners"
+expect 0 "wrote .*shard0.h5: 3 nodes, 2 features \(dense\), 3 edges" "$apps/retexo_shard" --nodes "$tmp/n0.csv" --edges "$tmp/e0.csv" --num-classes 2 --out "$tmp/owners/shard0.h5"
+expect 0 "wrote .*shard1.h5: 3 nodes" "$apps/retexo_shard" --nodes "$tmp/n1.csv" --edges "$tmp/e1.csv" --num-classes 2 --out "$tmp/owners/shard1.h5"
+expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/owners" --rounds 3 --hidden 8 --mode both --epochs 2
+expect_mpi 1 "shard2.h5 is missing" "$mpiexec" -n 3 "$apps/retexo_mpi" --data "$tmp/owners" --mode stats
+printf '0,0,train,1,0\n1,1,valid,0\n' >"$tmp/bad.csv"
+expect 1 "bad.csv:2: 1 features, the first line has 2" "$apps/retexo_shard" --nodes "$tmp/bad.csv" --edges "$tmp/e0.csv" --num-classes 2 --out "$tmp/bad.h5"
+absent "$tmp/bad.h5"
+printf '0,,train,1,0\n' >"$tmp/nolabel.csv"
+expect 1 "nolabel.csv:1: a node in the train split needs a label" "$apps/retexo_shard" --nodes "$tmp/nolabel.csv" --edges "$tmp/e0.csv" --num-classes 2 --out "$tmp/bad.h5"
+printf '0,0,holdout,1,0\n' >"$tmp/split.csv"
+expect 1 "split.csv:1: split 'holdout' is not train, valid, test or none" "$apps/retexo_shard" --nodes "$tmp/split.csv" --edges "$tmp/e0.csv" --num-classes 2 --out "$tmp/bad.h5"
+printf '0,1,2\n' >"$tmp/edge3.csv"
+expect 1 "edge3.csv:1: expected src,dst" "$apps/retexo_shard" --nodes "$tmp/n0.csv" --edges "$tmp/edge3.csv" --num-classes 2 --out "$tmp/bad.h5"
+expect 1 "give --nodes, --edges and --num-classes" "$apps/retexo_shard" --nodes "$tmp/n0.csv" --out "$tmp/bad.h5"
+expect 1 "--nodes is for an owner's rows, not with --graph" "$apps/retexo_shard" --graph "$tmp/small.h5" --parts 2 --nodes "$tmp/n0.csv" --out "$tmp/o2"
+absent "$tmp/bad.h5"
+expect 0 "wrote 2 owner shards" "$apps/retexo_shard" --graph "$tmp/small.h5" --parts 2 --method metis --out "$tmp/o2"
+expect 0 "hash [0-9a-f]{16}" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/o2" --mode stats
 # --skip is on by default, --skip=false turns it off, and it is off by default where it cannot
 # apply (the logits variant's GAT); asked for there, it is refused.
 skip_of() { /usr/bin/python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['config']['skip'])" "$1"; }
