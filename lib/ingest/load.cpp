@@ -245,7 +245,7 @@ local_partition load_rank_partition(const mpi::communicator& comm, const data_op
     return lp;
 }
 
-std::string gather_partition_table(const mpi::communicator& comm, const local_partition& lp)
+partition_stats gather_partition_stats(const mpi::communicator& comm, const local_partition& lp)
 {
     offset_t cut = 0;
     for (node_t c : lp.in_edges.sources)
@@ -258,22 +258,44 @@ std::string gather_partition_table(const mpi::communicator& comm, const local_pa
                                   static_cast<std::int64_t>(lp.nodes_in(split::valid).size()),
                                   static_cast<std::int64_t>(lp.nodes_in(split::test).size())};
     const auto all = comm.allgatherv(std::span<const std::int64_t>(mine, 7), purpose::setup);
+    partition_stats s;
+    node_t max_owned = 0;
+    std::int64_t total_owned = 0;
+    for (int r = 0; r < comm.size(); ++r) {
+        const auto* v = all.data() + static_cast<std::size_t>(r) * 7;
+        s.parts.push_back({static_cast<node_t>(v[0]), static_cast<node_t>(v[1]), v[2], v[3], static_cast<node_t>(v[4]),
+                           static_cast<node_t>(v[5]), static_cast<node_t>(v[6])});
+        s.edge_cut += v[3];
+        s.total_halo += static_cast<node_t>(v[1]);
+        max_owned = std::max(max_owned, static_cast<node_t>(v[0]));
+        total_owned += v[0];
+    }
+    s.balance = total_owned > 0 ? static_cast<double>(max_owned) * comm.size() / static_cast<double>(total_owned) : 0.0;
+    return s;
+}
+
+std::string gather_partition_table(const mpi::communicator& comm, const local_partition& lp)
+{
+    const auto s = gather_partition_stats(comm, lp);
     std::ostringstream o;
     o << "rank      nodes       halo      in-edges   cut-edges    train    valid     test\n";
     std::int64_t total[7] = {};
-    for (int r = 0; r < comm.size(); ++r) {
-        o << std::setw(4) << r;
-        for (int k = 0; k < 7; ++k) {
-            const auto v = all[static_cast<std::size_t>(r) * 7 + k];
-            total[k] += v;
-            o << std::setw(k == 2 ? 14 : k == 3 ? 12 : k >= 4 ? 9 : 11) << v;
-        }
+    const auto row = [&](const char* name, const std::int64_t(&v)[7]) {
+        o << name;
+        for (int k = 0; k < 7; ++k)
+            o << std::setw(k == 2 ? 14 : k == 3 ? 12 : k >= 4 ? 9 : 11) << v[k];
         o << "\n";
+    };
+    for (int r = 0; r < comm.size(); ++r) {
+        const auto& q = s.parts[r];
+        const std::int64_t v[7] = {q.owned, q.halo, q.edges, q.cut_edges, q.train, q.valid, q.test};
+        for (int k = 0; k < 7; ++k)
+            total[k] += v[k];
+        std::ostringstream name;
+        name << std::setw(4) << r;
+        row(name.str().c_str(), v);
     }
-    o << " all";
-    for (int k = 0; k < 7; ++k)
-        o << std::setw(k == 2 ? 14 : k == 3 ? 12 : k >= 4 ? 9 : 11) << total[k];
-    o << "\n";
+    row(" all", total);
     return o.str();
 }
 

@@ -36,9 +36,10 @@ struct part_writer {
     h5::file file;
     std::optional<feature_writer> features;
 
+    /// own_labels, own_split: of the owned nodes, in owned order.
     part_writer(const std::string& path, const partition_structure& s, const graph_info& info, part_t part,
-                part_t parts, std::uint64_t hash, std::span<const std::int32_t> labels,
-                std::span<const split> membership, feature_storage storage)
+                part_t parts, std::uint64_t hash, std::span<const std::int32_t> own_labels,
+                std::span<const split> own_split, feature_storage storage)
         : out(path), file(h5::file::create(out.temp_path(), path))
     {
         file.set_attr("retexo_format", std::string(partition_format_name));
@@ -53,15 +54,15 @@ struct part_writer {
         file.set_attr("num_classes", static_cast<std::int64_t>(info.num_classes));
         file.set_attr("directed", static_cast<std::int64_t>(info.directed ? 1 : 0));
         const node_t n_own = s.num_owned();
-        std::vector<std::int32_t> own_labels(static_cast<std::size_t>(n_own));
-        std::vector<std::int8_t> own_split(static_cast<std::size_t>(n_own));
-        for (node_t i = 0; i < n_own; ++i) {
-            own_labels[i] = labels[s.owned_global[i]];
-            own_split[i] = static_cast<std::int8_t>(membership[s.owned_global[i]]);
-        }
+        RETEXO_ENSURE(static_cast<node_t>(own_labels.size()) == n_own && static_cast<node_t>(own_split.size()) == n_own,
+                      path << ": " << own_labels.size() << " labels and " << own_split.size() << " split entries for "
+                           << n_own << " nodes");
+        std::vector<std::int8_t> codes(static_cast<std::size_t>(n_own));
+        for (node_t i = 0; i < n_own; ++i)
+            codes[i] = static_cast<std::int8_t>(own_split[i]);
         file.write<node_t>("owned/global_ids", s.owned_global);
         file.write<std::int32_t>("owned/labels", own_labels);
-        file.write<std::int8_t>("owned/split", own_split);
+        file.write<std::int8_t>("owned/split", codes);
         file.write<offset_t>("csr/offsets", s.in_edges.offsets);
         file.write<node_t>("csr/sources", s.in_edges.sources);
         file.write<node_t>("halo/global_ids", s.halo_global);
@@ -125,8 +126,14 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
     std::vector<std::unique_ptr<part_writer>> writers;
     for (part_t p = 0; p < parts; ++p) {
         const auto s = build_partition_structure(global, assignment, p);
+        std::vector<std::int32_t> own_labels;
+        std::vector<split> own_split;
+        for (node_t v : s.owned_global) {
+            own_labels.push_back(labels[v]);
+            own_split.push_back(membership[v]);
+        }
         writers.push_back(std::make_unique<part_writer>(partition_file_path(out_dir, p), s, info, p, parts, hash,
-                                                        labels, membership, reader.storage()));
+                                                        own_labels, own_split, reader.storage()));
     }
     // One pass over the features, each block's rows routed to their partitions' files.
     std::vector<std::vector<node_t>> rows_of(static_cast<std::size_t>(parts));
@@ -146,6 +153,13 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
         w->commit();
 
     write_assignment((fs::path(out_dir) / "assignment.txt").string(), assignment);
+    write_manifest(out_dir, m);
+    return m;
+}
+
+void write_manifest(const std::string& out_dir, const partition_manifest& m)
+{
+    const auto& info = m.graph;
     nlohmann::json j = {{"format", "retexo-partitioned"},
                         {"format_version", partition_format_version},
                         {"graph",
@@ -155,16 +169,23 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
                           {"num_features", info.num_features},
                           {"num_classes", info.num_classes},
                           {"directed", info.directed}}},
-                        {"num_parts", parts},
+                        {"num_parts", m.num_parts},
                         {"method", m.method},
                         {"objective", m.objective},
                         {"seed", m.seed},
-                        {"assignment_hash", hash_to_hex(hash)},
+                        {"assignment_hash", hash_to_hex(m.assignment_hash)},
                         {"assignment_file", "assignment.txt"},
-                        {"source", graph_path},
+                        {"source", m.source},
                         {"stats", stats_to_json(m.stats)}};
     write_text_atomic((fs::path(out_dir) / "manifest.json").string(), j.dump(2) + "\n");
-    return m;
+}
+
+void write_partition_file(const std::string& path, const local_partition& lp)
+{
+    part_writer w(path, lp, lp.global, lp.part, lp.num_parts, lp.assignment_hash, lp.labels, lp.membership,
+                  lp.features.is_sparse() ? feature_storage::sparse : feature_storage::dense);
+    w.features->append(lp.features);
+    w.commit();
 }
 
 partition_manifest read_manifest(const std::string& dir)

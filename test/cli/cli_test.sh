@@ -74,6 +74,19 @@ expect 0 "edge cut" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --met
 expect 0 "edge cut" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 3 --method random --out "$tmp/p3"
 expect 0 "balance" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method given --assignment "$tmp/p2/assignment.txt" --out "$tmp/p2b"
 if ! cmp -s "$tmp/p2/assignment.txt" "$tmp/p2b/assignment.txt"; then echo "FAIL: given assignment did not round-trip"; failures=$((failures + 1)); fi
+# Under mpirun each rank reads its slice and writes its own part: the same partitions as one
+# process makes (assignment, manifest), and every rank fails together on bad input.
+for m in random metis blocks; do
+  "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 3 --method $m --out "$tmp/s-$m" >/dev/null
+  expect 0 "into 3 parts with $m.* on 3 ranks" "$mpiexec" -n 3 "$apps/retexo_partition" --graph "$tmp/g.h5" --method $m --out "$tmp/d-$m"
+  cmp -s "$tmp/s-$m/assignment.txt" "$tmp/d-$m/assignment.txt" || { echo "FAIL: mpirun retexo_partition --method $m: another assignment"; failures=$((failures + 1)); }
+  cmp -s <(grep -v '"source"' "$tmp/s-$m/manifest.json") <(grep -v '"source"' "$tmp/d-$m/manifest.json") || { echo "FAIL: mpirun retexo_partition --method $m: another manifest"; failures=$((failures + 1)); }
+done
+ls "$tmp/d-random" | grep -q piece && { echo "FAIL: assignment pieces left behind"; failures=$((failures + 1)); }
+expect_mpi_early() { local out; out=$(timeout 60 "$@" 2>&1); local rc=$?; if [[ $rc -eq 0 || $rc -eq 124 ]] || ! grep -qE -- "$regex" <<<"$out"; then echo "FAIL: $*"; failures=$((failures + 1)); else echo "ok: $*"; fi; }
+regex="--parts 5: with mpirun -np 2 each rank writes one part" expect_mpi_early "$mpiexec" -n 2 "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 5 --out "$tmp/d5"
+regex="short.txt: 2 lines, but the graph has 2000 nodes" expect_mpi_early "$mpiexec" -n 2 "$apps/retexo_partition" --graph "$tmp/g.h5" --method given --assignment "$tmp/short.txt" --out "$tmp/d5"
+absent "$tmp/d5/manifest.json"
 
 # retexo_mpi: wrong rank count, missing data; every rank exits non-zero, never hangs.
 expect_mpi() {

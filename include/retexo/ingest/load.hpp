@@ -34,6 +34,9 @@ void normalize_rows(node_features& x);
 /// count must equal the communicator size.
 local_partition load_rank_partition(const mpi::communicator& comm, const data_options& options);
 
+/// Statistics of the loaded partitions, one entry per rank, on every rank (collective).
+partition_stats gather_partition_stats(const mpi::communicator& comm, const local_partition& lp);
+
 /// Per-rank statistics of loaded partitions, gathered and formatted on every rank
 /// (collective).
 std::string gather_partition_table(const mpi::communicator& comm, const local_partition& lp);

@@ -31,6 +31,12 @@ struct partition_manifest {
 partition_manifest write_partitioned(const std::string& graph_path, std::span<const part_t> assignment,
                                      const partition_options& options, const std::string& out_dir);
 
+/// Write dir/manifest.json (atomically).
+void write_manifest(const std::string& dir, const partition_manifest& m);
+
+/// Write one rank's partition as its part file (what load_partition reads back).
+void write_partition_file(const std::string& path, const local_partition& lp);
+
 /// Read and check dir/manifest.json.
 partition_manifest read_manifest(const std::string& dir);
 
