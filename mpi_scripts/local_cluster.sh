@@ -11,6 +11,12 @@
 #                                                  mpirun -np P (default N) COMMAND from host 1,
 #                                                  one host after another (--map-by node);
 #                                                  mpirun options may precede COMMAND
+#   mpi_scripts/local_cluster.sh run --own-data SRC DST [-np P] [--] COMMAND [ARGS...]
+#                                                  the same, each rank in a mount namespace of
+#                                                  its own where DST shows only SRC/h<i>, its
+#                                                  host's directory, and SRC is hidden: data
+#                                                  residency (an owner's data never visible to
+#                                                  another host's processes)
 #   mpi_scripts/local_cluster.sh counters          bytes each host sent and received on its link
 #   mpi_scripts/local_cluster.sh status            hosts, addresses, shaping
 #   mpi_scripts/local_cluster.sh down              delete everything `up` made
@@ -145,11 +151,32 @@ counters() {
   done
 }
 
+# own-data SRC DST COMMAND...: in a new mount namespace, DST becomes SRC/h<i> (i from this
+# host's name) and SRC an empty directory, then COMMAND runs there.
+own_data() {
+  local src=$1 dst=$2 i
+  shift 2
+  [[ $(hostname) =~ ^$name-h([0-9]+)$ ]] || die "own-data: not on a host of cluster '$name' (hostname $(hostname))"
+  i=${BASH_REMATCH[1]}
+  [[ -d $src/h$i ]] || die "own-data: $src/h$i: no directory for host $i"
+  exec unshare --mount --propagation private sh -c \
+    'mount --bind "$1/h$3" "$2" && mount -t tmpfs -o size=64k,mode=0755 retexo-hidden "$1" && shift 3 && exec "$@"' \
+    own-data "$src" "$dst" "$i" "$@"
+}
+
 run() {
-  local n np hostlist i
+  local n np hostlist i own=()
   need_up
   n=$(hosts)
   np=$n
+  if [[ ${1:-} == --own-data ]]; then
+    [[ $# -ge 3 && -d $2 && -d $3 ]] || die "run --own-data SRC DST: both must be directories"
+    local src dst
+    src=$(cd "$2" && pwd) dst=$(cd "$3" && pwd)
+    [[ $dst/ != "$src"/* && $src/ != "$dst"/* ]] || die "run --own-data: SRC and DST must not contain each other"
+    own=("$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")" own-data "$src" "$dst")
+    shift 3
+  fi
   if [[ ${1:-} == -np || ${1:-} == -n ]]; then np=$2; shift 2; fi
   [[ ${1:-} == -- ]] && shift
   [[ $# -gt 0 ]] || die "run: no command"
@@ -170,7 +197,7 @@ run() {
     mpirun -np "$np" --host "$hostlist" --map-by node --bind-to none --oversubscribe \
     --mca plm_rsh_agent "$state/agent" --mca btl tcp,self \
     --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" \
-    -x OMP_NUM_THREADS -x OMPI_MCA_mpi_yield_when_idle "$@"
+    -x OMP_NUM_THREADS -x OMPI_MCA_mpi_yield_when_idle -x "RETEXO_CLUSTER=$name" "${own[@]}" "$@"
 }
 
 status() {
@@ -188,6 +215,7 @@ case $cmd in
   counters) counters ;;
   status) status ;;
   run) run "$@" ;;
+  own-data) [[ $# -ge 3 ]] || die "usage: $0 own-data SRC DST COMMAND..."; own_data "$@" ;;
   with)
     [[ $# -ge 3 ]] || die "usage: $0 with N [RATE] -- COMMAND..."
     n=$1; shift
@@ -205,5 +233,5 @@ case $cmd in
     "$@" &
     wait $!
     ;;
-  *) die "usage: $0 up N | shape RATE|off | run [-np P] [--] COMMAND... | counters | status | down | with N [RATE] -- COMMAND..." ;;
+  *) die "usage: $0 up N | shape RATE|off | run [--own-data SRC DST] [-np P] [--] COMMAND... | counters | status | down | with N [RATE] -- COMMAND..." ;;
 esac

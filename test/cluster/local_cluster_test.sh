@@ -100,5 +100,28 @@ for _ in {1..50}; do kill -0 "$with_pid" 2>/dev/null || break; sleep 0.1; done
 check "with: TERM ends it within 5 s" bash -c "! kill -0 $with_pid 2>/dev/null"
 check "with: nothing left after TERM (namespaces, the command)" bash -c "test $(namespaces) -eq 0 && ! pgrep -f '^sleep 600$' >/dev/null"
 
+# Data residency: two owners' shards, each host's ranks see only their own owner's directory
+# (run --own-data), and training from them gives the partitioned directory's predictions.
+"$apps/retexo_generate" --out "$tmp/r.h5" --nodes 2000 --features 16 --classes 3 --avg-degree 6 --seed 4 >/dev/null
+"$apps/retexo_shard" --graph "$tmp/r.h5" --parts 2 --method metis --out "$tmp/shards" >/dev/null
+"$apps/retexo_partition" --graph "$tmp/r.h5" --parts 2 --method metis --out "$tmp/parts" >/dev/null
+mkdir -p "$tmp/owners/h1" "$tmp/owners/h2" "$tmp/mnt"
+mv "$tmp/shards/shard0.h5" "$tmp/owners/h1/"
+mv "$tmp/shards/shard1.h5" "$tmp/owners/h2/"
+"$cluster" up 2 >/dev/null
+seen=$("$cluster" run --own-data "$tmp/owners" "$tmp/mnt" sh -c "echo \$(hostname): \$(ls $tmp/mnt) / \$(ls $tmp/owners | wc -l)" | sort)
+check "each host sees its own shard only, and no owner's directory ($seen)" \
+  test "$seen" == "$RETEXO_CLUSTER-h1: shard0.h5 / 0"$'\n'"$RETEXO_CLUSTER-h2: shard1.h5 / 0"
+train=(--mode both --rounds 10 --epochs 5 --hidden 32 --std-hidden 32 --deterministic --log-every 1000)
+check "retexo_mpi trains from the owner shards, each rank reading its host's own" \
+  "$cluster" run --own-data "$tmp/owners" "$tmp/mnt" "$apps/retexo_mpi" --data "$tmp/mnt" "${train[@]}" \
+  --predict-out "$tmp/own-pred.h5" --metrics-out "$tmp/own.json"
+check "the partitioned directory's run" "$cluster" run "$apps/retexo_mpi" --data "$tmp/parts" "${train[@]}" \
+  --predict-out "$tmp/dir-pred.h5" --metrics-out "$tmp/dir.json" >/dev/null
+check "owner shards and the partitioned directory give the same predictions, bit for bit" \
+  cmp "$tmp/own-pred.h5" "$tmp/dir-pred.h5"
+check "and the same accuracies" test "$(metric "$tmp/own.json" "r['accuracy']")" == "$(metric "$tmp/dir.json" "r['accuracy']")"
+"$cluster" down
+
 if [[ $failures -gt 0 ]]; then echo "$failures check(s) failed"; exit 1; fi
 echo "all local_cluster checks passed"
