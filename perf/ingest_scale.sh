@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
 # Ingestion and partitioning without one machine holding the graph: the products-scale graph
 # of perf/run_all.sh (2.4M nodes, 123M CSR in-edges, 100 features) partitioned and loaded by
-# 2, 4 and 8 ranks, each rank in a memory cgroup of its own (perf/mem_limit.sh) whose limit is
-# below the single-process path's peak; each rank's peak RSS and the wall time per step.
-#   perf/ingest_scale.sh [OUT_DIR]    PRODUCTS_GRAPH=FILE reuses a graph; LIMIT=1200M sets the
-#                                     per-rank limit; RANKS="2 4 8"; METHODS="random blocks"
+# 2, 4 and 8 ranks, each rank in a memory cgroup of its own (perf/mem_limit.sh) limited to
+# LIMIT_FRACTION (default 0.75) of the single-process path's peak, measured first in the same
+# run; then RETEXO trained from 8 owner shards under TRAIN_LIMIT per rank, beside one process
+# training the whole graph.  Per step: wall time, each rank's peak RSS and CPU seconds (on 2
+# cores, ranks beyond 2 share them: wall time then measures the total work).
+#   perf/ingest_scale.sh [OUT_DIR]     PRODUCTS_GRAPH=FILE reuses a graph; RANKS="2 4 8";
+#                                      METHODS="random blocks"; TRAIN_LIMIT=3000M; TRAIN=0 skips training
 # Steps per rank count P:
 #   partition   mpirun -np P retexo_partition --graph G (each rank reads its slice, writes its part)
 #   slice-load  mpirun -np P retexo_mpi --data G --partition M --mode stats (the same, in memory)
-#   shards      retexo_shard --graph G --parts P (preparation, one process: an owner directory)
+#   shards      retexo_shard --graph G --parts P (preparation in one process: an owners directory)
 #   owner-load  mpirun -np P retexo_mpi --data OWNERS --mode stats (rank r opens shard<r>.h5 only)
-# and once, the single-process path: retexo_partition --graph G --parts 8 in one process.
+# Output: OUT_DIR/ingest_scale.tsv (one row per step) and the logs.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 out=${1:-$root/perf/results/ingest_scale}
@@ -18,7 +21,7 @@ apps=${RETEXO_BUILD_DIR:-$root/build}/apps
 mkdir -p "$out"
 if [[ $(id -u) -eq 0 ]]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 export OMPI_MCA_rmaps_base_oversubscribe=1 OMP_NUM_THREADS=1
-limit=${LIMIT:-1200M}
+limit_fraction=${LIMIT_FRACTION:-0.75}
 methods=${METHODS:-random blocks}
 log() { printf '[%(%H:%M:%S)T] %s\n' -1 "$*"; }
 prod=${PRODUCTS_GRAPH:-$out/products.h5}
@@ -28,36 +31,60 @@ if [[ ! -f $prod ]]; then
     --homophily 0.8 --power-law 2.5 --feature-signal 1.5 --seed 5 >"$out/generate.log"
 fi
 table=$out/ingest_scale.tsv
-printf 'step\tmethod\tranks\tlimit\twall_s\tmax_rank_rss_MB\tsum_rss_MB\tper_rank_rss_MB\n' >"$table"
-# measure STEP METHOD P LIMIT command...: wall time and every rank's peak RSS.
+printf 'step\tmethod\tranks\tlimit_MB\twall_s\tmax_rank_rss_MB\tmax_rank_cpu_s\tper_rank_rss_MB\n' >"$table"
+# measure STEP METHOD P LIMIT command...: one row of the table.
 measure() {
   local step=$1 method=$2 p=$3 lim=$4
   shift 4
   rm -f "$out/rss".*
   local t0 t1
   t0=$(date +%s.%N)
-  "$@" >"$out/$step-$method-p$p.log" 2>&1 || { log "FAILED: $step $method P=$p (see $out/$step-$method-p$p.log)"; tail -5 "$out/$step-$method-p$p.log"; return 1; }
+  if ! "$@" >"$out/$step-$method-p$p.log" 2>&1; then
+    log "FAILED: $step $method P=$p (see $out/$step-$method-p$p.log)"
+    tail -5 "$out/$step-$method-p$p.log"
+    return 1
+  fi
   t1=$(date +%s.%N)
   python3 - "$out" "$step" "$method" "$p" "$lim" "$t0" "$t1" >>"$table" <<'PY'
 import glob, sys
 out, step, method, p, lim, t0, t1 = sys.argv[1:]
-rss = [int(open(f).read().split()[-1]) / 1024 for f in sorted(glob.glob(out + "/rss.*"), key=lambda f: int(f.rsplit(".", 1)[1]))]
-print(f"{step}\t{method}\t{p}\t{lim}\t{float(t1) - float(t0):.1f}\t{max(rss):.0f}\t{sum(rss):.0f}\t{','.join(f'{r:.0f}' for r in rss)}")
+rows = []
+for f in sorted(glob.glob(out + "/rss.*"), key=lambda f: int(f.rsplit(".", 1)[1])):
+    kb, wall, user, sys_s = open(f).read().split()[-4:]
+    rows.append((int(kb) / 1024, float(user) + float(sys_s)))
+print(f"{step}\t{method}\t{p}\t{lim}\t{float(t1) - float(t0):.1f}\t{max(r for r, _ in rows):.0f}\t"
+      f"{max(c for _, c in rows):.1f}\t{','.join(f'{r:.0f}' for r, _ in rows)}")
 PY
   log "$(tail -1 "$table")"
 }
+limited() { # limited MB P command...: under mpirun -np P, each rank limited to MB
+  local mb=$1 p=$2
+  shift 2
+  mpirun -np "$p" --bind-to none "$root/perf/mem_limit.sh" "${mb}M" "$out/rss" "$@"
+}
 log "single-process path: retexo_partition --parts 8 in one process"
-measure single random 1 none "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_partition" --graph "$prod" --parts 8 --method random --out "$out/single-p8"
+measure single random 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_partition" --graph "$prod" --parts 8 \
+  --method random --out "$out/single-p8"
 rm -rf "$out/single-p8"
+single=$(awk -F'\t' '$1 == "single" { print $6 }' "$table")
+lim=$(python3 -c "print(int($single * $limit_fraction))")
+log "per-rank limit: $lim MB ($limit_fraction of the single-process path's $single MB)"
 for p in ${RANKS:-2 4 8}; do
-  lim=$limit
   for m in $methods; do
-    measure partition "$m" "$p" "$lim" mpirun -np "$p" --bind-to none "$root/perf/mem_limit.sh" "$lim" "$out/rss" "$apps/retexo_partition" --graph "$prod" --method "$m" --out "$out/parts-$m-p$p"
+    measure partition "$m" "$p" "$lim" limited "$lim" "$p" "$apps/retexo_partition" --graph "$prod" --method "$m" \
+      --out "$out/parts-$m-p$p"
     rm -rf "$out/parts-$m-p$p"
-    measure slice-load "$m" "$p" "$lim" mpirun -np "$p" --bind-to none "$root/perf/mem_limit.sh" "$lim" "$out/rss" "$apps/retexo_mpi" --data "$prod" --partition "$m" --mode stats
+    measure slice-load "$m" "$p" "$lim" limited "$lim" "$p" "$apps/retexo_mpi" --data "$prod" --partition "$m" --mode stats
   done
-  measure shards random "$p" none "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_shard" --graph "$prod" --parts "$p" --method random --out "$out/owners-p$p"
-  measure owner-load random "$p" "$lim" mpirun -np "$p" --bind-to none "$root/perf/mem_limit.sh" "$lim" "$out/rss" "$apps/retexo_mpi" --data "$out/owners-p$p" --mode stats
+  measure shards random "$p" - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_shard" --graph "$prod" \
+    --parts "$p" --method random --out "$out/owners-p$p"
+  measure owner-load random "$p" "$lim" limited "$lim" "$p" "$apps/retexo_mpi" --data "$out/owners-p$p" --mode stats
   [[ $p -eq 8 ]] || rm -rf "$out/owners-p$p"
 done
+if [[ ${TRAIN:-1} != 0 && -d $out/owners-p8 ]]; then
+  train=(--mode retexo --model gcn --rounds 2 --hidden 256 --exchange-columns 64 --log-every 1000)
+  tl=${TRAIN_LIMIT:-3000M}
+  measure train-single random 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_mpi" --data "$prod" "${train[@]}"
+  measure train-owners random 8 "${tl%M}" limited "${tl%M}" 8 "$apps/retexo_mpi" --data "$out/owners-p8" "${train[@]}"
+fi
 column -t -s $'\t' "$table"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run a command in a memory cgroup of its own (cgroup v1 or v2), limited to LIMIT, and write
-# its peak resident set (KiB) to REPORT.<rank> (rank from Open MPI's environment, else 0).
+# its peak resident set (KiB), wall, user and system seconds to REPORT.<rank> (one line; rank
+# from Open MPI's environment, else 0).
 #   mpirun -np P perf/mem_limit.sh LIMIT REPORT command...   # LIMIT: bytes, or with K/M/G
 # Needs root; without a memory controller it refuses rather than run unlimited.
 set -euo pipefail
@@ -33,7 +34,7 @@ cleanup() { rmdir "$cg" 2>/dev/null || true; }
 trap cleanup EXIT
 rc=0
 # The command runs in the cgroup (a subshell joins it first); /usr/bin/time reports its peak RSS.
-(echo $BASHPID >"$cg/cgroup.procs" && exec /usr/bin/time -f '%M' -o "$report.$rank" "$@") || rc=$?
+(echo $BASHPID >"$cg/cgroup.procs" && exec /usr/bin/time -f '%M %e %U %S' -o "$report.$rank" "$@") || rc=$?
 if [[ -f $cg/memory.failcnt && $(cat "$cg/memory.failcnt") -gt 0 && $rc -ne 0 ]]; then
   echo "$0: rank $rank hit the memory limit ($limit)" >&2
 fi
