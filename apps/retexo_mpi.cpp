@@ -131,13 +131,15 @@ po::options_description declare_options(option_text& t, app_options& a)
     auto& so = a.standard;
     po::options_description d_data("Data");
     d_data.add_options()("data", po::value(&a.data.data),
-                         "partitioned directory (retexo_partition; rank r opens part r only) or graph "
-                         "file (.h5); default: the built-in synthetic graph")(
+                         "partitioned directory (retexo_partition; rank r opens part r only), owners "
+                         "directory (retexo_shard; rank r opens shard<r>.h5 only) or graph file (.h5; each "
+                         "rank reads a slice of it); default: the built-in synthetic graph")(
         "partition", po::value(&a.data.partition)->default_value(a.data.partition),
-        "with a graph file: random | metis | blocks | assignment file (line i = partition of node i)")(
-        "objective", po::value(&t.objective)->default_value(t.objective),
-        "METIS objective: vol | cut")("seed", po::value(&a.data.seed)->default_value(a.data.seed),
-                                      "random seed (partitioning, initialisation, dropout)");
+        "with a graph file: random | metis | blocks | assignment file (line i = partition of node i); a "
+        "directory is partitioned already")("objective", po::value(&t.objective)->default_value(t.objective),
+                                            "METIS objective: vol | cut")(
+        "seed", po::value(&a.data.seed)->default_value(a.data.seed),
+        "random seed (partitioning, initialisation, dropout)");
     po::options_description d_model("Model and mode");
     d_model.add_options()("mode", po::value(&t.mode),
                           "retexo | standard | bns | both (= retexo,standard) | a comma list such as "
