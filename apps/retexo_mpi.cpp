@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -494,10 +495,17 @@ int main(int argc, char** argv)
         std::signal(SIGUSR1, on_stop_signal);
         a.retexo.checkpoint.stop_requested = [] { return stop_signal.load() != 0; };
 
+        const auto t_load = std::chrono::steady_clock::now();
         const auto lp = load_rank_partition(comm, a.data);
+        const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+        const auto load_bytes = comm.ledger().total_sent();
         if (comm.rank() == 0) print_banner(comm, a, lp);
         const auto table = gather_partition_table(comm, lp);
-        if (comm.rank() == 0) std::cout << table;
+        const auto max_load_bytes = comm.allreduce<std::uint64_t>(load_bytes, MPI_MAX, purpose::setup);
+        const auto all_load_bytes = comm.allreduce<std::uint64_t>(load_bytes, MPI_SUM, purpose::setup);
+        if (comm.rank() == 0)
+            std::cout << table << "loaded in " << load_s << " s; the ranks sent " << all_load_bytes
+                      << " bytes to load (busiest rank " << max_load_bytes << ")\n";
         if (a.wants(run_mode::stats)) return cli::exit_ok;
         const train::rank_context ctx(comm, lp, a.inductive);
         const auto runs = run_trainers(ctx, a);
