@@ -159,8 +159,7 @@ local_partition partition_whole_graph(const mpi::communicator& comm, const whole
     node_directory dir(comm, n, a);
     std::vector<node_t> ids(static_cast<std::size_t>(count));
     std::iota(ids.begin(), ids.end(), first);
-    auto share = move_nodes(comm, ids, rows, a);
-    release(rows);
+    auto share = move_nodes(comm, ids, std::move(rows), a);
     share.source = g.source;
     share.info = g.info;
     comm.checked([&] { g.fill(share); });

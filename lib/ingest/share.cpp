@@ -111,7 +111,7 @@ graph_info agree_on_graph(const mpi::communicator& comm, const node_share& mine)
     return info;
 }
 
-node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nodes, const csr& in_edges,
+node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nodes, csr in_edges,
                       std::span<const part_t> dest)
 {
     RETEXO_ENSURE(dest.size() == nodes.size() && in_edges.num_rows() == static_cast<node_t>(nodes.size()),
@@ -120,13 +120,14 @@ node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nod
     const auto [order, offsets] = group_by(dest, comm.size());
     node_share out;
     out.nodes = comm.exchange<node_t>(pick<node_t>(nodes, order), offsets, purpose::setup);
-    const csr rows = pick_rows(in_edges, order);
+    const auto edge_offsets =
+        widen(offsets, order, [&](std::int64_t i) { return in_edges.degree(static_cast<node_t>(i)); });
+    csr rows = pick_rows(in_edges, order);
+    release(in_edges); // at most two copies of the edges at once: the rows to send and those received
     std::vector<offset_t> degrees(order.size());
     for (std::size_t k = 0; k < order.size(); ++k)
         degrees[k] = rows.offsets[k + 1] - rows.offsets[k];
     const auto got_degrees = comm.exchange<offset_t>(degrees, offsets, purpose::setup);
-    const auto edge_offsets =
-        widen(offsets, order, [&](std::int64_t i) { return in_edges.degree(static_cast<node_t>(i)); });
     out.in_edges.sources = comm.exchange<node_t>(rows.sources, edge_offsets, purpose::setup);
     out.in_edges.offsets.resize(got_degrees.size() + 1);
     for (std::size_t i = 0; i < got_degrees.size(); ++i)

@@ -39,7 +39,7 @@ graph_info agree_on_graph(const mpi::communicator& comm, const node_share& mine)
 /// Collective: move node nodes[i] and its in-edges (row i) to rank dest[i].  The result holds
 /// the nodes and in-edges every rank sent here, in rank order and each sender's order (no
 /// features, labels or splits: the receiver reads its own).
-node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nodes, const csr& in_edges,
+node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nodes, csr in_edges,
                       std::span<const part_t> dest);
 
 /// Collective: turn the edges each rank knows into the complete in-edge lists of its own nodes.
