@@ -93,8 +93,8 @@ std::vector<T> communicator::exchange(std::span<const T> send, std::span<const s
     std::vector<std::int64_t> from(static_cast<std::size_t>(size_) + 1, 0);
     for (int r = 0; r < size_; ++r) {
         from[r + 1] = from[r] + recv_counts[r];
-        RETEXO_ENSURE(from[r + 1] <= INT32_MAX, "retexo::mpi::exchange: " << from[r + 1]
-                                                                           << " elements to receive exceed an int count");
+        RETEXO_ENSURE(from[r + 1] <= INT32_MAX,
+                      "retexo::mpi::exchange: " << from[r + 1] << " elements to receive exceed an int count");
         recv_displs[r] = static_cast<int>(from[r]);
     }
     std::vector<T> out(static_cast<std::size_t>(from.back()));
