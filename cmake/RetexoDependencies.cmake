@@ -13,3 +13,6 @@ endif()
 find_package(ZLIB REQUIRED)
 find_package(nlohmann_json 3.10 REQUIRED)
 include(FindMETIS)
+# PT-Scotch (64-bit build) for the distributed partitioner: retexo::ptscotch, with an rpath to
+# its library folder (see cmake/FindPTScotch.cmake).
+find_package(PTScotch REQUIRED)

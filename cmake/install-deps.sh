@@ -11,6 +11,7 @@ packages=(
   libboost-program-options-dev
   libhdf5-openmpi-dev zlib1g-dev
   catch2 libmetis-dev nlohmann-json3-dev
+  libptscotch-dev                       # the distributed partitioner (64-bit build: scotch-int64)
   python3                               # tests compare metrics files; perf/ reports
   slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins  # test/cluster: Slurm on this host
   iproute2                              # mpi_scripts/local_cluster.sh: hosts as network namespaces
