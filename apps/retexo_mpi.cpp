@@ -136,7 +136,8 @@ po::options_description declare_options(option_text& t, app_options& a)
                          "directory (retexo_shard; rank r opens shard<r>.h5 only) or graph file (.h5; each "
                          "rank reads a slice of it); default: the built-in synthetic graph")(
         "partition", po::value(&a.data.partition)->default_value(a.data.partition),
-        "with a graph file: random | metis | blocks | assignment file (line i = partition of node i); a "
+        "with a graph file: random | metis | scotch (PT-Scotch over the ranks' slices) | blocks | assignment file "
+        "(line i = partition of node i); a "
         "directory is partitioned already")("objective", po::value(&t.objective)->default_value(t.objective),
                                             "METIS objective: vol | cut")(
         "seed", po::value(&a.data.seed)->default_value(a.data.seed),

@@ -129,8 +129,9 @@ int main(int argc, char** argv)
             "parts", cli::po::value(&o.parts),
             "number of partitions (under mpirun: the number of ranks, each writes its own part)")(
             "method", cli::po::value(&method)->default_value(method),
-            "random | metis | blocks | given")("objective", cli::po::value(&objective)->default_value(objective),
-                                               "METIS objective: vol (communication volume) | cut (edge cut)")(
+            "random | metis | scotch (PT-Scotch; under mpirun over the ranks' slices) | blocks | given")(
+            "objective", cli::po::value(&objective)->default_value(objective),
+            "METIS objective: vol (communication volume) | cut (edge cut)")(
             "assignment", cli::po::value(&o.assignment_file),
             "with --method given: text file, line i = partition of node i (gpmetis format; .gz ok)")(
             "seed", cli::po::value(&o.seed)->default_value(o.seed), "random seed (random, metis)")(

@@ -42,7 +42,7 @@ int main(int argc, char** argv)
         cli::po::options_description whole("Every owner's shard from a whole graph file");
         whole.add_options()("graph", cli::po::value(&graph_path),
                             "graph file (.h5)")("parts", cli::po::value(&part.parts), "number of owners")(
-            "method", cli::po::value(&method)->default_value(method), "random | metis | blocks | given")(
+            "method", cli::po::value(&method)->default_value(method), "random | metis | scotch | blocks | given")(
             "assignment", cli::po::value(&part.assignment_file), "with --method given: line i = owner of node i")(
             "seed", cli::po::value(&part.seed)->default_value(part.seed), "random seed (random, metis)");
         cli::po::options_description desc("Options");

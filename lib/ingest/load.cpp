@@ -3,6 +3,7 @@
 #include <retexo/ingest/owner_shard.hpp>
 #include <retexo/io/graph_file.hpp>
 #include <retexo/io/partition_files.hpp>
+#include <retexo/partition/ptscotch.hpp>
 
 #include <functional>
 #include <memory>
@@ -130,9 +131,10 @@ std::vector<part_t> slice_assignment(const whole_graph& g, node_t first, node_t 
             a[i] = static_cast<part_t>(static_cast<std::int64_t>(first + i) * parts / n);
         return a;
     }
-    RETEXO_ENSURE(fs::exists(o.partition), "--partition: '" << o.partition
-                                                            << "' is neither random, metis, blocks nor an existing "
-                                                               "assignment file");
+    RETEXO_ENSURE(fs::exists(o.partition), "--partition: '"
+                                               << o.partition
+                                               << "' is neither random, metis, scotch, blocks nor an existing "
+                                                  "assignment file");
     return read_assignment(o.partition, n, parts, first, count);
 }
 
@@ -147,8 +149,13 @@ local_partition partition_whole_graph(const mpi::communicator& comm, const whole
     std::vector<part_t> a;
     comm.checked([&] {
         rows = g.rows(first, count);
-        a = slice_assignment(g, first, count, o, parts);
+        if (o.partition != "scotch") a = slice_assignment(g, first, count, o, parts);
     });
+    if (o.partition == "scotch") { // collective: PT-Scotch over the slices
+        csr_slice slice{first, n, std::move(rows)};
+        a = partition_ptscotch(comm, slice, g.info.directed, parts, o.seed);
+        rows = std::move(slice.in_edges);
+    }
     std::vector<std::int64_t> sizes(static_cast<std::size_t>(parts), 0);
     for (part_t p : a)
         ++sizes[p];

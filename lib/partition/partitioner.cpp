@@ -4,6 +4,7 @@
 #include <retexo/graph/local_partition.hpp>
 #include <retexo/io/text_reader.hpp>
 #include <retexo/partition/partitioner.hpp>
+#include <retexo/partition/ptscotch.hpp>
 
 #include <metis.h>
 
@@ -146,6 +147,10 @@ std::vector<part_t> make_partition(const csr& in_edges, bool directed, const par
         break;
     case partition_method::metis:
         a = partition_metis(in_edges, directed, options.parts, options.objective, options.seed);
+        break;
+    case partition_method::scotch:
+        a = partition_ptscotch(mpi::communicator(MPI_COMM_SELF), csr_slice{0, n, in_edges}, directed, options.parts,
+                               options.seed);
         break;
     case partition_method::given:
         RETEXO_ENSURE(!options.assignment_file.empty(), "--assignment FILE is required with --method given");

@@ -94,6 +94,26 @@ TEST_CASE("every rank loads exactly its nodes and halo", "[mpi][load]")
             check_partition(g, b, lp);
         }
     }
+    SECTION("from a graph file, PT-Scotch over the ranks' slices")
+    {
+        const auto lp = load_rank_partition(comm, {.data = tmp / "g.h5", .partition = "scotch", .seed = 5});
+        // The assignment the ranks made together, from every rank's owned ids.
+        const auto owned = comm.allgatherv(std::span<const node_t>(lp.owned_global), purpose::control);
+        const auto counts = comm.allgather(lp.num_owned(), purpose::control);
+        std::vector<part_t> b(static_cast<std::size_t>(g.num_nodes()), -1);
+        std::size_t at = 0;
+        for (part_t r = 0; r < comm.size(); ++r)
+            for (node_t i = 0; i < counts[r]; ++i)
+                b[owned[at++]] = r;
+        CHECK(std::count(b.begin(), b.end(), -1) == 0);
+        CHECK(lp.assignment_hash == assignment_hash(b, comm.size()));
+        check_partition(g, b, lp);
+        // A min-cut partition: fewer halo nodes than a random one (this graph has little locality).
+        const auto halo_of = [&](const std::vector<part_t>& x) {
+            return compute_partition_stats(g, x, comm.size()).total_halo;
+        };
+        if (comm.size() > 1) CHECK(halo_of(b) < halo_of(partition_random(g.num_nodes(), comm.size(), 5)));
+    }
     SECTION("from a graph file, METIS on every rank agrees")
     {
         const auto lp = load_rank_partition(comm, {.data = tmp / "g.h5", .partition = "metis", .seed = 3});
@@ -321,7 +341,7 @@ TEST_CASE("load errors are raised on every rank", "[mpi][load][bad-input]")
     SECTION("bad partition spec")
     {
         CHECK_THROWS_WITH(load_rank_partition(comm, {.data = tmp / "g.h5", .partition = "spectral"}),
-                          Catch::Contains("neither random, metis, blocks nor an existing assignment file"));
+                          Catch::Contains("neither random, metis, scotch, blocks nor an existing assignment file"));
     }
     SECTION("assignment with an id >= P")
     {

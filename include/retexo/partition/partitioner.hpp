@@ -1,9 +1,10 @@
 #pragma once
 /// @file partitioner.hpp
 /// Node -> partition assignments: random (seeded, balanced), METIS k-way (edge-cut or
-/// communication-volume objective), contiguous blocks, or a given assignment file (line i =
-/// partition of node i, as gpmetis writes it), plus partition statistics and the hash that
-/// identifies an assignment.
+/// communication-volume objective), PT-Scotch k-way min-cut (ptscotch.hpp; distributed when
+/// the graph is), contiguous blocks, or a given assignment file (line i = partition of node
+/// i, as gpmetis writes it), plus partition statistics and the hash that identifies an
+/// assignment.
 
 #include <retexo/core/names.hpp>
 #include <retexo/graph/graph.hpp>
@@ -12,16 +13,17 @@
 
 namespace retexo {
 
-enum class partition_method { random, metis, blocks, given };
+enum class partition_method { random, metis, blocks, given, scotch };
 enum class metis_objective { cut, vol };
 
-constexpr name_table<partition_method, 4> names_of(partition_method)
+constexpr name_table<partition_method, 5> names_of(partition_method)
 {
     return {"partition method",
             {{{partition_method::random, "random"},
               {partition_method::metis, "metis"},
               {partition_method::blocks, "blocks"},
-              {partition_method::given, "given"}}}};
+              {partition_method::given, "given"},
+              {partition_method::scotch, "scotch"}}}};
 }
 constexpr name_table<metis_objective, 2> names_of(metis_objective)
 {
@@ -52,7 +54,8 @@ std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, p
                                     node_t count);
 /// Write an assignment file atomically.
 void write_assignment(const std::string& path, std::span<const part_t> assignment);
-/// Dispatch on options.method.  Throws if any partition would be empty.
+/// Dispatch on options.method (scotch: PT-Scotch in this process alone).  Throws if any
+/// partition would be empty.
 std::vector<part_t> make_partition(const csr& in_edges, bool directed, const partition_options& options);
 /// Throws naming the first empty partition.
 void check_no_empty_part(std::span<const part_t> assignment, part_t parts);
