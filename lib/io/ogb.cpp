@@ -23,7 +23,8 @@ std::string data_file(const fs::path& dir, const std::string& name)
     if (fs::exists(gz)) return gz.string();
     const auto plain = dir / (name + ".csv");
     if (fs::exists(plain)) return plain.string();
-    RETEXO_THROW(gz.string() << ": missing (expected the OGB raw layout, see FORMAT.md)");
+    RETEXO_THROW(gz.string() << ": missing (expected the OGB raw layout: raw/*.csv.gz, or raw/data.npz and "
+                                "raw/node-label.npz; see FORMAT.md)");
 }
 
 std::int64_t read_single_count(const std::string& path)
