@@ -58,8 +58,9 @@ int main(int argc, char** argv)
                   << (r.info.directed ? "directed" : "undirected, symmetrised") << "; " << r.self_loops_dropped
                   << " self loops, " << r.duplicates_dropped << " duplicates dropped), " << r.info.num_features
                   << " features (" << name_of(r.storage) << ", " << 100 * r.density << "% non-zero), "
-                  << r.info.num_classes << " classes, split " << r.split << " " << r.train << "/" << r.valid << "/"
-                  << r.test << " in " << s << " s\n";
+                  << r.info.num_classes << " classes"
+                  << (r.unlabelled > 0 ? " (" + std::to_string(r.unlabelled) + " nodes unlabelled)" : "") << ", split "
+                  << r.split << " " << r.train << "/" << r.valid << "/" << r.test << " in " << s << " s\n";
         return cli::exit_ok;
     });
 }

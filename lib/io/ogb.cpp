@@ -316,6 +316,7 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
                                                         << ")");
         }
     }
+    rep.unlabelled = unlabelled;
     rep.train = sl.train.size();
     rep.valid = sl.valid.size();
     rep.test = sl.test.size();

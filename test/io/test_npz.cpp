@@ -405,6 +405,7 @@ TEST_CASE("OGB binary layout: NaN labels mark unlabelled nodes", "[io][npz][ogb]
     check_same_report(convert_ogb(tmp / "bin", tmp / "bin.h5", o), convert_ogb(tmp / "csv", tmp / "csv.h5", o));
     check_same_file(tmp / "bin.h5", tmp / "csv.h5");
     CHECK(read_graph(tmp / "bin.h5").labels[4] == 0);
+    CHECK(convert_ogb(tmp / "bin", tmp / "bin2.h5").unlabelled == 2);
 
     // A random split needs every node labelled.
     ogb_options rs;

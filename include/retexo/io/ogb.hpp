@@ -34,6 +34,7 @@ struct ogb_report {
     offset_t self_loops_dropped = 0;
     offset_t duplicates_dropped = 0;
     std::size_t train = 0, valid = 0, test = 0;
+    std::size_t unlabelled = 0; ///< binary layout: nodes whose label is NaN (in no split)
     feature_storage storage = feature_storage::dense;
     double density = 0; ///< of the features' first block of rows
 };
