@@ -113,7 +113,8 @@ zip_directory read_directory(int fd, const std::string& path)
     if (at >= 20 && get32(e - 20) == sig_zip64_locator) {
         const std::uint64_t z64 = get64(e - 20 + 8);
         unsigned char r[56];
-        RETEXO_ENSURE(z64 + 56 <= eocd_pos, path << ": corrupt ZIP64 end-of-central-directory locator");
+        RETEXO_ENSURE(z64 <= eocd_pos && eocd_pos - z64 >= 56,
+                      path << ": corrupt ZIP64 end-of-central-directory locator");
         pread_all(fd, r, sizeof r, z64, path);
         RETEXO_ENSURE(get32(r) == sig_zip64_eocd, path << ": corrupt ZIP64 end-of-central-directory record");
         count = get64(r + 32);
@@ -399,13 +400,18 @@ npz_array_reader::npz_array_reader(const std::string& path, const std::string& n
                       where_ << ": stored entry with compressed size " << compressed_size_ << " != size "
                              << uncompressed_size_);
         unsigned char local[30];
-        RETEXO_ENSURE(it->offset + 30 <= dir.cd_offset, where_ << ": local header lies outside the archive data");
+        RETEXO_ENSURE(it->offset <= dir.cd_offset && dir.cd_offset - it->offset >= 30,
+                      where_ << ": local header lies outside the archive data");
         pread_all(fd_, local, sizeof local, it->offset, where_);
         RETEXO_ENSURE(get32(local) == sig_local, where_ << ": corrupt local header (bad signature)");
         data_offset_ = it->offset + 30 + get16(local + 26) + get16(local + 28);
         RETEXO_ENSURE(data_offset_ <= dir.cd_offset && compressed_size_ <= dir.cd_offset - data_offset_,
                       where_ << ": entry data (" << compressed_size_ << " bytes at " << data_offset_
                              << ") runs past the archive's data (truncated or corrupt archive)");
+        // Deflate expands at most 1032:1; a larger claim is corrupt (and would size buffers).
+        RETEXO_ENSURE(method_ != 8 || uncompressed_size_ / 1032 <= compressed_size_,
+                      where_ << ": size " << uncompressed_size_ << " is impossible for " << compressed_size_
+                             << " deflated bytes (corrupt archive)");
         if (method_ == 8) {
             RETEXO_ENSURE(inflateInit2(&z_->z, -MAX_WBITS) == Z_OK, where_ << ": zlib inflateInit2 failed");
             z_->open = true;

@@ -136,17 +136,32 @@ std::int64_t read_npz_count(const std::string& path, const std::string& name)
     return value;
 }
 
+/// The shapes of edge_index (2, E), node_feat (n, F) and node_label (n, 1) or (n,), checked
+/// before any work (and before anything is sized by n).
+void check_npz_shapes(const std::string& data, const std::string& labels, node_t n, std::int64_t num_edges)
+{
+    const npz_array_reader edges(data, "edge_index");
+    RETEXO_ENSURE(edges.shape().size() == 2 && edges.shape()[0] == 2,
+                  edges.where() << ": shape " << edges.shape_string() << ", expected (2, num_edges)");
+    RETEXO_ENSURE(edges.shape()[1] == num_edges,
+                  edges.where() << ": " << edges.shape()[1] << " edges but num_edges_list says " << num_edges);
+    const npz_array_reader feat(data, "node_feat");
+    const auto& fshape = feat.shape();
+    RETEXO_ENSURE(fshape.size() == 2 && fshape[0] == n && fshape[1] > 0 && fshape[1] < (std::int64_t{1} << 31),
+                  feat.where() << ": shape " << feat.shape_string() << ", expected (" << n << ", num_features)");
+    const npz_array_reader label(labels, "node_label");
+    const auto& ls = label.shape();
+    RETEXO_ENSURE(ls.size() == 1 || (ls.size() == 2 && ls[1] == 1),
+                  label.where() << ": shape " << label.shape_string()
+                                << ", expected (num_nodes, 1) (multi-column labels are not supported)");
+    RETEXO_ENSURE(ls[0] == n, label.where() << ": " << ls[0] << " labels for " << n << " nodes");
+}
+
 /// The CSR from edge_index (int, shape (2, E), C order: the E sources, then the E
 /// destinations), streamed twice through two readers; memory is the CSR plus O(n).
 csr read_npz_edges(const std::string& path, node_t n, std::int64_t expected, bool directed, ogb_report& rep)
 {
-    {
-        const npz_array_reader probe(path, "edge_index");
-        RETEXO_ENSURE(probe.shape().size() == 2 && probe.shape()[0] == 2,
-                      probe.where() << ": shape " << probe.shape_string() << ", expected (2, num_edges)");
-        RETEXO_ENSURE(probe.shape()[1] == expected,
-                      probe.where() << ": " << probe.shape()[1] << " edges but num_edges_list says " << expected);
-    }
+    // check_npz_shapes made sure edge_index is (2, expected).
     constexpr std::int64_t block = std::int64_t{1} << 20;
     std::vector<node_t> src(static_cast<std::size_t>(std::min(block, expected)));
     std::vector<node_t> dst(src.size());
@@ -178,12 +193,7 @@ csr read_npz_edges(const std::string& path, node_t n, std::int64_t expected, boo
 /// (stored as 0, labelled[v] = 0).
 std::vector<std::int32_t> read_npz_labels(const std::string& path, node_t n, std::vector<std::uint8_t>& labelled)
 {
-    npz_array_reader a(path, "node_label");
-    const auto& shape = a.shape();
-    RETEXO_ENSURE(shape.size() == 1 || (shape.size() == 2 && shape[1] == 1),
-                  a.where() << ": shape " << a.shape_string()
-                            << ", expected (num_nodes, 1) (multi-column labels are not supported)");
-    RETEXO_ENSURE(shape[0] == n, a.where() << ": " << shape[0] << " labels for " << n << " nodes");
+    npz_array_reader a(path, "node_label"); // check_npz_shapes: (n, 1) or (n,)
     std::vector<std::int32_t> labels(static_cast<std::size_t>(n), 0);
     labelled.assign(static_cast<std::size_t>(n), 1);
     std::vector<double> buf(std::size_t{1} << 16);
@@ -242,6 +252,7 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     const auto n = static_cast<node_t>(n64);
     const auto expected_edges =
         binary ? read_npz_count(data_npz, "num_edges_list") : read_single_count(data_file(raw, "num-edge-list"));
+    if (binary) check_npz_shapes(data_npz, label_npz, n, expected_edges);
 
     // Split: a named one under split/, or one drawn at random after the labels are read.
     fs::path split_dir;
@@ -333,10 +344,7 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     if (binary) {
         feat_npz.emplace(data_npz, "node_feat");
         feat_path = feat_npz->where();
-        const auto& shape = feat_npz->shape();
-        RETEXO_ENSURE(shape.size() == 2 && shape[0] == n && shape[1] > 0 && shape[1] < (std::int64_t{1} << 31),
-                      feat_path << ": shape " << feat_npz->shape_string() << ", expected (" << n << ", num_features)");
-        num_features = static_cast<int>(shape[1]);
+        num_features = static_cast<int>(feat_npz->shape()[1]); // check_npz_shapes: (n, F)
         next_rows = [&](std::vector<float>& block, node_t max_rows) {
             const auto rows = static_cast<node_t>(std::min<std::int64_t>(max_rows, n - seen));
             const std::size_t old = block.size();
@@ -394,7 +402,7 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     std::optional<graph_file_writer> writer;
     constexpr node_t block_rows = 8192;
     std::vector<float> block;
-    block.reserve(static_cast<std::size_t>(block_rows) * num_features);
+    block.reserve(static_cast<std::size_t>(std::min(block_rows, std::max(n, node_t{1}))) * num_features);
     node_t total = 0;
     while (true) {
         block.clear();
