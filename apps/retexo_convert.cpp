@@ -1,4 +1,6 @@
-// retexo_convert: OGB node-property raw directory -> HDF5 graph file.
+// retexo_convert: OGB node-property raw directory -> HDF5 graph file.  Reads the CSV layout
+// (raw/*.csv.gz) and the binary one (raw/data.npz + raw/node-label.npz, e.g. ogbn-papers100M),
+// streaming the features in row blocks.
 #include "cli.hpp"
 
 #include <retexo/io/ogb.hpp>
@@ -13,7 +15,9 @@ int main(int argc, char** argv)
         ogb_options o;
         random_split_spec rs;
         cli::po::options_description desc("Options");
-        desc.add_options()("ogb", cli::po::value(&dir)->required(), "OGB raw dataset directory (raw/, split/)")(
+        desc.add_options()("ogb", cli::po::value(&dir)->required(),
+                           "OGB raw dataset directory: raw/*.csv.gz (CSV layout) or raw/data.npz + raw/node-label.npz "
+                           "(binary layout, as ogbn-papers100M ships; NaN labels mean unlabelled), and split/<name>/")(
             "out,o", cli::po::value(&out)->required(), "output graph file (.h5)")(
             "split", cli::po::value(&o.split), "split name under split/ (default: the only one)")(
             "random-split", cli::po::value(&rs.seed),
@@ -54,8 +58,9 @@ int main(int argc, char** argv)
                   << (r.info.directed ? "directed" : "undirected, symmetrised") << "; " << r.self_loops_dropped
                   << " self loops, " << r.duplicates_dropped << " duplicates dropped), " << r.info.num_features
                   << " features (" << name_of(r.storage) << ", " << 100 * r.density << "% non-zero), "
-                  << r.info.num_classes << " classes, split " << r.split << " " << r.train << "/" << r.valid << "/"
-                  << r.test << " in " << s << " s\n";
+                  << r.info.num_classes << " classes"
+                  << (r.unlabelled > 0 ? " (" + std::to_string(r.unlabelled) + " nodes unlabelled)" : "") << ", split "
+                  << r.split << " " << r.train << "/" << r.valid << "/" << r.test << " in " << s << " s\n";
         return cli::exit_ok;
     });
 }

@@ -9,37 +9,63 @@ csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const nod
 {
     RETEXO_ENSURE(src.size() == dst.size(),
                   "retexo::build_csr: " << src.size() << " sources but " << dst.size() << " destinations");
+    return build_csr_streamed(
+        num_nodes, [&](const edge_block_visitor& visit) { visit(src, dst); }, options, report);
+}
+
+csr build_csr_streamed(node_t num_nodes, const std::function<void(const edge_block_visitor&)>& produce,
+                       const csr_build_options& options, csr_build_report* report)
+{
     RETEXO_ENSURE(num_nodes >= 0, "retexo::build_csr: negative node count " << num_nodes);
     const auto n = static_cast<std::size_t>(num_nodes);
-    const std::size_t m = src.size();
     csr_build_report rep;
-    rep.input_edges = static_cast<offset_t>(m);
 
+    // Pass 1: in-degrees (and out-degrees when symmetrising) after dropping self loops.
     std::vector<offset_t> count(n + 1, 0);
-    for (std::size_t e = 0; e < m; ++e) {
-        const node_t u = src[e];
-        const node_t v = dst[e];
-        RETEXO_ENSURE(u >= 0 && u < num_nodes && v >= 0 && v < num_nodes,
-                      "edge " << e << " (" << u << " -> " << v << ") has a node id outside [0, " << num_nodes << ")");
-        if (u == v && options.drop_self_loops) {
-            ++rep.self_loops_dropped;
-            continue;
+    std::size_t m = 0;
+    produce([&](std::span<const node_t> src, std::span<const node_t> dst) {
+        RETEXO_ENSURE(src.size() == dst.size(),
+                      "retexo::build_csr: " << src.size() << " sources but " << dst.size() << " destinations");
+        for (std::size_t i = 0; i < src.size(); ++i) {
+            const node_t u = src[i];
+            const node_t v = dst[i];
+            RETEXO_ENSURE(u >= 0 && u < num_nodes && v >= 0 && v < num_nodes,
+                          "edge " << m + i << " (" << u << " -> " << v << ") has a node id outside [0, " << num_nodes
+                                  << ")");
+            if (u == v && options.drop_self_loops) {
+                ++rep.self_loops_dropped;
+                continue;
+            }
+            ++count[v + 1];
+            if (options.symmetrise && u != v) ++count[u + 1];
         }
-        ++count[v + 1];
-        if (options.symmetrise && u != v) ++count[u + 1];
-    }
+        m += src.size();
+    });
+    rep.input_edges = static_cast<offset_t>(m);
     for (std::size_t i = 0; i < n; ++i)
         count[i + 1] += count[i];
 
+    // Pass 2: place the sources of each row.
     std::vector<node_t> cols(static_cast<std::size_t>(count[n]));
     std::vector<offset_t> fill(count.begin(), count.end() - 1);
-    for (std::size_t e = 0; e < m; ++e) {
-        const node_t u = src[e];
-        const node_t v = dst[e];
-        if (u == v && options.drop_self_loops) continue;
-        cols[fill[v]++] = u;
-        if (options.symmetrise && u != v) cols[fill[u]++] = v;
-    }
+    std::size_t m2 = 0;
+    produce([&](std::span<const node_t> src, std::span<const node_t> dst) {
+        RETEXO_ENSURE(src.size() == dst.size() && m2 + src.size() <= m,
+                      "retexo::build_csr: the edge list changed between its two passes");
+        for (std::size_t i = 0; i < src.size(); ++i) {
+            const node_t u = src[i];
+            const node_t v = dst[i];
+            RETEXO_ENSURE(u >= 0 && u < num_nodes && v >= 0 && v < num_nodes,
+                          "retexo::build_csr: the edge list changed between its two passes");
+            if (u == v && options.drop_self_loops) continue;
+            RETEXO_ENSURE(fill[v] < count[v + 1] && (!options.symmetrise || u == v || fill[u] < count[u + 1]),
+                          "retexo::build_csr: the edge list changed between its two passes");
+            cols[fill[v]++] = u;
+            if (options.symmetrise && u != v) cols[fill[u]++] = v;
+        }
+        m2 += src.size();
+    });
+    RETEXO_ENSURE(m2 == m, "retexo::build_csr: the edge list changed between its two passes");
     release(fill);
 
     // Sort each row; drop duplicates by compacting in place (row order is preserved).

@@ -58,6 +58,17 @@ absent "$tmp/c.h5"
 expect 1 "--directed must be true or false" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --directed maybe
 expect 1 "--split and --random-split exclude each other" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --split s --random-split 1
 expect 1 "--num-valid needs --random-split" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --num-valid 10
+# The OGB binary layout (raw/data.npz), written by Python's zipfile as numpy would write it.
+if command -v python3 >/dev/null; then
+  here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+  python3 "$here/make_npz_dataset.py" "$tmp/npz"
+  expect 0 "6 nodes, 5 edge lines -> 10 CSR in-edges.*2 features \(dense.*2 classes \(2 nodes unlabelled\), split s 2/1/1" "$apps/retexo_convert" --ogb "$tmp/npz" --out "$tmp/npz.h5"
+  python3 "$here/make_npz_dataset.py" "$tmp/npz-nan" --nan-train
+  expect 1 "train.csv.gz: node 1 has no label \(NaN in .*node-label.npz\)" "$apps/retexo_convert" --ogb "$tmp/npz-nan" --out "$tmp/npz-nan.h5"
+  absent "$tmp/npz-nan.h5"
+else
+  echo "SKIPPED: binary-layout check (no python3)"
+fi
 
 # partition
 expect 1 "missing.h5: cannot open" "$apps/retexo_partition" --graph "$tmp/missing.h5" --parts 2 --out "$tmp/p"

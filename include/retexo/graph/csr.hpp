@@ -5,6 +5,7 @@
 #include <retexo/core/error.hpp>
 #include <retexo/core/types.hpp>
 
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -68,6 +69,16 @@ struct csr_build_report {
 /// O(n + E) memory beyond the output).  Throws if an id is outside [0, n).
 csr build_csr(node_t num_nodes, std::span<const node_t> src, std::span<const node_t> dst,
               const csr_build_options& options = {}, csr_build_report* report = nullptr);
+
+/// Receives one block of an edge list: parallel source and destination ids.
+using edge_block_visitor = std::function<void(std::span<const node_t> src, std::span<const node_t> dst)>;
+
+/// build_csr over an edge list too large to hold: produce(visit) must hand every edge to
+/// visit, in blocks, and is called twice (counting, then filling), delivering the same edges
+/// in the same order each time.  Memory is the output plus O(num_nodes); the result and the
+/// report equal build_csr's on the concatenated blocks.
+csr build_csr_streamed(node_t num_nodes, const std::function<void(const edge_block_visitor&)>& produce,
+                       const csr_build_options& options = {}, csr_build_report* report = nullptr);
 
 /// The transpose (out-edges as rows).  With a CSR whose columns range over num_cols ids,
 /// the result has num_cols rows; each row lists destinations ascending.  If edge_of is given,

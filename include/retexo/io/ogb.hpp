@@ -3,6 +3,10 @@
 /// Reader for the OGB node-property-prediction raw layout (../shared/datasets/FORMAT.md):
 /// raw/{edge,node-feat,node-label,num-node-list,num-edge-list}.csv[.gz] and
 /// split/<name>/{train,valid,test}.csv[.gz].  Every file is streamed through zlib.
+/// The binary layout of OGB's binary=True datasets (ogbn-papers100M) is read too when
+/// raw/data.npz is present: data.npz holds edge_index (2, E), node_feat (N, F) float16/32/64,
+/// num_nodes_list and num_edges_list; raw/node-label.npz holds node_label (N, 1), where NaN
+/// marks a node without a label (stored as 0; it must be in no split).
 
 #include <retexo/graph/graph.hpp>
 #include <retexo/io/features.hpp>
@@ -30,12 +34,14 @@ struct ogb_report {
     offset_t self_loops_dropped = 0;
     offset_t duplicates_dropped = 0;
     std::size_t train = 0, valid = 0, test = 0;
+    std::size_t unlabelled = 0; ///< binary layout: nodes whose label is NaN (in no split)
     feature_storage storage = feature_storage::dense;
     double density = 0; ///< of the features' first block of rows
 };
 
 /// Convert an OGB raw directory into an HDF5 graph file, streaming the features (memory is
-/// the CSR plus one block of feature rows).  The output appears only on success.
+/// the CSR plus one block of feature rows; the CSV layout also holds the edge list, the binary
+/// layout reads edge_index twice instead).  The output appears only on success.
 ogb_report convert_ogb(const std::string& dir, const std::string& out_path, const ogb_options& options = {});
 
 /// Split names present under dir/split.
