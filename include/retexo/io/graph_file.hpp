@@ -52,7 +52,7 @@ public:
     const graph_info& info() const noexcept { return info_; }
     const std::string& path() const noexcept { return file_.path(); }
 
-    csr read_csr() const;                                           ///< validated
+    csr read_csr() const; ///< validated
     /// The in-edges of rows [row0, row0 + rows) (offsets rebased to 0), validated.
     csr read_csr_rows(node_t row0, node_t rows) const;
     /// Labels of rows [row0, row0 + rows), validated.
