@@ -67,6 +67,7 @@ int partition_distributed(const mpi::communicator& comm, const std::string& grap
     d.partition = o.method == partition_method::given ? o.assignment_file : name_of(o.method);
     d.objective = o.objective;
     d.seed = o.seed;
+    d.read_features = false; // streamed from the file into the part file below
     const auto lp = load_rank_partition(comm, d);
     const double t_partition = since(t0);
     const auto t1 = clock_type::now();
@@ -74,7 +75,8 @@ int partition_distributed(const mpi::communicator& comm, const std::string& grap
         std::error_code ec;
         fs::create_directories(out, ec);
         RETEXO_ENSURE(fs::is_directory(out), out << ": cannot create directory: " << ec.message());
-        write_partition_file(partition_file_path(out, comm.rank()), lp);
+        const graph_file_reader reader(graph_path);
+        write_partition_file(partition_file_path(out, comm.rank()), lp, &reader);
     });
     write_assignment_pieces(comm, lp, out);
     partition_manifest m;

@@ -46,32 +46,14 @@ struct whole_graph {
     std::function<void(node_share&)> fill;               ///< features, labels, splits of the share's nodes
 };
 
-/// Features of the given rows (ascending), read in blocks of rows.
-node_features read_feature_rows(const graph_file_reader& reader, std::span<const node_t> ids)
-{
-    constexpr node_t block_rows = 1 << 15;
-    const node_t n = reader.info().num_nodes;
-    std::vector<node_features> blocks;
-    std::vector<node_t> keep;
-    for (std::size_t next = 0; next < ids.size();) {
-        const node_t row0 = ids[next] / block_rows * block_rows;
-        const node_t rows = std::min(block_rows, n - row0);
-        keep.clear();
-        for (; next < ids.size() && ids[next] < row0 + rows; ++next)
-            keep.push_back(ids[next] - row0);
-        blocks.push_back(reader.read_features(row0, rows).select_rows(keep));
-    }
-    return vstack(blocks, reader.info().num_features, reader.storage() == feature_storage::sparse);
-}
-
-whole_graph graph_in_file(const std::shared_ptr<const graph_file_reader>& reader)
+whole_graph graph_in_file(const std::shared_ptr<const graph_file_reader>& reader, bool read_features)
 {
     whole_graph g;
     g.source = reader->path();
     g.info = reader->info();
     g.rows = [reader](node_t first, node_t count) { return reader->read_csr_rows(first, count); };
     g.all_rows = [reader] { return reader->read_csr(); };
-    g.fill = [reader](node_share& s) {
+    g.fill = [reader, read_features](node_share& s) {
         const auto& ids = s.nodes;
         constexpr node_t block_rows = 1 << 20;
         for (std::size_t next = 0; next < ids.size();) { // labels, by blocks of rows
@@ -87,7 +69,7 @@ whole_graph graph_in_file(const std::shared_ptr<const graph_file_reader>& reader
             for (node_t v : reader->read_split(name))
                 if (const auto it = std::lower_bound(ids.begin(), ids.end(), v); it != ids.end() && *it == v)
                     s.membership[it - ids.begin()] = which;
-        s.features = read_feature_rows(*reader, ids);
+        if (read_features) s.features = reader->read_feature_rows(ids);
     };
     return g;
 }
@@ -160,9 +142,11 @@ local_partition partition_whole_graph(const mpi::communicator& comm, const whole
     for (part_t p : a)
         ++sizes[p];
     comm.allreduce(std::span<std::int64_t>(sizes), MPI_SUM, purpose::setup);
-    for (part_t p = 0; p < parts; ++p)
-        RETEXO_ENSURE(sizes[p] > 0,
-                      "partition " << p << " of " << parts << " is empty (more partitions than the graph supports?)");
+    comm.checked([&] {
+        for (part_t p = 0; p < parts; ++p)
+            RETEXO_ENSURE(sizes[p] > 0, "partition " << p << " of " << parts
+                                                     << " is empty (more partitions than the graph supports?)");
+    });
     node_directory dir(comm, n, a);
     std::vector<node_t> ids(static_cast<std::size_t>(count));
     std::iota(ids.begin(), ids.end(), first);
@@ -238,16 +222,18 @@ local_partition load_rank_partition(const mpi::communicator& comm, const data_op
     } else {
         std::shared_ptr<const graph_file_reader> reader;
         comm.checked([&] { reader = std::make_shared<const graph_file_reader>(o.data); });
-        lp = partition_whole_graph(comm, graph_in_file(reader), o);
+        lp = partition_whole_graph(comm, graph_in_file(reader, o.read_features), o);
     }
     if (o.normalize_features) normalize_rows(lp.features);
     // Every rank must hold a piece of the same assignment.
     const auto hashes = comm.allgather(lp.assignment_hash, purpose::setup);
-    for (int r = 0; r < parts; ++r)
-        RETEXO_ENSURE(hashes[r] == hashes[0], "rank " << r << " loaded a partition with assignment hash "
-                                                      << hash_to_hex(hashes[r]) << " but rank 0 has "
-                                                      << hash_to_hex(hashes[0])
-                                                      << ": the partition files do not belong together");
+    comm.checked([&] {
+        for (int r = 0; r < parts; ++r)
+            RETEXO_ENSURE(hashes[r] == hashes[0], "rank " << r << " loaded a partition with assignment hash "
+                                                          << hash_to_hex(hashes[r]) << " but rank 0 has "
+                                                          << hash_to_hex(hashes[0])
+                                                          << ": the partition files do not belong together");
+    });
     return lp;
 }
 

@@ -96,17 +96,20 @@ graph_info agree_on_graph(const mpi::communicator& comm, const node_share& mine)
                                    static_cast<std::int64_t>(name.value() >> 1)};
     const auto all = comm.allgatherv(std::span<const std::int64_t>(facts, 4), purpose::setup);
     constexpr const char* what[4] = {"features per node", "classes", "directed (1) / undirected (0)", "name hash"};
-    for (int r = 1; r < comm.size(); ++r)
-        for (int k = 0; k < 4; ++k)
-            RETEXO_ENSURE(all[static_cast<std::size_t>(r) * 4 + k] == all[k],
-                          "the ranks' data disagree: rank " << r << " has " << all[static_cast<std::size_t>(r) * 4 + k]
-                                                            << " " << what[k] << " but rank 0 has " << all[k]
-                                                            << " (rank 0 read " << (comm.rank() == 0 ? mine.source : "")
-                                                            << (comm.rank() == 0 ? "" : "its own share") << ")");
+    comm.checked([&] { // the same check on every rank: an agreed error
+        for (int r = 1; r < comm.size(); ++r)
+            for (int k = 0; k < 4; ++k)
+                RETEXO_ENSURE(all[static_cast<std::size_t>(r) * 4 + k] == all[k],
+                              "the ranks' data disagree: rank "
+                                  << r << " has " << all[static_cast<std::size_t>(r) * 4 + k] << " " << what[k]
+                                  << " but rank 0 has " << all[k]);
+    });
     graph_info info = mine.info;
     const auto total = comm.allreduce<std::int64_t>(mine.size(), MPI_SUM, purpose::setup);
-    RETEXO_ENSURE(total < (std::int64_t{1} << 31),
-                  "the ranks hold " << total << " nodes in all; retexo's node ids are 32-bit (at most 2^31 - 1)");
+    comm.checked([&] {
+        RETEXO_ENSURE(total < (std::int64_t{1} << 31),
+                      "the ranks hold " << total << " nodes in all; retexo's node ids are 32-bit (at most 2^31 - 1)");
+    });
     info.num_nodes = static_cast<node_t>(total);
     return info;
 }

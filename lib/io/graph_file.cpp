@@ -167,6 +167,45 @@ node_features graph_file_reader::read_features(node_t row0, node_t rows) const
     return features_->read(row0, rows);
 }
 
+void graph_file_reader::for_feature_rows(std::span<const node_t> ids,
+                                         const std::function<void(const node_features&)>& f) const
+{
+    constexpr node_t block_rows = 1 << 15;
+    std::vector<node_t> keep;
+    for (std::size_t next = 0; next < ids.size();) {
+        const node_t row0 = ids[next] / block_rows * block_rows;
+        const node_t rows = std::min(block_rows, info_.num_nodes - row0);
+        keep.clear();
+        for (; next < ids.size() && ids[next] < row0 + rows; ++next) {
+            RETEXO_ENSURE(ids[next] >= row0 && (keep.empty() || ids[next] - row0 > keep.back()),
+                          "retexo::graph_file_reader::for_feature_rows: ids must be ascending");
+            keep.push_back(ids[next] - row0);
+        }
+        f(read_features(row0, rows).select_rows(keep));
+    }
+}
+
+node_features graph_file_reader::read_feature_rows(std::span<const node_t> ids) const
+{
+    const auto n = static_cast<Eigen::Index>(ids.size());
+    if (storage() == feature_storage::sparse) {
+        csr_matrix out(0, info_.num_features);
+        for_feature_rows(ids, [&](const node_features& block) {
+            const auto& b = block.sparse();
+            for (std::int64_t i = 0; i < b.rows; ++i)
+                out.push_row(b.row_indices(i), b.row_values(i));
+        });
+        return out;
+    }
+    matrix_f out(n, info_.num_features);
+    Eigen::Index at = 0;
+    for_feature_rows(ids, [&](const node_features& block) {
+        out.middleRows(at, block.rows()) = block.dense();
+        at += block.rows();
+    });
+    return out;
+}
+
 graph read_graph(const std::string& path)
 {
     graph_file_reader r(path);

@@ -180,11 +180,17 @@ void write_manifest(const std::string& out_dir, const partition_manifest& m)
     write_text_atomic((fs::path(out_dir) / "manifest.json").string(), j.dump(2) + "\n");
 }
 
-void write_partition_file(const std::string& path, const local_partition& lp)
+void write_partition_file(const std::string& path, const local_partition& lp, const graph_file_reader* features_from)
 {
+    const bool sparse =
+        features_from != nullptr ? features_from->storage() == feature_storage::sparse : lp.features.is_sparse();
     part_writer w(path, lp, lp.global, lp.part, lp.num_parts, lp.assignment_hash, lp.labels, lp.membership,
-                  lp.features.is_sparse() ? feature_storage::sparse : feature_storage::dense);
-    w.features->append(lp.features);
+                  sparse ? feature_storage::sparse : feature_storage::dense);
+    if (features_from != nullptr)
+        features_from->for_feature_rows(lp.owned_global,
+                                        [&](const node_features& block) { w.features->append(block); });
+    else
+        w.features->append(lp.features);
     w.commit();
 }
 

@@ -267,6 +267,7 @@ TEST_CASE("owner shards that disagree fail on every rank and say why", "[mpi][lo
     {
         if (parts > 1) {
             const auto d = spoil("classes", [&](owner_shard& s) { s.nodes.info.num_classes = 5; });
+            CHECK_THROWS_AS(load_rank_partition(comm, {.data = d}), mpi::agreed_error);
             CHECK_THROWS_WITH(load_rank_partition(comm, {.data = d}), Catch::Contains("classes but rank 0 has 2"));
         }
     }

@@ -21,6 +21,9 @@ struct data_options {
     std::uint64_t seed = 42;
     /// Scale each node's features to sum 1 (rows with a zero sum stay zero).
     bool normalize_features = false;
+    /// With a graph file: false leaves the features out (lp.features empty), for a tool that
+    /// streams them from the file itself (retexo_partition).
+    bool read_features = true;
     csbm_options embedded = embedded_graph_options();
 
     /// The built-in synthetic graph used when no data is given.

@@ -7,6 +7,7 @@
 #include <retexo/io/features.hpp>
 #include <retexo/io/hdf5.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -62,6 +63,11 @@ public:
     /// Feature rows [row0, row0 + rows), stored as the file stores them.
     node_features read_features(node_t row0, node_t rows) const;
     feature_storage storage() const noexcept { return features_->storage(); }
+    /// The feature rows of the given nodes (ascending ids), read in blocks of rows: f gets
+    /// each block's rows of `ids`, in order (so a writer can stream them).
+    void for_feature_rows(std::span<const node_t> ids, const std::function<void(const node_features&)>& f) const;
+    /// The feature rows of the given nodes (ascending ids), stored as the file stores them.
+    node_features read_feature_rows(std::span<const node_t> ids) const;
 
 private:
     h5::file file_;

@@ -6,6 +6,7 @@
 /// labels is read.
 
 #include <retexo/graph/local_partition.hpp>
+#include <retexo/io/graph_file.hpp>
 #include <retexo/partition/partitioner.hpp>
 
 namespace retexo {
@@ -34,8 +35,11 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
 /// Write dir/manifest.json (atomically).
 void write_manifest(const std::string& dir, const partition_manifest& m);
 
-/// Write one rank's partition as its part file (what load_partition reads back).
-void write_partition_file(const std::string& path, const local_partition& lp);
+/// Write one rank's partition as its part file (what load_partition reads back).  With
+/// `features_from`, the owned nodes' features are streamed from that graph file in blocks of
+/// rows instead of taken from lp.features.
+void write_partition_file(const std::string& path, const local_partition& lp,
+                          const graph_file_reader* features_from = nullptr);
 
 /// Read and check dir/manifest.json.
 partition_manifest read_manifest(const std::string& dir);
