@@ -2,9 +2,10 @@
 # Ingestion and partitioning without one machine holding the graph: the products-scale graph
 # of perf/run_all.sh (2.4M nodes, 123M CSR in-edges, 100 features) partitioned and loaded by
 # 2, 4 and 8 ranks, each rank in a memory cgroup of its own (perf/mem_limit.sh) limited to
-# LIMIT_FRACTION (default 0.75) of the single-process path's peak, measured first in the same
-# run; then RETEXO trained from 8 owner shards under TRAIN_LIMIT per rank, beside one process
-# training the whole graph.  Per step: wall time, each rank's peak RSS and CPU seconds (on 2
+# LIMIT_FRACTION (default 0.75) of the single-process path's peak for the same step, measured
+# first in the same run (partitioning: retexo_partition in one process; loading: retexo_mpi
+# -np 1, one process holding the whole graph); then RETEXO trained from 8 owner shards under
+# TRAIN_LIMIT per rank, beside one process training the whole graph.  Per step: wall time, each rank's peak RSS and CPU seconds (on 2
 # cores, ranks beyond 2 share them: wall time then measures the total work).
 #   perf/ingest_scale.sh [OUT_DIR]     PRODUCTS_GRAPH=FILE reuses a graph; RANKS="2 4 8";
 #                                      METHODS="random blocks"; TRAIN_LIMIT=3000M; TRAIN=0 skips training
@@ -62,23 +63,25 @@ limited() { # limited MB P command...: under mpirun -np P, each rank limited to 
   shift 2
   mpirun -np "$p" --bind-to none "$root/perf/mem_limit.sh" "${mb}M" "$out/rss" "$@"
 }
-log "single-process path: retexo_partition --parts 8 in one process"
-measure single random 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_partition" --graph "$prod" --parts 8 \
-  --method random --out "$out/single-p8"
+log "single-process paths: retexo_partition --parts 8, and retexo_mpi -np 1 loading the whole graph"
+measure single-partition random 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_partition" --graph "$prod" \
+  --parts 8 --method random --out "$out/single-p8"
 rm -rf "$out/single-p8"
-single=$(awk -F'\t' '$1 == "single" { print $6 }' "$table")
-lim=$(python3 -c "print(int($single * $limit_fraction))")
-log "per-rank limit: $lim MB ($limit_fraction of the single-process path's $single MB)"
+measure single-load - 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_mpi" --data "$prod" --mode stats
+limit_of() { awk -F'\t' -v s="$1" -v f="$limit_fraction" '$1 == s { printf "%d", $6 * f }' "$table"; }
+plim=$(limit_of single-partition)
+llim=$(limit_of single-load)
+log "per-rank limits: partitioning $plim MB, loading $llim MB ($limit_fraction of the single-process peaks)"
 for p in ${RANKS:-2 4 8}; do
   for m in $methods; do
-    measure partition "$m" "$p" "$lim" limited "$lim" "$p" "$apps/retexo_partition" --graph "$prod" --method "$m" \
+    measure partition "$m" "$p" "$plim" limited "$plim" "$p" "$apps/retexo_partition" --graph "$prod" --method "$m" \
       --out "$out/parts-$m-p$p"
     rm -rf "$out/parts-$m-p$p"
-    measure slice-load "$m" "$p" "$lim" limited "$lim" "$p" "$apps/retexo_mpi" --data "$prod" --partition "$m" --mode stats
+    measure slice-load "$m" "$p" "$llim" limited "$llim" "$p" "$apps/retexo_mpi" --data "$prod" --partition "$m" --mode stats
   done
   measure shards random "$p" - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_shard" --graph "$prod" \
     --parts "$p" --method random --out "$out/owners-p$p"
-  measure owner-load random "$p" "$lim" limited "$lim" "$p" "$apps/retexo_mpi" --data "$out/owners-p$p" --mode stats
+  measure owner-load random "$p" "$llim" limited "$llim" "$p" "$apps/retexo_mpi" --data "$out/owners-p$p" --mode stats
   [[ $p -eq 8 ]] || rm -rf "$out/owners-p$p"
 done
 if [[ ${TRAIN:-1} != 0 && -d $out/owners-p8 ]]; then

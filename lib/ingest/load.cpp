@@ -173,9 +173,9 @@ local_partition partition_from_owners(const mpi::communicator& comm, const std::
     });
     const auto info = agree_on_graph(comm, s.nodes);
     node_directory dir(comm, info.num_nodes, s.nodes.nodes, path);
-    s.nodes.in_edges = gather_in_edges(comm, dir, s.nodes.nodes, s.src, s.dst, info.directed, path);
-    release(s.src);
-    release(s.dst);
+    sort_by_id(s.nodes);
+    s.nodes.in_edges =
+        gather_in_edges(comm, dir, s.nodes.nodes, std::move(s.src), std::move(s.dst), info.directed, path);
     s.nodes.info = info;
     return assemble_partition(comm, std::move(s.nodes), dir);
 }

@@ -19,13 +19,26 @@ std::vector<std::int64_t> widen_ids(std::span<const node_t> ids)
     return {ids.begin(), ids.end()};
 }
 
-std::vector<node_t> narrow_ids(const std::vector<std::int64_t>& ids, const std::string& where)
+/// A 64-bit id dataset read as 32-bit ids, in blocks (never a 64-bit copy of it all).
+std::vector<node_t> read_ids(const h5::file& file, const std::string& name, std::int64_t expected = -1)
 {
-    std::vector<node_t> out(ids.size());
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-        RETEXO_ENSURE(ids[i] >= 0 && ids[i] < (std::int64_t{1} << 31),
-                      where << ": global id " << ids[i] << " (entry " << i << ") is outside [0, 2^31)");
-        out[i] = static_cast<node_t>(ids[i]);
+    const auto d = file.dims(name);
+    RETEXO_ENSURE(d.size() == 1 && (expected < 0 || d[0] == static_cast<hsize_t>(expected)),
+                  file.path() << ": dataset " << name << " must be 1-D"
+                              << (expected < 0 ? std::string() : " with " + std::to_string(expected) + " entries"));
+    std::vector<node_t> out(static_cast<std::size_t>(d[0]));
+    const auto ds = file.open_dataset(name);
+    constexpr std::size_t block = 1 << 20;
+    std::vector<std::int64_t> buf;
+    for (std::size_t at = 0; at < out.size(); at += block) {
+        buf.resize(std::min(block, out.size() - at));
+        file.read_rows<std::int64_t>(ds, name, at, buf.size(), 1, buf.data());
+        for (std::size_t i = 0; i < buf.size(); ++i) {
+            RETEXO_ENSURE(buf[i] >= 0 && buf[i] < (std::int64_t{1} << 31), file.path() << ": " << name << ": global id "
+                                                                                       << buf[i] << " (entry " << at + i
+                                                                                       << ") is outside [0, 2^31)");
+            out[at + i] = static_cast<node_t>(buf[i]);
+        }
     }
     return out;
 }
@@ -136,7 +149,7 @@ owner_shard read_owner_shard(const std::string& path)
                   path << ": invalid feature count " << features << " or class count " << classes);
     n.info.num_features = static_cast<int>(features);
     n.info.num_classes = static_cast<int>(classes);
-    n.nodes = narrow_ids(file.read_vector<std::int64_t>("nodes/global_ids"), path + ": nodes/global_ids");
+    n.nodes = read_ids(file, "nodes/global_ids");
     const auto count = static_cast<std::int64_t>(n.nodes.size());
     n.labels = file.read_vector<std::int32_t>("nodes/labels", count);
     for (std::int64_t i = 0; i < count; ++i)
@@ -148,9 +161,8 @@ owner_shard read_owner_shard(const std::string& path)
         n.membership.push_back(static_cast<split>(c));
     }
     n.features = feature_reader(file, "nodes/features", count, n.info.num_features).read_all();
-    s.src = narrow_ids(file.read_vector<std::int64_t>("edges/src"), path + ": edges/src");
-    s.dst = narrow_ids(file.read_vector<std::int64_t>("edges/dst", static_cast<std::int64_t>(s.src.size())),
-                       path + ": edges/dst");
+    s.src = read_ids(file, "edges/src");
+    s.dst = read_ids(file, "edges/dst", static_cast<std::int64_t>(s.src.size()));
     return s;
 }
 

@@ -138,83 +138,105 @@ node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nod
     return out;
 }
 
-csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, std::span<const node_t> nodes,
-                    std::span<const node_t> src, std::span<const node_t> dst, bool directed, const std::string& source)
+namespace {
+
+/// An arc as one sortable word: destination in the high half, source in the low half.
+std::uint64_t arc_key(node_t dst, node_t src)
 {
-    RETEXO_ENSURE(src.size() == dst.size(),
-                  source << ": " << src.size() << " edge sources but " << dst.size() << " destinations");
-    std::vector<node_t> own(nodes.begin(), nodes.end());
-    std::sort(own.begin(), own.end());
-    const auto is_own = [&](node_t v) { return std::binary_search(own.begin(), own.end(), v); };
-    // Arcs (destination, source): each edge, and its reverse in an undirected graph.
-    std::vector<node_t> arc_dst, arc_src;
-    arc_dst.reserve(src.size() * (directed ? 1 : 2));
-    arc_src.reserve(arc_dst.capacity());
+    return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(dst)) << 32) | static_cast<std::uint32_t>(src);
+}
+node_t arc_dst(std::uint64_t key)
+{
+    return static_cast<node_t>(key >> 32);
+}
+node_t arc_src(std::uint64_t key)
+{
+    return static_cast<node_t>(key & 0xffffffffU);
+}
+
+void sort_unique(std::vector<std::uint64_t>& v)
+{
+    std::sort(v.begin(), v.end());
+    v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+} // namespace
+
+csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, std::span<const node_t> nodes,
+                    std::vector<node_t> src, std::vector<node_t> dst, bool directed, const std::string& source)
+{
     std::ostringstream err;
-    for (std::size_t e = 0; e < src.size(); ++e) {
-        if (err.str().empty() && !is_own(src[e]) && !is_own(dst[e]))
-            err << source << ": edge " << src[e] << " -> " << dst[e]
-                << " touches none of its own nodes (a shard lists the edges incident to the nodes it holds)";
-        arc_dst.push_back(dst[e]);
-        arc_src.push_back(src[e]);
-        if (!directed) {
-            arc_dst.push_back(src[e]);
-            arc_src.push_back(dst[e]);
-        }
-    }
+    const auto is_own = [&](node_t v) { return std::binary_search(nodes.begin(), nodes.end(), v); };
+    if (!ascending(nodes))
+        err << "retexo::gather_in_edges: the nodes must be ascending";
+    else if (src.size() != dst.size())
+        err << source << ": " << src.size() << " edge sources but " << dst.size() << " destinations";
+    else
+        for (std::size_t e = 0; e < src.size(); ++e)
+            if (!is_own(src[e]) && !is_own(dst[e])) {
+                err << source << ": edge " << src[e] << " -> " << dst[e]
+                    << " touches none of its own nodes (a shard lists the edges incident to the nodes it holds)";
+                break;
+            }
     comm.agree(err.str(), purpose::setup);
-    // Each arc goes to the owner of its destination.
-    std::vector<node_t> remote;
-    for (node_t v : arc_dst)
-        if (!is_own(v)) remote.push_back(v);
-    std::sort(remote.begin(), remote.end());
-    remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
-    const auto remote_owner = dir.owners(remote);
-    std::vector<part_t> dest(arc_dst.size(), static_cast<part_t>(comm.rank()));
-    for (std::size_t a = 0; a < arc_dst.size(); ++a)
-        if (!is_own(arc_dst[a]))
-            dest[a] = remote_owner[std::lower_bound(remote.begin(), remote.end(), arc_dst[a]) - remote.begin()];
-    const auto [order, offsets] = group_by(dest, comm.size());
-    std::vector<node_t> pairs(2 * order.size());
-    for (std::size_t k = 0; k < order.size(); ++k) {
-        pairs[2 * k] = arc_dst[order[k]];
-        pairs[2 * k + 1] = arc_src[order[k]];
+    // Arcs into this rank's nodes stay here; the others (an undirected edge's reverse, or a
+    // directed edge listed by its source's owner) go to their destination's owner.  An
+    // undirected edge listed by both owners, as a whole graph's CSR lists it, is sent by neither.
+    std::vector<std::uint64_t> local;
+    for (std::size_t e = 0; e < src.size(); ++e)
+        if (is_own(dst[e])) local.push_back(arc_key(dst[e], src[e]));
+    sort_unique(local);
+    std::vector<std::uint64_t> extra, away; // local reverses not listed; arcs for other ranks
+    const auto add = [&](node_t d, node_t u) {
+        if (!is_own(d))
+            away.push_back(arc_key(d, u));
+        else if (!std::binary_search(local.begin(), local.end(), arc_key(d, u)))
+            extra.push_back(arc_key(d, u));
+    };
+    for (std::size_t e = 0; e < src.size(); ++e) {
+        if (!is_own(dst[e])) add(dst[e], src[e]);
+        if (!directed && src[e] != dst[e]) add(src[e], dst[e]);
     }
-    release(arc_dst);
-    release(arc_src);
-    std::vector<std::int64_t> pair_offsets(offsets.begin(), offsets.end());
-    for (auto& o : pair_offsets)
-        o *= 2;
-    const auto got = comm.exchange<node_t>(pairs, pair_offsets, purpose::setup);
-    release(pairs);
-    std::vector<std::pair<node_t, node_t>> arcs(got.size() / 2);
-    for (std::size_t k = 0; k < arcs.size(); ++k)
-        arcs[k] = {got[2 * k], got[2 * k + 1]};
-    std::sort(arcs.begin(), arcs.end());
-    arcs.erase(std::unique(arcs.begin(), arcs.end()), arcs.end());
-    // Rows in the order of `nodes`.
-    std::vector<offset_t> degree_sorted(own.size() + 1, 0);
-    for (const auto& [v, u] : arcs)
-        ++degree_sorted[std::lower_bound(own.begin(), own.end(), v) - own.begin() + 1];
-    for (std::size_t i = 0; i < own.size(); ++i)
-        degree_sorted[i + 1] += degree_sorted[i];
+    release(src);
+    release(dst);
+    sort_unique(away);
+    std::vector<node_t> remote;
+    for (auto k : away)
+        if (remote.empty() || remote.back() != arc_dst(k)) remote.push_back(arc_dst(k));
+    const auto remote_owner = dir.owners(remote);
+    std::vector<part_t> dest(away.size());
+    for (std::size_t k = 0, r = 0; k < away.size(); ++k) {
+        while (remote[r] != arc_dst(away[k]))
+            ++r;
+        dest[k] = remote_owner[r];
+    }
+    const auto [order, offsets] = group_by(dest, comm.size());
+    auto received = comm.exchange<std::uint64_t>(pick<std::uint64_t>(away, order), offsets, purpose::setup);
+    release(away);
+    received.insert(received.end(), extra.begin(), extra.end());
+    release(extra);
+    sort_unique(received);
+    // The in-edges of each node (ascending): the merge of the two sorted lists, repeats once.
     csr out;
     out.offsets.assign(nodes.size() + 1, 0);
-    out.sources.reserve(arcs.size());
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-        const auto at = std::lower_bound(own.begin(), own.end(), nodes[i]) - own.begin();
-        for (auto k = degree_sorted[at]; k < degree_sorted[at + 1]; ++k)
-            out.sources.push_back(arcs[k].second);
-        out.offsets[i + 1] = static_cast<offset_t>(out.sources.size());
+    out.sources.reserve(local.size() + received.size());
+    std::size_t i = 0, j = 0, row = 0;
+    while (i < local.size() || j < received.size()) {
+        const bool from_local = j == received.size() || (i < local.size() && local[i] <= received[j]);
+        const auto k = from_local ? local[i] : received[j];
+        if (from_local && j < received.size() && received[j] == k) ++j; // listed on both sides
+        from_local ? ++i : ++j;
+        while (row < nodes.size() && nodes[row] != arc_dst(k))
+            out.offsets[++row] = static_cast<offset_t>(out.sources.size());
+        RETEXO_ENSURE(row < nodes.size(), "internal: arc into node " << arc_dst(k) << " reached a rank not owning it");
+        out.sources.push_back(arc_src(k));
     }
+    while (row < nodes.size())
+        out.offsets[++row] = static_cast<offset_t>(out.sources.size());
     return out;
 }
 
-namespace {
-
-/// Put the share's nodes in ascending global id order (and every per-node array with them),
-/// each in-edge row ascending.
-void sort_share(node_share& s)
+void sort_by_id(node_share& s)
 {
     if (!ascending(s.nodes)) {
         std::vector<std::int64_t> order(s.nodes.size());
@@ -225,15 +247,14 @@ void sort_share(node_share& s)
         s.labels = pick<std::int32_t>(s.labels, order);
         s.membership = pick<split>(s.membership, order);
         s.features = s.features.select_rows(rows);
-        s.in_edges = pick_rows(s.in_edges, order);
+        if (s.in_edges.num_rows() == s.size()) s.in_edges = pick_rows(s.in_edges, order);
     }
+    if (s.in_edges.num_rows() != s.size()) return;
     for (node_t i = 0; i < s.size(); ++i) {
         auto* row = s.in_edges.sources.data() + s.in_edges.offsets[i];
         std::sort(row, row + s.in_edges.degree(i));
     }
 }
-
-} // namespace
 
 local_partition assemble_partition(const mpi::communicator& comm, node_share share, node_directory& dir)
 {
@@ -244,7 +265,7 @@ local_partition assemble_partition(const mpi::communicator& comm, node_share sha
     else if (share.size() == 0)
         err << share.source << ": holds no node (rank " << comm.rank() << " would have an empty partition)";
     comm.agree(err.str(), purpose::setup);
-    sort_share(share);
+    sort_by_id(share);
     local_partition lp;
     lp.owned_global = std::move(share.nodes);
     const auto& own = lp.owned_global;

@@ -186,6 +186,55 @@ TEST_CASE("owner shards: each rank reads its own shard and gets the partition of
     comm.barrier();
 }
 
+TEST_CASE("owner shards of a directed graph: an edge listed by its source's owner reaches its destination's",
+          "[mpi][load][owners]")
+{
+    const mpi::communicator comm;
+    test::shared_temp_dir tmp(comm);
+    graph g = test::make_graph(50, {}, 3, 2);
+    std::vector<node_t> src, dst;
+    for (node_t v = 0; v < 50; ++v) { // v -> 3v + 1 mod 50 and v -> v + 7 mod 50, one way only
+        src.insert(src.end(), {v, v});
+        dst.insert(dst.end(), {(3 * v + 1) % 50, (v + 7) % 50});
+    }
+    g.directed = true;
+    g.in_edges = build_csr(50, src, dst);
+    const auto a = partition_random(50, comm.size(), 2);
+    if (comm.rank() == 0) {
+        write_graph(g, tmp / "d.h5");
+        write_partitioned(tmp / "d.h5", a, {.parts = comm.size()}, tmp / "parts");
+        fs::create_directories(tmp / "owners");
+        const auto member = split_membership(50, g.train, g.valid, g.test);
+        for (part_t p = 0; p < comm.size(); ++p) {
+            node_share s;
+            s.info = info_of(g);
+            std::vector<node_t> es, ed;
+            for (node_t v = 0; v < 50; ++v)
+                if (a[v] == p) {
+                    s.nodes.push_back(v);
+                    s.labels.push_back(g.labels[v]);
+                    s.membership.push_back(member[v]);
+                }
+            for (std::size_t e = 0; e < src.size(); ++e)
+                if (a[src[e]] == p && (src[e] != dst[e])) { // the source's owner lists it
+                    es.push_back(src[e]);
+                    ed.push_back(dst[e]);
+                }
+            s.features = g.features.select_rows(s.nodes);
+            write_owner_shard(owner_shard_path(tmp / "owners", p), s, es, ed);
+        }
+    }
+    comm.barrier();
+    const auto lp = load_rank_partition(comm, {.data = tmp / "owners"});
+    const auto reference = load_rank_partition(comm, {.data = tmp / "parts"});
+    check_partition(g, a, lp);
+    CHECK(lp.in_edges.sources == reference.in_edges.sources);
+    CHECK(lp.halo_in_degree == reference.halo_in_degree);
+    CHECK(lp.global.num_edges == g.num_edges());
+    CHECK(lp.global.directed);
+    comm.barrier();
+}
+
 TEST_CASE("the node directory answers owners and hashes the assignment slice by slice", "[mpi][load][owners]")
 {
     const mpi::communicator comm;

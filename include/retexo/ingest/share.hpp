@@ -42,12 +42,17 @@ graph_info agree_on_graph(const mpi::communicator& comm, const node_share& mine)
 node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nodes, csr in_edges,
                       std::span<const part_t> dest);
 
-/// Collective: turn the edges each rank knows into the complete in-edge lists of its own nodes.
-/// An edge u -> v (global ids; for an undirected graph both u -> v and v -> u) goes to the
-/// owner of v, found in `dir`; repeated edges count once; rows come out ascending.  Every
-/// edge must touch a node of `nodes` (the rank's own), else the error names `source`.
+/// Put the share's nodes in ascending global id order, and every per-node array (and the
+/// in-edge rows, when there are as many) with them; sort each in-edge row.
+void sort_by_id(node_share& s);
+
+/// Collective: turn the edges each rank knows into the complete in-edge lists of its own nodes
+/// (`nodes`, ascending).  An edge u -> v (global ids; for an undirected graph both u -> v and
+/// v -> u) goes to the owner of v, found in `dir`; repeated edges count once; rows come out
+/// ascending.  Every edge must touch a node of `nodes`, else the error names `source`.  Memory:
+/// the edges as 8-byte words once, plus those that go to or come from other ranks.
 csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, std::span<const node_t> nodes,
-                    std::span<const node_t> src, std::span<const node_t> dst, bool directed, const std::string& source);
+                    std::vector<node_t> src, std::vector<node_t> dst, bool directed, const std::string& source);
 
 /// Collective: this rank's partition from its share (nodes it owns, complete in-edges) and the
 /// directory of owners of all shares: owned rows ascending by global id, halo grouped by
