@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 
 namespace fs = std::filesystem;
 
@@ -229,176 +230,263 @@ std::vector<std::string> ogb_splits(const std::string& dir)
     return names;
 }
 
-ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path, const ogb_options& options)
+namespace {
+
+/// A dataset directory: where its raw files are, and which layout they use.
+struct ogb_layout {
+    std::string dir_name; // as given, for error messages
+    fs::path dir;
+    fs::path raw;
+    meta_info meta;
+    bool binary = false;   // raw/data.npz and raw/node-label.npz instead of the CSV files
+    std::string data_npz;  // raw/data.npz
+    std::string label_npz; // raw/node-label.npz
+};
+
+ogb_layout open_layout(const std::string& dir_name)
 {
-    const fs::path dir(dir_name);
-    RETEXO_ENSURE(fs::is_directory(dir), dir_name << ": not a directory");
-    const fs::path raw = dir / "raw";
-    RETEXO_ENSURE(fs::is_directory(raw), raw.string() << ": missing (expected the OGB raw layout)");
-    const meta_info meta = read_meta(dir);
+    ogb_layout l;
+    l.dir_name = dir_name;
+    l.dir = dir_name;
+    RETEXO_ENSURE(fs::is_directory(l.dir), dir_name << ": not a directory");
+    l.raw = l.dir / "raw";
+    RETEXO_ENSURE(fs::is_directory(l.raw), l.raw.string() << ": missing (expected the OGB raw layout)");
+    l.meta = read_meta(l.dir);
     // The binary layout (OGB's binary=True datasets such as ogbn-papers100M): raw/data.npz
     // and raw/node-label.npz instead of the CSV files.
-    const std::string data_npz = (raw / "data.npz").string();
-    const bool binary = fs::exists(data_npz);
-    const std::string label_npz = (raw / "node-label.npz").string();
-    if (binary)
-        RETEXO_ENSURE(fs::exists(label_npz), label_npz << ": missing (the binary layout has raw/data.npz "
-                                                          "and raw/node-label.npz, see FORMAT.md)");
+    l.data_npz = (l.raw / "data.npz").string();
+    l.binary = fs::exists(l.data_npz);
+    l.label_npz = (l.raw / "node-label.npz").string();
+    if (l.binary)
+        RETEXO_ENSURE(fs::exists(l.label_npz), l.label_npz << ": missing (the binary layout has raw/data.npz "
+                                                              "and raw/node-label.npz, see FORMAT.md)");
+    return l;
+}
 
-    ogb_report rep;
+struct ogb_counts {
+    node_t n = 0;
+    std::int64_t edges = 0;
+};
+
+/// The numbers of nodes (below 2^31) and edges; the binary layout's array shapes are checked
+/// here too, before anything is sized by n.
+ogb_counts read_counts(const ogb_layout& l)
+{
+    ogb_counts c;
     const auto n64 =
-        binary ? read_npz_count(data_npz, "num_nodes_list") : read_single_count(data_file(raw, "num-node-list"));
-    RETEXO_ENSURE(n64 < (std::int64_t{1} << 31), dir_name << ": " << n64 << " nodes exceed 2^31 - 1");
-    const auto n = static_cast<node_t>(n64);
-    const auto expected_edges =
-        binary ? read_npz_count(data_npz, "num_edges_list") : read_single_count(data_file(raw, "num-edge-list"));
-    if (binary) check_npz_shapes(data_npz, label_npz, n, expected_edges);
+        l.binary ? read_npz_count(l.data_npz, "num_nodes_list") : read_single_count(data_file(l.raw, "num-node-list"));
+    RETEXO_ENSURE(n64 < (std::int64_t{1} << 31), l.dir_name << ": " << n64 << " nodes exceed 2^31 - 1");
+    c.n = static_cast<node_t>(n64);
+    c.edges =
+        l.binary ? read_npz_count(l.data_npz, "num_edges_list") : read_single_count(data_file(l.raw, "num-edge-list"));
+    if (l.binary) check_npz_shapes(l.data_npz, l.label_npz, c.n, c.edges);
+    return c;
+}
 
-    // Split: a named one under split/, or one drawn at random after the labels are read.
-    fs::path split_dir;
+/// The split: a named one under split/ (its directory is returned), or one drawn at random
+/// after the labels are read (an empty path is returned).  Sets rep.split.
+fs::path choose_split(const ogb_layout& l, const ogb_options& options, ogb_report& rep)
+{
     if (options.random_split) {
-        RETEXO_ENSURE(options.split.empty(), dir_name << ": give a split name or a random split, not both");
+        RETEXO_ENSURE(options.split.empty(), l.dir_name << ": give a split name or a random split, not both");
         rep.split = "random-" + std::to_string(options.random_split->seed);
-    } else {
-        std::string split = options.split;
-        const auto splits = ogb_splits(dir_name);
-        if (split.empty()) {
-            std::string list;
-            for (const auto& s : splits)
-                list += " " + s;
-            RETEXO_ENSURE(splits.size() == 1, dir_name << ": choose a split with --split (available:"
-                                                       << (list.empty() ? " none" : list) << ")");
-            split = splits[0];
-        }
-        split_dir = dir / "split" / split;
-        RETEXO_ENSURE(fs::is_directory(split_dir), split_dir.string() << ": no such split");
-        rep.split = split;
+        return {};
     }
-
-    const bool directed = options.directed.value_or(meta.directed.value_or(false));
-    csr in_edges;
-    if (binary) {
-        in_edges = read_npz_edges(data_npz, n, expected_edges, directed, rep);
-    } else {
-        std::vector<node_t> src, dst;
-        rep.edge_lines = read_edges(data_file(raw, "edge"), n, expected_edges, src, dst);
-        csr_build_report build;
-        in_edges = build_csr(n, src, dst, {.symmetrise = !directed}, &build);
-        rep.self_loops_dropped = build.self_loops_dropped;
-        rep.duplicates_dropped = build.duplicates_dropped;
+    std::string split = options.split;
+    const auto splits = ogb_splits(l.dir_name);
+    if (split.empty()) {
+        std::string list;
+        for (const auto& s : splits)
+            list += " " + s;
+        RETEXO_ENSURE(splits.size() == 1, l.dir_name << ": choose a split with --split (available:"
+                                                     << (list.empty() ? " none" : list) << ")");
+        split = splits[0];
     }
+    fs::path split_dir = l.dir / "split" / split;
+    RETEXO_ENSURE(fs::is_directory(split_dir), split_dir.string() << ": no such split");
+    rep.split = split;
+    return split_dir;
+}
 
+/// The in-edge CSR of either layout; sets the edge counts of rep.
+csr read_graph(const ogb_layout& l, const ogb_counts& c, bool directed, ogb_report& rep)
+{
+    if (l.binary) return read_npz_edges(l.data_npz, c.n, c.edges, directed, rep);
+    std::vector<node_t> src, dst;
+    rep.edge_lines = read_edges(data_file(l.raw, "edge"), c.n, c.edges, src, dst);
+    csr_build_report build;
+    csr in_edges = build_csr(c.n, src, dst, {.symmetrise = !directed}, &build);
+    rep.self_loops_dropped = build.self_loops_dropped;
+    rep.duplicates_dropped = build.duplicates_dropped;
+    return in_edges;
+}
+
+struct label_data {
+    std::vector<std::int32_t> labels;
     std::vector<std::uint8_t> labelled; // binary layout: 0 for the nodes whose label is NaN
-    const std::string label_path = binary ? label_npz : data_file(raw, "node-label");
-    const auto labels = binary ? read_npz_labels(label_npz, n, labelled) : read_labels(label_path, n);
-    const auto unlabelled = static_cast<std::size_t>(std::count(labelled.begin(), labelled.end(), 0));
-    int num_classes = options.num_classes > 0 ? options.num_classes : meta.num_classes;
-    const int max_label = labels.empty() ? -1 : *std::max_element(labels.begin(), labels.end());
-    if (num_classes <= 0) num_classes = max_label + 1;
-    RETEXO_ENSURE(max_label < num_classes,
-                  label_path << ": label " << max_label << " is outside 0.." << num_classes - 1);
+    std::string path;
+    std::size_t unlabelled = 0;
+    int num_classes = 0;
+};
 
+/// The labels of either layout, and the number of classes (given, from meta.json, or the
+/// largest label + 1).
+label_data read_label_data(const ogb_layout& l, node_t n, const ogb_options& options)
+{
+    label_data y;
+    y.path = l.binary ? l.label_npz : data_file(l.raw, "node-label");
+    y.labels = l.binary ? read_npz_labels(l.label_npz, n, y.labelled) : read_labels(y.path, n);
+    y.unlabelled = static_cast<std::size_t>(std::count(y.labelled.begin(), y.labelled.end(), 0));
+    y.num_classes = options.num_classes > 0 ? options.num_classes : l.meta.num_classes;
+    const int max_label = y.labels.empty() ? -1 : *std::max_element(y.labels.begin(), y.labels.end());
+    if (y.num_classes <= 0) y.num_classes = max_label + 1;
+    RETEXO_ENSURE(max_label < y.num_classes,
+                  y.path << ": label " << max_label << " is outside 0.." << y.num_classes - 1);
+    return y;
+}
+
+/// The train/valid/test node lists: drawn at random, or read from split_dir (whose nodes must
+/// all have a label).
+split_lists read_split_lists(const ogb_layout& l, const fs::path& split_dir, node_t n, const label_data& y,
+                             const ogb_options& options)
+{
     split_lists sl;
     if (options.random_split) {
-        RETEXO_ENSURE(unlabelled == 0, label_path << ": " << unlabelled
-                                                  << " nodes have no label (NaN); a random split needs every node "
-                                                     "labelled, use the dataset's split");
+        RETEXO_ENSURE(y.unlabelled == 0, y.path << ": " << y.unlabelled
+                                                << " nodes have no label (NaN); a random split needs every node "
+                                                   "labelled, use the dataset's split");
         try {
-            sl = random_split(labels, num_classes, *options.random_split);
+            sl = random_split(y.labels, y.num_classes, *options.random_split);
         } catch (const error& e) {
-            RETEXO_THROW(dir_name << ": " << e.what());
+            RETEXO_THROW(l.dir_name << ": " << e.what());
         }
-    } else {
-        sl.train = read_split_file(data_file(split_dir, "train"), n);
-        sl.valid = read_split_file(data_file(split_dir, "valid"), n);
-        sl.test = read_split_file(data_file(split_dir, "test"), n);
-        try {
-            (void)split_membership(n, sl.train, sl.valid, sl.test);
-        } catch (const error& e) {
-            RETEXO_THROW(split_dir.string() << ": " << e.what());
-        }
-        if (unlabelled > 0) {
-            const std::pair<const char*, const std::vector<node_t>*> parts[] = {
-                {"train", &sl.train}, {"valid", &sl.valid}, {"test", &sl.test}};
-            for (const auto& [name, ids] : parts)
-                for (node_t v : *ids)
-                    RETEXO_ENSURE(labelled[v] != 0, data_file(split_dir, name)
-                                                        << ": node " << v << " has no label (NaN in " << label_path
-                                                        << ")");
-        }
+        return sl;
     }
-    rep.unlabelled = unlabelled;
-    rep.train = sl.train.size();
-    rep.valid = sl.valid.size();
-    rep.test = sl.test.size();
+    sl.train = read_split_file(data_file(split_dir, "train"), n);
+    sl.valid = read_split_file(data_file(split_dir, "valid"), n);
+    sl.test = read_split_file(data_file(split_dir, "test"), n);
+    try {
+        (void)split_membership(n, sl.train, sl.valid, sl.test);
+    } catch (const error& e) {
+        RETEXO_THROW(split_dir.string() << ": " << e.what());
+    }
+    if (y.unlabelled > 0) {
+        const std::pair<const char*, const std::vector<node_t>*> parts[] = {
+            {"train", &sl.train}, {"valid", &sl.valid}, {"test", &sl.test}};
+        for (const auto& [name, ids] : parts)
+            for (node_t v : *ids)
+                RETEXO_ENSURE(y.labelled[v] != 0, data_file(split_dir, name)
+                                                      << ": node " << v << " has no label (NaN in " << y.path << ")");
+    }
+    return sl;
+}
 
-    // Features: a source that appends up to max_rows rows to a block and says how many.
-    std::function<node_t(std::vector<float>&, node_t)> next_rows;
+/// Features: a source that appends up to max_rows rows to a block and says how many.
+class feature_rows {
+public:
+    virtual ~feature_rows() = default;
+    virtual node_t next(std::vector<float>& block, node_t max_rows) = 0;
     int num_features = 0;
-    std::string feat_path;
-    std::optional<text_reader> feat;
-    std::optional<npz_array_reader> feat_npz;
-    std::string_view line;
-    std::vector<float> first_row;
-    node_t seen = 0;
-    if (binary) {
-        feat_npz.emplace(data_npz, "node_feat");
-        feat_path = feat_npz->where();
-        num_features = static_cast<int>(feat_npz->shape()[1]); // check_npz_shapes: (n, F)
-        next_rows = [&](std::vector<float>& block, node_t max_rows) {
-            const auto rows = static_cast<node_t>(std::min<std::int64_t>(max_rows, n - seen));
-            const std::size_t old = block.size();
-            block.resize(old + static_cast<std::size_t>(rows) * num_features);
-            feat_npz->read(std::span(block).subspan(old));
-            for (std::size_t i = old; i < block.size(); ++i)
-                if (!std::isfinite(block[i])) {
-                    const auto k = static_cast<std::int64_t>(i - old);
-                    RETEXO_THROW(feat_path << ": non-finite value " << block[i] << " at node "
-                                           << seen + k / num_features << ", feature " << k % num_features);
-                }
-            seen += rows;
-            return rows;
-        };
-    } else {
-        feat.emplace(data_file(raw, "node-feat"));
-        feat_path = feat->path();
-        RETEXO_ENSURE(feat->next(line), feat_path << ": empty feature file");
-        parse_csv_numbers<float>(line, feat->where(), first_row);
-        num_features = static_cast<int>(first_row.size());
-        next_rows = [&](std::vector<float>& block, node_t max_rows) {
-            node_t rows = 0;
-            if (seen == 0 && !first_row.empty()) {
-                block.insert(block.end(), first_row.begin(), first_row.end());
-                release(first_row);
-                rows = seen = 1;
+    std::string path; // for error messages
+};
+
+/// node_feat of raw/data.npz (shape (n, F), checked by check_npz_shapes).
+class npz_feature_rows final : public feature_rows {
+public:
+    npz_feature_rows(const std::string& data_npz, node_t n) : in_(data_npz, "node_feat"), n_(n)
+    {
+        path = in_.where();
+        num_features = static_cast<int>(in_.shape()[1]); // check_npz_shapes: (n, F)
+    }
+    node_t next(std::vector<float>& block, node_t max_rows) override
+    {
+        const auto rows = static_cast<node_t>(std::min<std::int64_t>(max_rows, n_ - seen_));
+        const std::size_t old = block.size();
+        block.resize(old + static_cast<std::size_t>(rows) * num_features);
+        in_.read(std::span(block).subspan(old));
+        for (std::size_t i = old; i < block.size(); ++i)
+            if (!std::isfinite(block[i])) {
+                const auto k = static_cast<std::int64_t>(i - old);
+                RETEXO_THROW(path << ": non-finite value " << block[i] << " at node " << seen_ + k / num_features
+                                  << ", feature " << k % num_features);
             }
-            while (rows < max_rows && feat->next(line)) {
-                RETEXO_ENSURE(seen < n, feat->where() << ": more feature rows than the " << n << " nodes");
-                const auto got = parse_csv_numbers<float>(line, feat->where(), block);
-                RETEXO_ENSURE(got == static_cast<std::size_t>(num_features),
-                              feat->where()
-                                  << ": ragged feature rows: " << got << " values, expected " << num_features);
-                ++rows;
-                ++seen;
-            }
-            return rows;
-        };
+        seen_ += rows;
+        return rows;
     }
 
+private:
+    npz_array_reader in_;
+    node_t n_;
+    node_t seen_ = 0;
+};
+
+/// raw/node-feat.csv(.gz): one row of comma-separated values per node; the first row, read
+/// on opening, gives the number of features.
+class csv_feature_rows final : public feature_rows {
+public:
+    csv_feature_rows(const std::string& file, node_t n) : in_(file), n_(n)
+    {
+        path = in_.path();
+        RETEXO_ENSURE(in_.next(line_), path << ": empty feature file");
+        parse_csv_numbers<float>(line_, in_.where(), first_row_);
+        num_features = static_cast<int>(first_row_.size());
+    }
+    node_t next(std::vector<float>& block, node_t max_rows) override
+    {
+        node_t rows = 0;
+        if (seen_ == 0 && !first_row_.empty()) {
+            block.insert(block.end(), first_row_.begin(), first_row_.end());
+            release(first_row_);
+            rows = seen_ = 1;
+        }
+        while (rows < max_rows && in_.next(line_)) {
+            RETEXO_ENSURE(seen_ < n_, in_.where() << ": more feature rows than the " << n_ << " nodes");
+            const auto got = parse_csv_numbers<float>(line_, in_.where(), block);
+            RETEXO_ENSURE(got == static_cast<std::size_t>(num_features),
+                          in_.where() << ": ragged feature rows: " << got << " values, expected " << num_features);
+            ++rows;
+            ++seen_;
+        }
+        return rows;
+    }
+
+private:
+    text_reader in_;
+    node_t n_;
+    std::string_view line_;
+    std::vector<float> first_row_;
+    node_t seen_ = 0;
+};
+
+std::unique_ptr<feature_rows> open_features(const ogb_layout& l, node_t n)
+{
+    if (l.binary) return std::make_unique<npz_feature_rows>(l.data_npz, n);
+    return std::make_unique<csv_feature_rows>(data_file(l.raw, "node-feat"), n);
+}
+
+graph_info make_info(const ogb_layout& l, const ogb_options& options, bool directed, node_t n, const csr& in_edges,
+                     int num_features, int num_classes)
+{
     graph_info info;
-    info.name = !options.name.empty() ? options.name
-                : !meta.name.empty()  ? meta.name
-                                      : fs::absolute(dir).lexically_normal().filename().string();
-    if (info.name.empty()) info.name = fs::absolute(dir).parent_path().filename().string();
+    info.name = !options.name.empty()  ? options.name
+                : !l.meta.name.empty() ? l.meta.name
+                                       : fs::absolute(l.dir).lexically_normal().filename().string();
+    if (info.name.empty()) info.name = fs::absolute(l.dir).parent_path().filename().string();
     info.directed = directed;
     info.num_nodes = n;
     info.num_edges = in_edges.num_edges();
     info.num_features = num_features;
     info.num_classes = num_classes;
-    rep.info = info;
+    return info;
+}
 
-    // Features, streamed in row blocks straight into the output file.  The storage follows
-    // the density of the first block (unless given): the writer is made when it is complete.
+/// Writes the file: the features, streamed in row blocks straight into it.  The storage follows
+/// the density of the first block (unless given): the writer is made when it is complete.
+void write_graph(const std::string& out_path, const graph_info& info, const csr& in_edges, const label_data& y,
+                 const split_lists& sl, feature_rows& feat, const ogb_options& options, ogb_report& rep)
+{
+    const node_t n = info.num_nodes;
+    const int num_features = feat.num_features;
     std::optional<graph_file_writer> writer;
     constexpr node_t block_rows = 8192;
     std::vector<float> block;
@@ -406,7 +494,7 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
     node_t total = 0;
     while (true) {
         block.clear();
-        const node_t rows = next_rows(block, block_rows);
+        const node_t rows = feat.next(block, block_rows);
         if (rows == 0 && writer) break;
         const matrix_f dense = Eigen::Map<const matrix_f>(block.data(), rows, num_features);
         if (!writer) {
@@ -415,15 +503,40 @@ ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path,
                               : 1.0;
             rep.storage = options.features.value_or(storage_for(rep.density));
             writer.emplace(out_path, info, rep.storage);
-            writer->write_structure(in_edges, labels, sl.train, sl.valid, sl.test);
+            writer->write_structure(in_edges, y.labels, sl.train, sl.valid, sl.test);
         }
         writer->append_features(rep.storage == feature_storage::sparse ? node_features(csr_matrix::from_dense(dense))
                                                                        : node_features(dense));
         total += rows;
         if (rows == 0) break;
     }
-    RETEXO_ENSURE(total == n, feat_path << ": " << total << " feature rows for " << n << " nodes");
+    RETEXO_ENSURE(total == n, feat.path << ": " << total << " feature rows for " << n << " nodes");
     writer->commit();
+}
+
+} // namespace
+
+ogb_report convert_ogb(const std::string& dir_name, const std::string& out_path, const ogb_options& options)
+{
+    const ogb_layout layout = open_layout(dir_name);
+    ogb_report rep;
+    const ogb_counts counts = read_counts(layout);
+    const node_t n = counts.n;
+    const fs::path split_dir = choose_split(layout, options, rep);
+
+    const bool directed = options.directed.value_or(layout.meta.directed.value_or(false));
+    const csr in_edges = read_graph(layout, counts, directed, rep);
+    const label_data y = read_label_data(layout, n, options);
+    const split_lists sl = read_split_lists(layout, split_dir, n, y, options);
+    rep.unlabelled = y.unlabelled;
+    rep.train = sl.train.size();
+    rep.valid = sl.valid.size();
+    rep.test = sl.test.size();
+
+    const auto feat = open_features(layout, n);
+    const graph_info info = make_info(layout, options, directed, n, in_edges, feat->num_features, y.num_classes);
+    rep.info = info;
+    write_graph(out_path, info, in_edges, y, sl, *feat, options, rep);
     return rep;
 }
 

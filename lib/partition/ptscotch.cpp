@@ -161,19 +161,11 @@ csr symmetric_rows(const mpi::communicator& comm, const csr_slice& mine, bool di
     return adj;
 }
 
-} // namespace
-
-std::vector<part_t> partition_ptscotch(const mpi::communicator& comm, const csr_slice& mine, bool directed,
-                                       part_t parts, std::uint64_t seed)
-{
-    return partition_ptscotch(comm, mine, directed, parts, seed, ptscotch_options{});
-}
-
-std::vector<part_t> partition_ptscotch(const mpi::communicator& comm, const csr_slice& mine, bool directed,
-                                       part_t parts, std::uint64_t seed, const ptscotch_options& options)
+/// 1. Local checks, agreed so that every rank throws together.
+void check_arguments(const mpi::communicator& comm, const csr_slice& mine, part_t parts,
+                     const ptscotch_options& options)
 {
     const node_t rows = mine.in_edges.num_rows();
-    // 1. Local checks, agreed so that every rank throws together.
     comm.checked([&] {
         RETEXO_ENSURE(parts >= 1, who << ": the number of parts must be positive, got " << parts);
         RETEXO_ENSURE(options.imbalance >= 0 && options.imbalance < 1,
@@ -191,8 +183,14 @@ std::vector<part_t> partition_ptscotch(const mpi::communicator& comm, const csr_
                           << "-bit SCOTCH_Num, retexo was built against a " << 8 * sizeof(SCOTCH_Num)
                           << "-bit one (the binary lacks the rpath to the scotch-int64 library folder?)");
     });
-    // 2. The slices must be consistent: contiguous in rank order, covering the graph, with the
-    // same arguments everywhere.  Every rank checks the same gathered table.
+}
+
+/// 2. The slices must be consistent: contiguous in rank order, covering the graph, with the
+/// same arguments everywhere.  Every rank checks the same gathered table.  Returns the first
+/// row of every rank's slice, then n.
+std::vector<node_t> agree_slices(const mpi::communicator& comm, const csr_slice& mine, bool directed, part_t parts)
+{
+    const node_t rows = mine.in_edges.num_rows();
     const std::int64_t desc[] = {mine.first_row, rows, mine.num_nodes, parts, directed ? 1 : 0};
     const auto all = comm.allgatherv<std::int64_t>(desc, purpose::setup);
     const node_t n = mine.num_nodes;
@@ -212,27 +210,41 @@ std::vector<part_t> partition_ptscotch(const mpi::communicator& comm, const csr_
                   who << ": the slices cover rows [0, " << starts.back() << ") of a graph of " << n << " nodes");
     RETEXO_ENSURE(parts <= n,
                   who << ": " << parts << " parts for a graph of " << n << " nodes would leave a part empty");
-    if (parts == 1) return std::vector<part_t>(static_cast<std::size_t>(rows), 0);
+    return starts;
+}
 
-    // 3. The symmetric adjacency of this rank's rows, as PT-Scotch arrays (base 0, global ids:
-    // PT-Scotch numbers vertices consecutively in rank order, as the slices are).
+/// This rank's rows as PT-Scotch's distributed graph arrays.
+struct scotch_arrays {
     std::vector<SCOTCH_Num> vertloctab, edgeloctab;
-    {
-        csr adj = symmetric_rows(comm, mine, directed, starts);
-        comm.checked([&] {
-            to_scotch_num(static_cast<std::int64_t>(n), "the number of nodes");
-            to_scotch_num(adj.num_edges(), "this rank's number of arcs");
-            vertloctab.assign(adj.offsets.begin(), adj.offsets.end());
-            // At least one element: PT-Scotch rejects a null edge array on ranks without arcs.
-            edgeloctab.resize(std::max<std::size_t>(adj.sources.size(), 1));
-            std::copy(adj.sources.begin(), adj.sources.end(), edgeloctab.begin());
-        });
-    }
-    const SCOTCH_Num vertlocnbr = rows;
-    const SCOTCH_Num edgelocnbr = vertloctab.back();
+};
 
-    // 4. PT-Scotch: a context with one thread (deterministic, and no threads competing with the
-    // ranks for cores) and its own random generator seeded with `seed`.
+/// 3. The symmetric adjacency of this rank's rows, as PT-Scotch arrays (base 0, global ids:
+/// PT-Scotch numbers vertices consecutively in rank order, as the slices are).
+scotch_arrays build_arrays(const mpi::communicator& comm, const csr_slice& mine, bool directed,
+                           std::span<const node_t> starts)
+{
+    scotch_arrays a;
+    const csr adj = symmetric_rows(comm, mine, directed, starts);
+    comm.checked([&] {
+        to_scotch_num(static_cast<std::int64_t>(mine.num_nodes), "the number of nodes");
+        to_scotch_num(adj.num_edges(), "this rank's number of arcs");
+        a.vertloctab.assign(adj.offsets.begin(), adj.offsets.end());
+        // At least one element: PT-Scotch rejects a null edge array on ranks without arcs.
+        a.edgeloctab.resize(std::max<std::size_t>(adj.sources.size(), 1));
+        std::copy(adj.sources.begin(), adj.sources.end(), a.edgeloctab.begin());
+    });
+    return a;
+}
+
+/// 4. PT-Scotch: a context with one thread (deterministic, and no threads competing with the
+/// ranks for cores) and its own random generator seeded with `seed`.  Returns the part of
+/// each of this rank's rows (at least one element).
+std::vector<SCOTCH_Num> run_scotch(const mpi::communicator& comm, scotch_arrays& a, node_t rows, part_t parts,
+                                   std::uint64_t seed, const ptscotch_options& options)
+{
+    const SCOTCH_Num vertlocnbr = rows;
+    const SCOTCH_Num edgelocnbr = a.vertloctab.back();
+
     scotch_context context;
     scotch_ok(comm, SCOTCH_contextInit(&context.ctx), "SCOTCH_contextInit");
     context.live = true;
@@ -249,8 +261,8 @@ std::vector<part_t> partition_ptscotch(const mpi::communicator& comm, const csr_
     scotch_ok(comm, SCOTCH_dgraphInit(&graph.graph, comm.get()), "SCOTCH_dgraphInit");
     graph.live = true;
     scotch_ok(comm,
-              SCOTCH_dgraphBuild(&graph.graph, 0, vertlocnbr, vertlocnbr, vertloctab.data(), vertloctab.data() + 1,
-                                 nullptr, nullptr, edgelocnbr, edgelocnbr, edgeloctab.data(), nullptr, nullptr),
+              SCOTCH_dgraphBuild(&graph.graph, 0, vertlocnbr, vertlocnbr, a.vertloctab.data(), a.vertloctab.data() + 1,
+                                 nullptr, nullptr, edgelocnbr, edgelocnbr, a.edgeloctab.data(), nullptr, nullptr),
               "SCOTCH_dgraphBuild");
     if (options.check_graph || debug_build) scotch_ok(comm, SCOTCH_dgraphCheck(&graph.graph), "SCOTCH_dgraphCheck");
     scotch_dgraph bound; // the graph seen through the context (SCOTCH_contextBindDgraph initialises it)
@@ -266,8 +278,14 @@ std::vector<part_t> partition_ptscotch(const mpi::communicator& comm, const csr_
 
     std::vector<SCOTCH_Num> partloctab(std::max<std::size_t>(static_cast<std::size_t>(rows), 1), 0);
     scotch_ok(comm, SCOTCH_dgraphPart(&bound.graph, parts, &strat.strat, partloctab.data()), "SCOTCH_dgraphPart");
+    return partloctab;
+}
 
-    // 5. The assignment; every part must have a node (one all-reduce of the part sizes).
+/// 5. The assignment; every part must have a node (one all-reduce of the part sizes).
+std::vector<part_t> check_assignment(const mpi::communicator& comm, const csr_slice& mine,
+                                     std::span<const SCOTCH_Num> partloctab, part_t parts)
+{
+    const node_t rows = mine.in_edges.num_rows();
     std::vector<part_t> assignment(static_cast<std::size_t>(rows));
     std::vector<std::int64_t> sizes(static_cast<std::size_t>(parts), 0);
     comm.checked([&] {
@@ -282,8 +300,31 @@ std::vector<part_t> partition_ptscotch(const mpi::communicator& comm, const csr_
     comm.allreduce<std::int64_t>(sizes, MPI_SUM, purpose::setup);
     const auto empty = std::find(sizes.begin(), sizes.end(), 0);
     RETEXO_ENSURE(empty == sizes.end(), who << ": PT-Scotch left part " << empty - sizes.begin() << " of " << parts
-                                            << " empty (" << n << " nodes)");
+                                            << " empty (" << mine.num_nodes << " nodes)");
     return assignment;
+}
+
+} // namespace
+
+std::vector<part_t> partition_ptscotch(const mpi::communicator& comm, const csr_slice& mine, bool directed,
+                                       part_t parts, std::uint64_t seed)
+{
+    return partition_ptscotch(comm, mine, directed, parts, seed, ptscotch_options{});
+}
+
+std::vector<part_t> partition_ptscotch(const mpi::communicator& comm, const csr_slice& mine, bool directed,
+                                       part_t parts, std::uint64_t seed, const ptscotch_options& options)
+{
+    const node_t rows = mine.in_edges.num_rows();
+    check_arguments(comm, mine, parts, options);
+    const std::vector<node_t> starts = agree_slices(comm, mine, directed, parts);
+    if (parts == 1) return std::vector<part_t>(static_cast<std::size_t>(rows), 0);
+    std::vector<SCOTCH_Num> partloctab;
+    {
+        scotch_arrays arrays = build_arrays(comm, mine, directed, starts);
+        partloctab = run_scotch(comm, arrays, rows, parts, seed, options);
+    }
+    return check_assignment(comm, mine, partloctab, parts);
 }
 
 } // namespace retexo
