@@ -283,18 +283,8 @@ void write_owner_shards(const std::string& graph_path, std::span<const part_t> a
         writers.back()->write_edges(src, dst);
     }
     // One pass over the features in row blocks, each block's rows routed to their owners.
-    constexpr node_t block_rows = 1 << 15;
-    std::vector<std::vector<node_t>> rows_of(static_cast<std::size_t>(parts));
-    for (node_t row = 0; row < info.num_nodes; row += block_rows) {
-        const node_t rows = std::min(block_rows, info.num_nodes - row);
-        const auto block = reader.read_features(row, rows);
-        for (auto& r : rows_of)
-            r.clear();
-        for (node_t r = 0; r < rows; ++r)
-            rows_of[assignment[row + r]].push_back(r);
-        for (part_t p = 0; p < parts; ++p)
-            if (!rows_of[p].empty()) writers[p]->append_features(block.select_rows(rows_of[p]));
-    }
+    reader.route_feature_rows(assignment, parts,
+                              [&](part_t p, const node_features& rows) { writers[p]->append_features(rows); });
     for (auto& w : writers)
         w->commit();
 }

@@ -185,6 +185,24 @@ void graph_file_reader::for_feature_rows(std::span<const node_t> ids,
     }
 }
 
+void graph_file_reader::route_feature_rows(std::span<const part_t> assignment, part_t parts,
+                                           const std::function<void(part_t, const node_features&)>& f) const
+{
+    constexpr node_t block_rows = 1 << 15;
+    std::vector<std::vector<node_t>> rows_of(static_cast<std::size_t>(parts));
+    for (node_t row = 0; row < info_.num_nodes; row += block_rows) {
+        const node_t rows = std::min(block_rows, info_.num_nodes - row);
+        const auto block = read_features(row, rows);
+        for (auto& r : rows_of)
+            r.clear();
+        for (node_t r = 0; r < rows; ++r)
+            rows_of[static_cast<std::size_t>(assignment[row + r])].push_back(r);
+        for (part_t p = 0; p < parts; ++p)
+            if (!rows_of[static_cast<std::size_t>(p)].empty())
+                f(p, block.select_rows(rows_of[static_cast<std::size_t>(p)]));
+    }
+}
+
 node_features graph_file_reader::read_feature_rows(std::span<const node_t> ids) const
 {
     const auto n = static_cast<Eigen::Index>(ids.size());

@@ -13,7 +13,6 @@ namespace fs = std::filesystem;
 namespace retexo {
 
 namespace {
-constexpr node_t feature_block_rows = 1 << 15;
 
 nlohmann::json stats_to_json(const partition_stats& s)
 {
@@ -136,19 +135,9 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
                                                         own_labels, own_split, reader.storage()));
     }
     // One pass over the features, each block's rows routed to their partitions' files.
-    std::vector<std::vector<node_t>> rows_of(static_cast<std::size_t>(parts));
-    for (node_t row = 0; row < info.num_nodes; row += feature_block_rows) {
-        const node_t rows = std::min(feature_block_rows, info.num_nodes - row);
-        const auto block = reader.read_features(row, rows);
-        for (auto& r : rows_of)
-            r.clear();
-        for (node_t r = 0; r < rows; ++r)
-            rows_of[static_cast<std::size_t>(assignment[row + r])].push_back(r);
-        for (part_t p = 0; p < parts; ++p)
-            if (!rows_of[static_cast<std::size_t>(p)].empty())
-                writers[static_cast<std::size_t>(p)]->features->append(
-                    block.select_rows(rows_of[static_cast<std::size_t>(p)]));
-    }
+    reader.route_feature_rows(assignment, parts, [&](part_t p, const node_features& rows) {
+        writers[static_cast<std::size_t>(p)]->features->append(rows);
+    });
     for (auto& w : writers)
         w->commit();
 

@@ -66,6 +66,10 @@ public:
     /// The feature rows of the given nodes (ascending ids), read in blocks of rows: f gets
     /// each block's rows of `ids`, in order (so a writer can stream them).
     void for_feature_rows(std::span<const node_t> ids, const std::function<void(const node_features&)>& f) const;
+    /// One pass over every feature row in blocks: f(p, rows) gets, block after block, the rows
+    /// of the block whose nodes `assignment` gives to part p (in node order).
+    void route_feature_rows(std::span<const part_t> assignment, part_t parts,
+                            const std::function<void(part_t, const node_features&)>& f) const;
     /// The feature rows of the given nodes (ascending ids), stored as the file stores them.
     node_features read_feature_rows(std::span<const node_t> ids) const;
 
