@@ -3,8 +3,8 @@
 # of perf/run_all.sh (2.4M nodes, 123M CSR in-edges, 100 features) partitioned and loaded by
 # 2, 4 and 8 ranks, each rank in a memory cgroup of its own (perf/mem_limit.sh) limited to
 # LIMIT_FRACTION (default 0.75) of the single-process path's peak for the same step, measured
-# first in the same run (partitioning: retexo_partition in one process; loading: retexo_mpi
-# -np 1, one process holding the whole graph); then RETEXO trained from 8 owner shards under
+# first in the same run (partitioning: retexo_partition with the same method in one process;
+# loading: retexo_mpi -np 1, one process holding the whole graph); then RETEXO trained from 8 owner shards under
 # TRAIN_LIMIT per rank, beside one process training the whole graph.  Per step: wall time, each rank's peak RSS and CPU seconds (on 2
 # cores, ranks beyond 2 share them: wall time then measures the total work).
 #   perf/ingest_scale.sh [OUT_DIR]     PRODUCTS_GRAPH=FILE reuses a graph; RANKS="2 4 8";
@@ -40,10 +40,12 @@ measure() {
   rm -f "$out/rss".*
   local t0 t1
   t0=$(date +%s.%N)
-  if ! "$@" >"$out/$step-$method-p$p.log" 2>&1; then
-    log "FAILED: $step $method P=$p (see $out/$step-$method-p$p.log)"
-    tail -5 "$out/$step-$method-p$p.log"
-    return 1
+  if ! "$@" >"$out/$step-$method-p$p.log" 2>&1; then # recorded, and the run goes on
+    local why=failed
+    grep -q "Exit code:    137\|hit the memory limit" "$out/$step-$method-p$p.log" && why="over the limit"
+    printf '%s\t%s\t%s\t%s\t-\t%s\t-\t-\n' "$step" "$method" "$p" "$lim" "$why" >>"$table"
+    log "$(tail -1 "$table") (see $out/$step-$method-p$p.log)"
+    return 0
   fi
   t1=$(date +%s.%N)
   python3 - "$out" "$step" "$method" "$p" "$lim" "$t0" "$t1" >>"$table" <<'PY'
@@ -63,17 +65,18 @@ limited() { # limited MB P command...: under mpirun -np P, each rank limited to 
   shift 2
   mpirun -np "$p" --bind-to none "$root/perf/mem_limit.sh" "${mb}M" "$out/rss" "$@"
 }
-log "single-process paths: retexo_partition --parts 8, and retexo_mpi -np 1 loading the whole graph"
-measure single-partition random 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_partition" --graph "$prod" \
-  --parts 8 --method random --out "$out/single-p8"
-rm -rf "$out/single-p8"
-measure single-load - 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_mpi" --data "$prod" --mode stats
-limit_of() { awk -F'\t' -v s="$1" -v f="$limit_fraction" '$1 == s { printf "%d", $6 * f }' "$table"; }
-plim=$(limit_of single-partition)
-llim=$(limit_of single-load)
-log "per-rank limits: partitioning $plim MB, loading $llim MB ($limit_fraction of the single-process peaks)"
+log "single-process paths: retexo_partition --parts 8 (each method), and retexo_mpi -np 1 loading the whole graph"
+for m in $methods; do
+  measure single-partition "$m" 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_partition" --graph "$prod" \
+    --parts 8 --method "$m" --out "$out/single-p8"
+  rm -rf "$out/single-p8"
+done
+measure single-load random 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_mpi" --data "$prod" --mode stats
+limit_of() { awk -F'\t' -v s="$1" -v m="$2" -v f="$limit_fraction" '$1 == s && $2 == m { printf "%d", $6 * f }' "$table"; }
+llim=$(limit_of single-load random)
 for p in ${RANKS:-2 4 8}; do
   for m in $methods; do
+    plim=$(limit_of single-partition "$m")
     measure partition "$m" "$p" "$plim" limited "$plim" "$p" "$apps/retexo_partition" --graph "$prod" --method "$m" \
       --out "$out/parts-$m-p$p"
     rm -rf "$out/parts-$m-p$p"
