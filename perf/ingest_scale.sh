@@ -8,7 +8,8 @@
 # TRAIN_LIMIT per rank, beside one process training the whole graph.  Per step: wall time, each rank's peak RSS and CPU seconds (on 2
 # cores, ranks beyond 2 share them: wall time then measures the total work).
 #   perf/ingest_scale.sh [OUT_DIR]     PRODUCTS_GRAPH=FILE reuses a graph; RANKS="2 4 8";
-#                                      METHODS="random blocks"; TRAIN_LIMIT=3000M; TRAIN=0 skips training
+#                                      METHODS="random blocks"; TRAIN_LIMIT=3000M; TRAIN=0 skips training,
+#                                      TRAIN_SINGLE=0 the single-process training
 # Steps per rank count P:
 #   partition   mpirun -np P retexo_partition --graph G (each rank reads its slice, writes its part)
 #   slice-load  mpirun -np P retexo_mpi --data G --partition M --mode stats (the same, in memory)
@@ -90,7 +91,8 @@ done
 if [[ ${TRAIN:-1} != 0 && -d $out/owners-p8 ]]; then
   train=(--mode retexo --model gcn --rounds 2 --hidden 256 --exchange-columns 64 --log-every 1000)
   tl=${TRAIN_LIMIT:-3000M}
-  measure train-single random 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_mpi" --data "$prod" "${train[@]}"
+  [[ ${TRAIN_SINGLE:-1} == 0 ]] ||
+    measure train-single random 1 - "$root/perf/mem_limit.sh" 20G "$out/rss" "$apps/retexo_mpi" --data "$prod" "${train[@]}"
   measure train-owners random 8 "${tl%M}" limited "${tl%M}" 8 "$apps/retexo_mpi" --data "$out/owners-p8" "${train[@]}"
 fi
 column -t -s $'\t' "$table"
