@@ -167,38 +167,49 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
 {
     std::ostringstream err;
     const auto is_own = [&](node_t v) { return std::binary_search(nodes.begin(), nodes.end(), v); };
+    // Which ends are this rank's own (one search each), and so how many arcs stay and leave:
+    // the arrays below are reserved at their size, never regrown.
+    std::vector<bool> own_src(src.size()), own_dst(dst.size());
+    std::size_t n_local = 0, n_away = 0;
     if (!ascending(nodes))
         err << "retexo::gather_in_edges: the nodes must be ascending";
     else if (src.size() != dst.size())
         err << source << ": " << src.size() << " edge sources but " << dst.size() << " destinations";
     else
-        for (std::size_t e = 0; e < src.size(); ++e)
-            if (!is_own(src[e]) && !is_own(dst[e])) {
+        for (std::size_t e = 0; e < src.size(); ++e) {
+            own_src[e] = is_own(src[e]);
+            own_dst[e] = is_own(dst[e]);
+            n_local += own_dst[e] ? 1 : 0;
+            n_away += (own_dst[e] ? 0 : 1) + (!directed && !own_src[e] ? 1 : 0);
+            if (err.str().empty() && !own_src[e] && !own_dst[e])
                 err << source << ": edge " << src[e] << " -> " << dst[e]
                     << " touches none of its own nodes (a shard lists the edges incident to the nodes it holds)";
-                break;
-            }
+        }
     comm.agree(err.str(), purpose::setup);
     // Arcs into this rank's nodes stay here; the others (an undirected edge's reverse, or a
     // directed edge listed by its source's owner) go to their destination's owner.  An
     // undirected edge listed by both owners, as a whole graph's CSR lists it, is sent by neither.
     std::vector<std::uint64_t> local;
+    local.reserve(n_local);
     for (std::size_t e = 0; e < src.size(); ++e)
-        if (is_own(dst[e])) local.push_back(arc_key(dst[e], src[e]));
+        if (own_dst[e]) local.push_back(arc_key(dst[e], src[e]));
     sort_unique(local);
     std::vector<std::uint64_t> extra, away; // local reverses not listed; arcs for other ranks
-    const auto add = [&](node_t d, node_t u) {
-        if (!is_own(d))
+    away.reserve(n_away);
+    const auto add = [&](node_t d, bool own_d, node_t u) {
+        if (!own_d)
             away.push_back(arc_key(d, u));
         else if (!std::binary_search(local.begin(), local.end(), arc_key(d, u)))
             extra.push_back(arc_key(d, u));
     };
     for (std::size_t e = 0; e < src.size(); ++e) {
-        if (!is_own(dst[e])) add(dst[e], src[e]);
-        if (!directed && src[e] != dst[e]) add(src[e], dst[e]);
+        if (!own_dst[e]) add(dst[e], false, src[e]);
+        if (!directed && src[e] != dst[e]) add(src[e], own_src[e], dst[e]);
     }
     release(src);
     release(dst);
+    release(own_src);
+    release(own_dst);
     sort_unique(away);
     std::vector<node_t> remote;
     for (auto k : away)
@@ -213,6 +224,7 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     const auto [order, offsets] = group_by(dest, comm.size());
     auto received = comm.exchange<std::uint64_t>(pick<std::uint64_t>(away, order), offsets, purpose::setup);
     release(away);
+    received.reserve(received.size() + extra.size());
     received.insert(received.end(), extra.begin(), extra.end());
     release(extra);
     sort_unique(received);
