@@ -5,12 +5,11 @@
 #include <retexo/io/partition_files.hpp>
 #include <retexo/partition/ptscotch.hpp>
 
+#include <filesystem>
 #include <functional>
+#include <iomanip>
 #include <memory>
 #include <numeric>
-
-#include <filesystem>
-#include <iomanip>
 #include <sstream>
 
 namespace fs = std::filesystem;
