@@ -187,8 +187,8 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
         }
     comm.agree(err.str(), purpose::setup);
     // Arcs into this rank's nodes stay here; the others (an undirected edge's reverse, or a
-    // directed edge listed by its source's owner) go to their destination's owner.  An
-    // undirected edge listed by both owners, as a whole graph's CSR lists it, is sent by neither.
+    // directed edge listed by its source's owner) go to their destination's owner, who may
+    // have it already (an undirected edge listed by both owners): repeats are merged there.
     std::vector<std::uint64_t> local;
     local.reserve(n_local);
     for (std::size_t e = 0; e < src.size(); ++e)
