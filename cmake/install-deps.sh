@@ -19,7 +19,7 @@ packages=(
 
 # --perf: also what perf/run_all.sh needs for its plots and the PyTorch peer; --golden: what test/golden reads HDF5 with.
 case ${1:-} in
-  --perf) packages+=(python3-matplotlib python3-torch python3-h5py) ;;
+  --perf) packages+=(python3-matplotlib python3-torch python3-h5py time) ;;  # time: perf/mem_limit.sh
   --golden) packages+=(python3-h5py) ;;
 esac
 
