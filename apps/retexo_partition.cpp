@@ -72,9 +72,7 @@ int partition_distributed(const mpi::communicator& comm, const std::string& grap
     const double t_partition = since(t0);
     const auto t1 = clock_type::now();
     comm.checked([&] {
-        std::error_code ec;
-        fs::create_directories(out, ec);
-        RETEXO_ENSURE(fs::is_directory(out), out << ": cannot create directory: " << ec.message());
+        create_output_directory(out);
         const graph_file_reader reader(graph_path);
         write_partition_file(partition_file_path(out, comm.rank()), lp, &reader);
     });

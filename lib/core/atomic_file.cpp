@@ -1,4 +1,6 @@
 #include <retexo/core/atomic_file.hpp>
+
+#include <filesystem>
 #include <retexo/core/error.hpp>
 
 #include <cerrno>
@@ -43,6 +45,13 @@ void write_text_atomic(const std::string& path, const std::string& text)
         RETEXO_ENSURE(f.good(), path << ": write failed: " << std::strerror(errno));
     }
     out.commit();
+}
+
+void create_output_directory(const std::string& dir)
+{
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    RETEXO_ENSURE(!ec && std::filesystem::is_directory(dir), dir << ": cannot create directory: " << ec.message());
 }
 
 } // namespace retexo

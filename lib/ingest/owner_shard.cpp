@@ -253,13 +253,10 @@ void write_owner_shards(const std::string& graph_path, std::span<const part_t> a
     RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == info.num_nodes,
                   "assignment has " << assignment.size() << " entries, graph " << graph_path << " has "
                                     << info.num_nodes << " nodes");
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    RETEXO_ENSURE(!ec && fs::is_directory(out_dir), out_dir << ": cannot create directory: " << ec.message());
+    create_output_directory(out_dir);
     const csr g = reader.read_csr();
     const auto labels = reader.read_labels();
-    const auto membership = split_membership(info.num_nodes, reader.read_split("train"), reader.read_split("valid"),
-                                             reader.read_split("test"));
+    const auto membership = reader.read_membership();
     std::vector<std::vector<node_t>> owned(static_cast<std::size_t>(parts));
     for (node_t v = 0; v < info.num_nodes; ++v)
         owned[assignment[v]].push_back(v);

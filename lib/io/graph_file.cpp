@@ -162,6 +162,11 @@ std::vector<node_t> graph_file_reader::read_split(const std::string& which) cons
     return ids;
 }
 
+std::vector<split> graph_file_reader::read_membership() const
+{
+    return split_membership(info_.num_nodes, read_split("train"), read_split("valid"), read_split("test"));
+}
+
 node_features graph_file_reader::read_features(node_t row0, node_t rows) const
 {
     return features_->read(row0, rows);

@@ -102,14 +102,11 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
                   "assignment has " << assignment.size() << " entries, graph " << graph_path << " has "
                                     << info.num_nodes << " nodes");
     check_no_empty_part(assignment, parts);
-    std::error_code ec;
-    fs::create_directories(out_dir, ec);
-    RETEXO_ENSURE(!ec && fs::is_directory(out_dir), out_dir << ": cannot create directory: " << ec.message());
+    create_output_directory(out_dir);
 
     const csr global = reader.read_csr();
     const auto labels = reader.read_labels();
-    const auto membership = split_membership(info.num_nodes, reader.read_split("train"), reader.read_split("valid"),
-                                             reader.read_split("test"));
+    const auto membership = reader.read_membership();
     const std::uint64_t hash = assignment_hash(assignment, parts);
 
     partition_manifest m;

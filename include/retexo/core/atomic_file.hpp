@@ -32,4 +32,8 @@ private:
 /// Write `text` to `path` atomically.
 void write_text_atomic(const std::string& path, const std::string& text);
 
+/// Create a directory for output files (and its parents) if it does not exist; throws naming
+/// it when that fails.
+void create_output_directory(const std::string& dir);
+
 } // namespace retexo

@@ -60,6 +60,8 @@ public:
     std::vector<std::int32_t> read_labels(node_t row0, node_t rows) const;
     std::vector<std::int32_t> read_labels() const;                  ///< validated against num_classes
     std::vector<node_t> read_split(const std::string& which) const; ///< train|valid|test
+    /// Every node's split membership, from the three split lists.
+    std::vector<split> read_membership() const;
     /// Feature rows [row0, row0 + rows), stored as the file stores them.
     node_features read_features(node_t row0, node_t rows) const;
     feature_storage storage() const noexcept { return features_->storage(); }
