@@ -103,7 +103,7 @@ std::vector<part_t> slice_assignment(const whole_graph& g, node_t first, node_t 
     const auto slice = [&](std::vector<part_t> a) {
         return std::vector<part_t>(a.begin() + first, a.begin() + first + count);
     };
-    if (o.partition == "random") return slice(partition_random(n, parts, o.seed));
+    if (o.partition == "random") return partition_random_rows(n, parts, o.seed, first, count);
     if (o.partition == "metis")
         return slice(partition_metis(g.all_rows(), g.info.directed, parts, o.objective, o.seed));
     if (o.partition == "blocks") {

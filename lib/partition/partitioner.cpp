@@ -18,13 +18,31 @@ namespace retexo {
 
 std::vector<part_t> partition_random(node_t num_nodes, part_t parts, std::uint64_t seed)
 {
+    return partition_random_rows(num_nodes, parts, seed, 0, num_nodes);
+}
+
+std::vector<part_t> partition_random_rows(node_t num_nodes, part_t parts, std::uint64_t seed, node_t first,
+                                          node_t count)
+{
     RETEXO_ENSURE(parts >= 1, "number of partitions must be positive, got " << parts);
-    std::vector<node_t> perm(static_cast<std::size_t>(num_nodes));
-    std::iota(perm.begin(), perm.end(), 0);
-    seeded_shuffle(perm.begin(), perm.end(), counter_rng(seed, rng_stream::partition_random));
-    std::vector<part_t> a(static_cast<std::size_t>(num_nodes));
-    for (std::size_t i = 0; i < perm.size(); ++i)
-        a[perm[i]] = static_cast<part_t>(i % parts);
+    RETEXO_ENSURE(first >= 0 && count >= 0 && static_cast<std::int64_t>(first) + count <= num_nodes,
+                  "partition_random_rows: rows [" << first << ", " << static_cast<std::int64_t>(first) + count
+                                                  << ") are not within the graph's " << num_nodes << " nodes");
+    const counter_rng rng(seed, rng_stream::partition_random);
+    const std::int64_t end = static_cast<std::int64_t>(first) + count;
+    std::vector<part_t> a(static_cast<std::size_t>(count));
+    std::vector<std::int32_t> perm;
+    for (std::int64_t b = first / random_partition_block; b * random_partition_block < end; ++b) {
+        const std::int64_t lo = b * random_partition_block;
+        const std::int64_t hi = std::min<std::int64_t>(lo + random_partition_block, num_nodes);
+        perm.resize(static_cast<std::size_t>(hi - lo));
+        std::iota(perm.begin(), perm.end(), 0);
+        seeded_shuffle(perm.begin(), perm.end(), rng, static_cast<std::uint64_t>(b) << 32);
+        for (std::int64_t i = 0; i < hi - lo; ++i) {
+            const std::int64_t v = lo + perm[static_cast<std::size_t>(i)];
+            if (v >= first && v < end) a[static_cast<std::size_t>(v - first)] = static_cast<part_t>((lo + i) % parts);
+        }
+    }
     return a;
 }
 

@@ -30,6 +30,25 @@ TEST_CASE("random partition is balanced and seeded", "[partition]")
     CHECK(partition_random(1003, 4, 8) != a);
 }
 
+TEST_CASE("random partition spans blocks, balanced, and any row range computes alone", "[partition]")
+{
+    const node_t n = 3 * random_partition_block + 17;
+    const auto a = partition_random(n, 7, 3);
+    const auto c = counts_of(a, 7);
+    CHECK(*std::max_element(c.begin(), c.end()) - *std::min_element(c.begin(), c.end()) <= 1);
+    std::vector<part_t> round_robin(static_cast<std::size_t>(n));
+    for (node_t v = 0; v < n; ++v)
+        round_robin[v] = v % 7;
+    CHECK(a != round_robin); // shuffled
+    for (const auto& [first, count] : std::vector<std::pair<node_t, node_t>>{
+             {0, n}, {0, 1}, {n - 1, 1}, {100, random_partition_block}, {random_partition_block - 3, 6}, {n, 0}}) {
+        INFO("rows [" << first << ", " << first + count << ")");
+        CHECK(partition_random_rows(n, 7, 3, first, count) ==
+              std::vector<part_t>(a.begin() + first, a.begin() + first + count));
+    }
+    CHECK_THROWS_WITH(partition_random_rows(n, 7, 3, n - 1, 2), Catch::Contains("not within the graph's"));
+}
+
 TEST_CASE("blocks partition is contiguous", "[partition]")
 {
     const auto a = partition_blocks(10, 3);

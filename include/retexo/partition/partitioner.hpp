@@ -38,8 +38,17 @@ struct partition_options {
     std::string assignment_file; ///< for partition_method::given
 };
 
-/// Balanced random assignment: a seeded permutation dealt round-robin.
+/// Nodes per block of partition_random.
+inline constexpr node_t random_partition_block = node_t{1} << 16;
+/// Balanced random assignment: the ids are cut into blocks of random_partition_block, each
+/// block's ids are shuffled (seeded by seed and the block's index) and the shuffled ids get
+/// partitions round-robin, continuing from one block to the next; so the part sizes differ by
+/// at most one, and the partition of a node depends on its id, num_nodes, parts and seed only.
 std::vector<part_t> partition_random(node_t num_nodes, part_t parts, std::uint64_t seed);
+/// Rows [first, first + count) of partition_random(num_nodes, parts, seed), computed from the
+/// blocks they touch alone (memory: count + random_partition_block entries).
+std::vector<part_t> partition_random_rows(node_t num_nodes, part_t parts, std::uint64_t seed, node_t first,
+                                          node_t count);
 /// Contiguous id ranges of (nearly) equal size.
 std::vector<part_t> partition_blocks(node_t num_nodes, part_t parts);
 /// METIS_PartGraphKway on the symmetrised graph without self loops.
