@@ -188,10 +188,10 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
                  {"seq", c.seq}, {"stage", c.stage}, {"next_round", c.next_round}, {"step", c.step}})
             f.set_attr(k, v);
         f.set_attr("elapsed", c.elapsed);
-        write_features(f, "inputs/h", c.h);
-        write_features(f, "inputs/h_train", c.h_train);
-        write_features(f, "inputs/skip", c.skip);
-        write_features(f, "inputs/skip_train", c.skip_train);
+        write_features(f, "inputs/h", c.carry.h.all);
+        write_features(f, "inputs/h_train", c.carry.h.train);
+        write_features(f, "inputs/skip", c.carry.skip.all);
+        write_features(f, "inputs/skip_train", c.carry.skip.train);
         std::string names;
         for (std::size_t i = 0; i < c.finished.size(); ++i) {
             f.write_matrix("finished/" + std::to_string(i), c.finished[i].value);
@@ -226,8 +226,8 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
             write_tensors(f, "stage/first_moments", s.first_moments);
             write_tensors(f, "stage/second_moments", s.second_moments);
             write_tensors(f, "stage/best", s.best);
-            write_features(f, "stage/x", s.x);
-            write_features(f, "stage/x_train", s.x_train);
+            write_features(f, "stage/x", s.x.all);
+            write_features(f, "stage/x_train", s.x.train);
             f.set_attr("stage.folds", static_cast<std::int64_t>(s.fold_count.size()));
             for (std::size_t i = 0; i < s.fold_count.size(); ++i)
                 f.set_attr("stage.fold_count." + std::to_string(i), s.fold_count[i]);
@@ -246,10 +246,10 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
     c.next_round = static_cast<int>(f.attr_int("next_round"));
     c.step = f.attr_int("step");
     c.elapsed = f.attr_double("elapsed");
-    c.h = read_features(f, "inputs/h");
-    c.h_train = read_features(f, "inputs/h_train");
-    c.skip = read_features(f, "inputs/skip");
-    c.skip_train = read_features(f, "inputs/skip_train");
+    c.carry.h.all = read_features(f, "inputs/h");
+    c.carry.h.train = read_features(f, "inputs/h_train");
+    c.carry.skip.all = read_features(f, "inputs/skip");
+    c.carry.skip.train = read_features(f, "inputs/skip_train");
     std::stringstream names(f.attr_string("finished_names"));
     for (std::int64_t i = 0; i < f.attr_int("num_finished"); ++i) {
         std::string name;
@@ -282,8 +282,8 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
         s.first_moments = read_tensors(f, "stage/first_moments", n);
         s.second_moments = read_tensors(f, "stage/second_moments", n);
         s.best = read_tensors(f, "stage/best", n);
-        s.x = read_features(f, "stage/x");
-        s.x_train = read_features(f, "stage/x_train");
+        s.x.all = read_features(f, "stage/x");
+        s.x.train = read_features(f, "stage/x_train");
         for (std::int64_t i = 0; i < f.attr_int("stage.folds"); ++i)
             s.fold_count.push_back(f.attr_int("stage.fold_count." + std::to_string(i)));
     }

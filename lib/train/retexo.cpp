@@ -64,8 +64,8 @@ std::string retexo_options::describe() const
 
 namespace {
 
-/// One stage in progress.
-struct retexo_stage {
+/// One stage in progress; stage_progress: what a checkpoint keeps of it.
+struct retexo_stage : stage_progress {
     retexo_stage(int k, const stage_options& so) : k(k), so(so) {}
     int k;
     const stage_options& so;
@@ -75,10 +75,8 @@ struct retexo_stage {
     bool resumed = false;  ///< continues a checkpoint taken inside this stage
     byte_ledger start;     ///< this rank's ledger at the stage's start
     std::chrono::steady_clock::time_point t0;
-    /// The stage's inputs: every owned row's aggregate (dense stages) or every local row
-    /// (graph stages), dense or sparse; x_train: the same over the graph training sees
-    /// (inductive).
-    node_features x, x_train;
+    // x (stage_progress): every owned row's aggregate (dense stages) or every local row
+    // (graph stages), dense or sparse.
     /// One model, or one per fold (cross-fitting); params: all of theirs, in model order.
     std::vector<nn::stage_model> models;
     std::vector<parameter<float>*> params;
@@ -91,8 +89,7 @@ struct retexo_stage {
     std::optional<gathered_rows> all_train;
     /// Cross-fitting: each model's training rows on this rank and over all ranks, and the
     /// fold of every owned row (-1: not a training row).
-    std::vector<std::vector<node_t>> fold_rows;
-    std::vector<std::int64_t> fold_count;
+    std::vector<std::vector<node_t>> fold_rows; // and fold_count (stage_progress)
     std::vector<int> row_fold;
     std::optional<optimizer<float>> opt;
     int batches = 1;
@@ -100,13 +97,8 @@ struct retexo_stage {
     /// Graph stages: plans over each model's training rows, eval_rows, and every owned row.
     std::vector<nn::layer_plan> plans_train;
     std::optional<nn::layer_plan> plan_eval, plan_own, plan_own_train;
-    // The round selection.
-    double best_score = -std::numeric_limits<double>::infinity();
-    int best_round = 0, rounds_done = 0;
-    std::vector<matrix_f> best;
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
 
-    const node_features& train_input(bool inductive) const { return inductive ? x_train : x; }
     nn::stage_model& model() { return models.front(); }
     bool cross_fitted() const { return models.size() > 1; }
 };
@@ -137,7 +129,7 @@ private:
     // What the stage trains on: this rank's training rows or (gathered) every rank's.
     const node_features& training_x(const retexo_stage& s) const
     {
-        return s.all_train ? s.all_train->x : s.train_input(ctx_.inductive);
+        return s.all_train ? s.all_train->x : s.x.for_training(ctx_.inductive);
     }
     std::span<const node_t> training_ids(const retexo_stage& s) const
     {
@@ -178,9 +170,8 @@ private:
     const int loss_k_, valid_k_;    ///< exact mode: fixed-point exponents of the losses
     std::vector<node_t> local_ids_; ///< global id of every local row (dropout keys, batches)
     run_result result_;
-    node_features h_, h_train_;       ///< this stage's inputs, owned rows (h_train_: the training graph's)
-    node_features skip_, skip_train_; ///< --skip: the previous stage's inputs
-    std::int64_t step_ = 0;           ///< optimiser steps of the run (dropout masks)
+    stage_carry carry_;     ///< this stage's inputs (and --skip's)
+    std::int64_t step_ = 0; ///< optimiser steps of the run (dropout masks)
     std::optional<retexo_checkpoint> resumed_;
     checkpoint_identity id_;
     std::int64_t seq_ = 0;
@@ -244,10 +235,10 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
     result_.variant = name_of(o.variant);
     result_.ranks = ctx.comm.size();
     result_.seed = o.seed;
-    h_ = part.features;
+    carry_.h.all = part.features;
     if (ctx.inductive) {
-        h_train_ = part.features;
-        ctx.hide_evaluation_rows(h_train_);
+        carry_.h.train = part.features;
+        ctx.hide_evaluation_rows(carry_.h.train);
     }
     if (checkpointing()) {
         id_ = {part.assignment_hash, ctx.comm.size(), ctx.comm.rank(),
@@ -264,10 +255,7 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
         result_.history = resumed_->history;
         result_.stages = resumed_->stages;
         result_.parameters = resumed_->finished;
-        h_ = resumed_->h;
-        h_train_ = resumed_->h_train;
-        skip_ = resumed_->skip;
-        skip_train_ = resumed_->skip_train;
+        carry_ = resumed_->carry;
     }
     last_checkpoint_ = std::chrono::steady_clock::now();
 }
@@ -290,8 +278,7 @@ retexo_stage retexo_run::open_stage(int k)
 void retexo_run::exchange_and_aggregate(retexo_stage& s)
 {
     if (s.resumed) {
-        s.x = resumed_->current.x;
-        s.x_train = resumed_->current.x_train;
+        static_cast<stage_progress&>(s) = resumed_->current;
         return;
     }
     exchange_inputs(s);
@@ -301,23 +288,22 @@ void retexo_run::exchange_and_aggregate(retexo_stage& s)
             if (!prev.is_sparse() || x.is_sparse()) return beside(x, prev);
             return hstack(csr_matrix::from_dense(x.dense()), prev.sparse());
         };
-        s.x = with_skip(s.x, skip_);
-        if (ctx_.inductive) s.x_train = with_skip(s.x_train, skip_train_);
+        s.x.all = with_skip(s.x.all, carry_.skip.all);
+        if (ctx_.inductive) s.x.train = with_skip(s.x.train, carry_.skip.train);
     }
 }
 
 void retexo_run::exchange_inputs(retexo_stage& s)
 {
     if (s.mlp_only) {
-        s.x = h_;
-        s.x_train = h_train_;
+        s.x = carry_.h;
         return;
     }
     const stage_exchange exchange(*ctx_.halo, o_.exchange, meter_.timer);
     const std::span<const node_t> hidden(ctx_.evaluation_rows); // zero in the training graph's inputs
     if (s.graph) {
-        s.x = exchange.local_rows(h_, {});
-        if (ctx_.inductive) s.x_train = exchange.local_rows(h_train_, hidden);
+        s.x.all = exchange.local_rows(carry_.h.all, {});
+        if (ctx_.inductive) s.x.train = exchange.local_rows(carry_.h.train, hidden);
         return;
     }
     // GCN's aggregate includes the node itself; GraphSAGE keeps the node's own input beside
@@ -332,8 +318,8 @@ void retexo_run::exchange_inputs(retexo_stage& s)
         if (!self_apart) return a;
         return beside(h, a);
     };
-    s.x = input(ctx_.graph, h_, {});
-    if (ctx_.inductive) s.x_train = input(ctx_.train_graph, h_train_, hidden);
+    s.x.all = input(ctx_.graph, carry_.h.all, {});
+    if (ctx_.inductive) s.x.train = input(ctx_.train_graph, carry_.h.train, hidden);
 }
 
 void retexo_run::build_model(retexo_stage& s)
@@ -345,7 +331,7 @@ void retexo_run::build_model(retexo_stage& s)
         s.models.emplace_back(nn::stage_spec{.stage = s.k,
                                              .kind = o_.model,
                                              .graph = s.graph,
-                                             .in = static_cast<int>(s.x.cols()),
+                                             .in = static_cast<int>(s.x.all.cols()),
                                              .hidden = so.hidden,
                                              .classes = C_,
                                              .head = !s.last || o_.variant == retexo_variant::logits,
@@ -377,11 +363,7 @@ void retexo_run::build_model(retexo_stage& s)
         restore(s.params, cur.params);
         s.opt->first_moments() = cur.first_moments;
         s.opt->second_moments() = cur.second_moments;
-        s.opt->set_steps(cur.optimizer_steps);
-        s.best_score = cur.best_score;
-        s.best_round = cur.best_round;
-        s.rounds_done = cur.rounds_done;
-        s.best = cur.best;
+        s.opt->set_steps(cur.optimizer_steps); // the rest of cur was restored with the inputs
     } else {
         agree_initial_parameters(ctx_.comm, s.params);
         s.best = snapshot(s.params);
@@ -400,9 +382,9 @@ void retexo_run::build_model(retexo_stage& s)
 void retexo_run::assign_folds(retexo_stage& s, int k)
 {
     s.fold_rows.assign(static_cast<std::size_t>(k), {});
-    s.fold_count.assign(static_cast<std::size_t>(k), ctx_.global_train);
     if (k == 1) {
         s.fold_rows[0] = training_rows(s);
+        s.fold_count.assign(1, ctx_.global_train);
         return;
     }
     // A node's fold depends on its global id only: the same folds on every partitioning.
@@ -421,13 +403,13 @@ void retexo_run::assign_folds(retexo_stage& s, int k)
         for (int m = 0; m < k; ++m)
             if (m != f) s.fold_rows[static_cast<std::size_t>(m)].push_back(r);
     }
-    if (s.resumed) { // counted before the checkpoint
-        s.fold_count = resumed_->current.fold_count;
+    if (s.resumed) { // counted before the checkpoint, restored with the stage's progress
         RETEXO_ENSURE(static_cast<int>(s.fold_count.size()) == k,
                       "checkpoint: stage " << s.k << " has " << s.fold_count.size() << " fold counts, expected " << k);
         return;
     }
     if (!s.all_train) ctx_.comm.allreduce(std::span<std::int64_t>(in_fold), MPI_SUM, purpose::control);
+    s.fold_count.assign(static_cast<std::size_t>(k), ctx_.global_train);
     for (int m = 0; m < k; ++m)
         s.fold_count[static_cast<std::size_t>(m)] -= in_fold[static_cast<std::size_t>(m)];
 }
@@ -566,7 +548,7 @@ void retexo_run::gather_training_rows(retexo_stage& s)
     };
     ids = gather(ids);
     labels = gather(labels);
-    const node_features mine = s.train_input(ctx_.inductive).select_rows(rows);
+    const node_features mine = s.x.for_training(ctx_.inductive).select_rows(rows);
     RETEXO_ENSURE(comm.allreduce(mine.is_sparse() ? 1 : 0, MPI_SUM, purpose::train_rows) % comm.size() == 0,
                   "--replicate-train: the ranks hold stage " << s.k
                                                              << "'s inputs in different storage (dense, sparse)");
@@ -628,7 +610,7 @@ void retexo_run::evaluate(retexo_stage& s, epoch_record& rec)
     auto& pe = s.pe;
     pe.rows = s.eval_rows;
     if (s.graph) pe.plan = &*s.plan_eval;
-    stage_logits(s, pe, s.x);
+    stage_logits(s, pe, s.x.all);
     std::vector<node_t> seq_valid, seq_test;
     std::vector<std::int32_t> labels(pe.rows.size());
     for (std::size_t i = 0; i < pe.rows.size(); ++i) {
@@ -667,22 +649,15 @@ bool retexo_run::checkpoint_round(retexo_stage& s, int round)
     retexo_checkpoint c;
     c.stage = s.k;
     c.next_round = round + 1;
-    c.h = h_;
-    c.h_train = h_train_;
+    c.carry.h = carry_.h;
     auto& cur = c.current;
-    cur.rounds_done = s.rounds_done;
-    cur.best_round = s.best_round;
-    cur.best_score = s.best_score;
+    static_cast<stage_progress&>(cur) = s;
     cur.elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.t0).count();
     cur.done = ctx_.comm.ledger() - s.start;
     cur.optimizer_steps = s.opt->steps();
     cur.params = snapshot(s.params);
     cur.first_moments = s.opt->first_moments();
     cur.second_moments = s.opt->second_moments();
-    cur.best = s.best;
-    cur.x = s.x;
-    cur.x_train = s.x_train;
-    if (s.cross_fitted()) cur.fold_count = s.fold_count;
     write(std::move(c));
     return flags[0] != 0;
 }
@@ -759,9 +734,9 @@ bool retexo_run::embed(retexo_stage& s)
     matrix_f logits, hidden, train_logits, train_hidden;
     {
         phase_timer::scope sc(meter_.timer, "eval");
-        embed_owned(s, s.x, s.graph ? &*s.plan_own : nullptr, logits, hidden);
+        embed_owned(s, s.x.all, s.graph ? &*s.plan_own : nullptr, logits, hidden);
         if (ctx_.inductive && !s.last)
-            embed_owned(s, s.x_train, s.graph ? &*s.plan_own_train : nullptr, train_logits, train_hidden);
+            embed_owned(s, s.x.train, s.graph ? &*s.plan_own_train : nullptr, train_logits, train_hidden);
     }
     stage_record sr;
     sr.stage = s.k;
@@ -777,22 +752,19 @@ bool retexo_run::embed(retexo_stage& s)
     if (s.last) {
         result_.final_acc = sr.best;
         result_.logits = std::move(logits);
-        result_.embedding = s.model().spec().head ? std::move(hidden) : h_.to_dense();
+        result_.embedding = s.model().spec().head ? std::move(hidden) : carry_.h.all.to_dense();
         return true;
     }
     if (logits_variant) { // what crosses: each node's class probabilities
         softmax_rows(logits);
         softmax_rows(train_logits);
     }
-    h_ = logits_variant ? std::move(logits) : std::move(hidden);
+    carry_.h.all = logits_variant ? std::move(logits) : std::move(hidden);
     if (ctx_.inductive) {
-        h_train_ = logits_variant ? std::move(train_logits) : std::move(train_hidden);
-        ctx_.hide_evaluation_rows(h_train_);
+        carry_.h.train = logits_variant ? std::move(train_logits) : std::move(train_hidden);
+        ctx_.hide_evaluation_rows(carry_.h.train);
     }
-    if (o_.skips()) {
-        skip_ = std::move(s.x);
-        skip_train_ = std::move(s.x_train);
-    }
+    if (o_.skips()) carry_.skip = std::move(s.x);
     if (!checkpointing()) return true;
     // A finished stage is a natural restart point: the next stage's inputs.
     const auto& ck = o_.checkpoint;
@@ -800,10 +772,7 @@ bool retexo_run::embed(retexo_stage& s)
     stop = ctx_.comm.allreduce(stop ? 1 : 0, MPI_MAX, purpose::control) != 0;
     retexo_checkpoint c;
     c.stage = s.k + 1;
-    c.h = h_;
-    c.h_train = h_train_;
-    c.skip = skip_;
-    c.skip_train = skip_train_;
+    c.carry = carry_;
     write(std::move(c));
     return !stop;
 }

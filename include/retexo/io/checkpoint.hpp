@@ -10,21 +10,45 @@
 #include <retexo/core/sparse.hpp>
 #include <retexo/io/records.hpp>
 
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
 
 namespace retexo {
 
+/// Inputs of every owned row, and the same over the graph training sees (inductive runs:
+/// the validation and test nodes hidden; empty otherwise).
+struct node_inputs {
+    node_features all, train;
+    const node_features& for_training(bool inductive) const { return inductive ? train : all; }
+};
+
+/// What carries from one RETEXO stage to the next.
+struct stage_carry {
+    node_inputs h;    ///< the next stage's inputs (the finished stage's embeddings)
+    node_inputs skip; ///< --skip: the finished stage's own inputs
+};
+
+/// The part of a RETEXO stage in progress that outlives a process: its round selection,
+/// its exchanged inputs and its cross-fitting counts.  The stage and the checkpoint hold
+/// this one type, so resuming is an assignment and checkpointing a copy.
+struct stage_progress {
+    int rounds_done = 0, best_round = 0;
+    double best_score = -std::numeric_limits<double>::infinity();
+    std::vector<matrix_f> best;           ///< the stage model's values at best_round
+    node_inputs x;                        ///< the stage's exchanged (and aggregated) inputs
+    std::vector<std::int64_t> fold_count; ///< cross-fitting: each model's training nodes, all ranks
+};
+
 /// One rank's part of a RETEXO run at one moment.
 struct retexo_checkpoint {
-    std::int64_t seq = 0;           ///< grows with every checkpoint of a run (all ranks' files of one moment share it)
-    int stage = 0;                  ///< the stage to continue
-    int next_round = 1;             ///< its next round; 1: the stage has not begun
-    std::int64_t step = 0;          ///< optimiser steps of the run so far (they key the dropout masks)
-    double elapsed = 0;             ///< wall time of the run so far, seconds
-    node_features h, h_train;       ///< the stage's inputs, owned rows (h_train: inductive training graph)
-    node_features skip, skip_train; ///< the previous stage's inputs (--skip)
+    std::int64_t seq = 0;  ///< grows with every checkpoint of a run (all ranks' files of one moment share it)
+    int stage = 0;         ///< the stage to continue
+    int next_round = 1;    ///< its next round; 1: the stage has not begun
+    std::int64_t step = 0; ///< optimiser steps of the run so far (they key the dropout masks)
+    double elapsed = 0;    ///< wall time of the run so far, seconds
+    stage_carry carry;     ///< the stage's inputs (and --skip's)
     std::vector<named_tensor> finished; ///< selected parameters of the finished stages
     std::vector<epoch_record> history;
     std::vector<stage_record> stages;
@@ -32,17 +56,13 @@ struct retexo_checkpoint {
     std::map<std::string, double> phases; ///< time by phase so far
 
     /// The stage in progress (next_round > 1).
-    struct in_stage {
-        int rounds_done = 0, best_round = 0;
-        double best_score = 0;
+    struct in_stage : stage_progress {
         double elapsed = 0; ///< wall time of the stage so far
         byte_ledger done;   ///< this rank's traffic during the stage
         std::int64_t optimizer_steps = 0;
-        /// The stage model's tensors (its parameter order): values, the optimiser's first and
-        /// second moments, and the values of the best round so far.
-        std::vector<matrix_f> params, first_moments, second_moments, best;
-        node_features x, x_train;             ///< the stage's exchanged (and aggregated) inputs
-        std::vector<std::int64_t> fold_count; ///< cross-fitting: each model's training nodes, all ranks
+        /// The stage model's tensors (its parameter order): values and the optimiser's first
+        /// and second moments.
+        std::vector<matrix_f> params, first_moments, second_moments;
     } current;
 };
 
