@@ -58,13 +58,16 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
     for (const auto& n : train::paper_networks())
         j["emulated_time_s"][n.name] = train::emulated_seconds(r, n.model);
     nlohmann::json stages = nlohmann::json::array();
-    for (const auto& s : r.stages)
+    for (const auto& s : r.stages) {
         stages.push_back({{"stage", s.stage},
                           {"rounds", s.rounds},
                           {"best_round", s.best_round},
                           {"accuracy", {{"train", s.best.train}, {"valid", s.best.valid}, {"test", s.best.test}}},
                           {"bytes", ledger_json(s.bytes)},
                           {"time_s", s.seconds}});
+        if (s.candidates > 1)
+            stages.back()["search"] = {{"candidates", s.candidates}, {"chosen", s.chosen}, {"settings", s.settings}};
+    }
     j["stages"] = stages;
     nlohmann::json hist = nlohmann::json::array();
     for (const auto& e : r.history) {

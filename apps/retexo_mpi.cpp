@@ -88,7 +88,8 @@ struct app_options {
 struct option_text {
     std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32", select = "accuracy";
     std::string rounds = "200", lr = "0.01", hidden = "256", dropout = "0.5", weight_decay = "5e-4", optimizer = "adam",
-                norm = "none", schedule = "constant", std_optimizer = "adam", config;
+                norm = "none", schedule = "constant", std_optimizer = "adam", config, search_lr, search_dropout,
+                search_weight_decay;
     int stages = 2;
     bool no_overlap = false;
 };
@@ -207,6 +208,14 @@ po::options_description declare_options(option_text& t, app_options& a)
         "skip", po::value<bool>()->implicit_value(true),
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
         "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
+        "search-lr", po::value(&t.search_lr),
+        "RETEXO: learning rates every stage tries (a,b,...), each candidate on the stage's one exchange; "
+        "the best on validation is kept (with --search-dropout and --search-weight-decay: every combination)")(
+        "search-dropout", po::value(&t.search_dropout), "RETEXO: dropout rates every stage tries (see --search-lr)")(
+        "search-weight-decay", po::value(&t.search_weight_decay),
+        "RETEXO: weight decays every stage tries (see --search-lr)")(
+        "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
+        "RETEXO: a search's candidate stops after N rounds without improvement (0: --patience)")(
         "replicate-train", po::bool_switch(&ro.replicate_train),
         "RETEXO, gcn and sage stages: gather every training row's stage input onto every rank once per "
         "stage; each rank computes the whole gradient, none crosses the network (fewer bytes when the "
@@ -285,6 +294,10 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
                              .norm = norm[k],
                              .schedule = schedule[k]});
     if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
+    if (!t.search_lr.empty()) ro.search.lr = list_of<double>("search-lr", t.search_lr);
+    if (!t.search_dropout.empty()) ro.search.dropout = list_of<double>("search-dropout", t.search_dropout);
+    if (!t.search_weight_decay.empty())
+        ro.search.weight_decay = list_of<double>("search-weight-decay", t.search_weight_decay);
     RETEXO_ENSURE(a.wants(run_mode::retexo) || (ro.checkpoint.dir.empty() && !ro.checkpoint.resume),
                   "--checkpoint-dir and --resume apply to --mode retexo only");
     if (a.wants(run_mode::retexo)) ro.validate();

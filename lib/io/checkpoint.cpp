@@ -38,6 +38,8 @@ void fields(S& s, F&& f) requires std::is_same_v<std::remove_const_t<S>, stage_r
     f("stage", s.stage);
     f("rounds", s.rounds);
     f("best_round", s.best_round);
+    f("candidates", s.candidates);
+    f("chosen", s.chosen);
     f("train", s.best.train);
     f("valid", s.best.valid);
     f("test", s.best.test);

@@ -43,6 +43,38 @@ void retexo_options::validate() const
     RETEXO_ENSURE(checkpoint.dir.empty() || checkpoint.max_hours >= 0,
                   "--max-hours must be >= 0, got " << checkpoint.max_hours);
     RETEXO_ENSURE(!checkpoint.resume || !checkpoint.dir.empty(), "--resume needs --checkpoint-dir");
+    for (double v : search.lr)
+        RETEXO_ENSURE(v > 0, "--search-lr: every learning rate must be positive, got " << v);
+    for (double v : search.dropout)
+        RETEXO_ENSURE(v >= 0 && v < 1, "--search-dropout: every rate must be in [0, 1), got " << v);
+    for (double v : search.weight_decay)
+        RETEXO_ENSURE(v >= 0, "--search-weight-decay: every value must be >= 0, got " << v);
+    RETEXO_ENSURE(search.patience >= 0, "--search-patience must be >= 0, got " << search.patience);
+    RETEXO_ENSURE(!search.active() || (checkpoint.every_minutes == 0 && checkpoint.max_hours == 0),
+                  "a stage search (--search-*) checkpoints at stage ends only: --checkpoint-every-min and "
+                  "--max-hours must be 0");
+}
+
+stage_options stage_search::candidate(const stage_options& base, std::size_t i) const
+{
+    stage_options s = base;
+    auto pick = [&i](const std::vector<double>& values, double& out) {
+        if (values.empty()) return;
+        out = values[i % values.size()];
+        i /= values.size();
+    };
+    pick(lr, s.lr);
+    pick(dropout, s.dropout);
+    pick(weight_decay, s.weight_decay);
+    return s;
+}
+
+std::string stage_search::describe(const stage_options& base, std::size_t i) const
+{
+    const stage_options s = candidate(base, i);
+    std::ostringstream d;
+    d << "lr=" << s.lr << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay;
+    return d.str();
 }
 
 std::string retexo_options::describe() const
@@ -53,6 +85,16 @@ std::string retexo_options::describe() const
       << " patience=" << patience << " exchange-precision=" << name_of(exchange.precision)
       << " exchange-columns=" << exchange.columns << " skip=" << skips() << " cross-fit=" << cross_fit
       << " replicate-train=" << replicate_train;
+    if (search.active()) {
+        d << " search:";
+        for (const auto* axis : {&search.lr, &search.dropout, &search.weight_decay}) {
+            d << " [";
+            for (double v : *axis)
+                d << v << ",";
+            d << "]";
+        }
+        d << " search-patience=" << search.patience;
+    }
     for (std::size_t k = 0; k < stages.size(); ++k) {
         const auto& s = stages[k];
         d << "; stage " << k << ": rounds=" << s.rounds << " lr=" << s.lr << " hidden=" << s.hidden
@@ -68,7 +110,7 @@ namespace {
 struct retexo_stage : stage_progress {
     retexo_stage(int k, const stage_options& so) : k(k), so(so) {}
     int k;
-    const stage_options& so;
+    stage_options so; ///< the stage's settings (a search's current candidate)
     bool last = false;
     bool mlp_only = false; ///< logits variant, stage 0: raw features never cross a partition
     bool graph = false;    ///< SAGE-pool / GAT: the stage aggregates every round
@@ -98,6 +140,8 @@ struct retexo_stage : stage_progress {
     std::vector<nn::layer_plan> plans_train;
     std::optional<nn::layer_plan> plan_eval, plan_own, plan_own_train;
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
+    double best_loss = std::numeric_limits<double>::infinity(); ///< validation loss at best_round (a search)
+    int candidates = 1, chosen = 0;
 
     nn::stage_model& model() { return models.front(); }
     bool cross_fitted() const { return models.size() > 1; }
@@ -116,6 +160,9 @@ public:
     void build_model(retexo_stage& s);
     /// False when the run stopped inside the stage with a checkpoint.
     bool train_rounds(retexo_stage& s);
+    /// --search-*: train every candidate, then rebuild the stage's model as the one kept,
+    /// with its selected round's parameters.
+    void search(retexo_stage& s);
     void keep_selected_round(retexo_stage& s);
     /// False when the run stopped after the stage with a checkpoint.
     bool embed(retexo_stage& s);
@@ -123,6 +170,9 @@ public:
 
 private:
     bool checkpointing() const { return !o_.checkpoint.dir.empty(); }
+    int patience() const { return o_.search.active() && o_.search.patience > 0 ? o_.search.patience : o_.patience; }
+    /// Forget the stage's model, optimiser and round selection (not its inputs).
+    static void reset_model(retexo_stage& s);
     void exchange_inputs(retexo_stage& s);
     /// --replicate-train: gather every rank's training rows (collective).
     void gather_training_rows(retexo_stage& s);
@@ -344,7 +394,7 @@ void retexo_run::build_model(retexo_stage& s)
         auto ps = m.parameters();
         s.params.insert(s.params.end(), ps.begin(), ps.end());
     }
-    if (o_.replicate_train && !s.graph) gather_training_rows(s);
+    if (o_.replicate_train && !s.graph && !s.all_train) gather_training_rows(s);
     assign_folds(s, k);
     // Mini-batches: the batch of a training node is hash(global id, stage, round) mod
     // batches, the same on every partitioning.
@@ -427,11 +477,12 @@ bool retexo_run::train_rounds(retexo_stage& s)
         if (score > s.best_score) {
             s.best_score = score;
             s.best_round = round;
+            s.best_loss = rec.valid_loss;
             s.best = snapshot(s.params);
         }
         meter_.record(rec, result_, progress_);
-        if (checkpointing() && checkpoint_round(s, round)) return false;
-        if (o_.patience > 0 && round - s.best_round >= o_.patience) break;
+        if (checkpointing() && !o_.search.active() && checkpoint_round(s, round)) return false;
+        if (patience() > 0 && round - s.best_round >= patience()) break;
     }
     return true;
 }
@@ -624,7 +675,7 @@ void retexo_run::evaluate(retexo_stage& s, epoch_record& rec)
         return b > 0 ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
     };
     rec.acc.valid = ratio(correct[0], ctx_.global_valid);
-    if (o_.select == selection::loss)
+    if (o_.select == selection::loss || o_.search.active()) // a search breaks ties on the loss
         rec.valid_loss = reduce_loss(ctx_.comm,
                                      softmax_cross_entropy(pe.logits.data(), C_, labels, seq_valid, 1.0F,
                                                            static_cast<float*>(nullptr), valid_k_),
@@ -681,6 +732,56 @@ void retexo_run::write(retexo_checkpoint c)
     }
     ctx_.comm.agree(err, purpose::checkpoint);
     last_checkpoint_ = std::chrono::steady_clock::now();
+}
+
+void retexo_run::reset_model(retexo_stage& s)
+{
+    s.opt.reset();
+    s.params.clear();
+    s.models.clear();
+    s.plans_train.clear();
+    s.plan_eval.reset();
+    s.plan_own.reset();
+    s.plan_own_train.reset();
+    s.p = nn::stage_pass();
+    s.pe = nn::stage_pass();
+    s.best_score = -std::numeric_limits<double>::infinity();
+    s.best_loss = std::numeric_limits<double>::infinity();
+    s.best_round = s.rounds_done = 0;
+    s.best.clear();
+}
+
+void retexo_run::search(retexo_stage& s)
+{
+    const stage_options base = s.so;
+    const auto n = o_.search.size();
+    retexo_stage top(s.k, base); // the best candidate so far: its settings and selection
+    for (std::size_t i = 0; i < n; ++i) {
+        reset_model(s);
+        s.so = o_.search.candidate(base, i);
+        build_model(s);
+        train_rounds(s); // no checkpoint inside a search's stage
+        if (i == 0 || s.best_score > top.best_score ||
+            (s.best_score == top.best_score && s.best_loss < top.best_loss)) {
+            top.so = s.so;
+            top.chosen = static_cast<int>(i);
+            top.best_score = s.best_score;
+            top.best_loss = s.best_loss;
+            top.best_round = s.best_round;
+            top.rounds_done = s.rounds_done;
+            top.best = std::move(s.best);
+        }
+    }
+    reset_model(s);
+    s.so = top.so;
+    build_model(s);
+    s.best_score = top.best_score;
+    s.best_loss = top.best_loss;
+    s.best_round = top.best_round;
+    s.rounds_done = top.rounds_done;
+    s.best = std::move(top.best);
+    s.candidates = static_cast<int>(n);
+    s.chosen = top.chosen;
 }
 
 void retexo_run::keep_selected_round(retexo_stage& s)
@@ -742,6 +843,8 @@ bool retexo_run::embed(retexo_stage& s)
     sr.stage = s.k;
     sr.rounds = s.rounds_done;
     sr.best_round = s.best_round;
+    sr.candidates = s.candidates;
+    sr.chosen = s.chosen;
     sr.best = reduce_accuracies(ctx_, logits);
     sr.bytes = ctx_.comm.sum(ctx_.comm.ledger() - s.start);
     sr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.t0).count();
@@ -780,6 +883,10 @@ bool retexo_run::embed(retexo_stage& s)
 run_result retexo_run::finish(bool interrupted)
 {
     result_.interrupted = interrupted;
+    for (auto& sr : result_.stages)
+        if (sr.candidates > 1)
+            sr.settings =
+                o_.search.describe(o_.stages[static_cast<std::size_t>(sr.stage)], static_cast<std::size_t>(sr.chosen));
     return meter_.finish(std::move(result_));
 }
 
@@ -792,8 +899,12 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
     for (int k = run.first_stage(); k < static_cast<int>(o.stages.size()); ++k) {
         retexo_stage s = run.open_stage(k);
         run.exchange_and_aggregate(s); // the stage's one exchange
-        run.build_model(s);
-        if (!run.train_rounds(s)) return run.finish(true);
+        if (o.search.active()) {
+            run.search(s);
+        } else {
+            run.build_model(s);
+            if (!run.train_rounds(s)) return run.finish(true);
+        }
         run.keep_selected_round(s);
         if (!run.embed(s)) return run.finish(true); // the next stage's inputs
     }

@@ -32,8 +32,11 @@ struct stage_record {
     int stage = 0;
     int rounds = 0;
     int best_round = 0;
-    accuracies best;   ///< at the selected round
-    byte_ledger bytes; ///< all ranks, during this stage
+    int candidates = 1;   ///< settings tried (retexo_options::search)
+    int chosen = 0;       ///< the one kept
+    std::string settings; ///< the kept candidate's settings (with candidates > 1; not checkpointed)
+    accuracies best;      ///< at the selected round
+    byte_ledger bytes;    ///< all ranks, during this stage
     double seconds = 0;
 };
 

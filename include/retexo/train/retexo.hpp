@@ -22,6 +22,7 @@
 #include <retexo/train/common.hpp>
 #include <retexo/train/stage_exchange.hpp>
 
+#include <algorithm>
 #include <optional>
 
 namespace retexo::train {
@@ -69,6 +70,29 @@ struct stage_options {
     lr_schedule schedule = lr_schedule::constant;
 };
 
+/// Candidate settings for every stage, chosen on validation.  A stage trains each candidate
+/// in turn on its one exchange of inputs (no halo byte more; a candidate's gradients are
+/// all-reduced as one model's, so K candidates cost at most K times the gradient bytes, less
+/// when they stop early), each stopping after `patience` rounds without improvement, and keeps
+/// the candidate whose selected round scored best on validation (accuracy, or loss with
+/// --select loss), ties broken by the lower validation loss.  The candidates: every
+/// combination of the listed values; an empty list keeps the stage's own setting.
+struct stage_search {
+    std::vector<double> lr, dropout, weight_decay;
+    int patience = 0; ///< rounds without improvement before a candidate stops (0: the run's --patience)
+    /// The number of candidates (1: no search).
+    std::size_t size() const
+    {
+        return std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
+               std::max<std::size_t>(1, weight_decay.size());
+    }
+    bool active() const { return size() > 1; }
+    /// Candidate i (< size()) of a stage whose own settings are `base`.
+    stage_options candidate(const stage_options& base, std::size_t i) const;
+    /// "lr=... dropout=... weight-decay=..." of candidate i.
+    std::string describe(const stage_options& base, std::size_t i) const;
+};
+
 /// Checkpoints of a RETEXO run (io/checkpoint.hpp): every finished stage is a restart point,
 /// and within a stage a checkpoint is written at most every `every_minutes`.  A run resumes
 /// only from checkpoints of the same partition, rank count, input features and every
@@ -114,6 +138,9 @@ struct retexo_options {
     /// the mean of the models'.  All models' gradients travel in one all-reduce per round.
     /// 1: one model per stage.
     int cross_fit = 1;
+    /// Settings each stage chooses among on validation.  Checkpoints are then taken at stage
+    /// ends only (validate() refuses --checkpoint-every-min and --max-hours with a search).
+    stage_search search;
     /// Stages that train on per-node rows (gcn, sage, the logits variant's stage 0; GAT and
     /// SAGE-pool stages train on neighbourhoods and all-reduce as before) gather
     /// every rank's training rows (their stage inputs, ids and labels) onto every rank once
