@@ -755,10 +755,16 @@ void retexo_run::search(retexo_stage& s)
 {
     const stage_options base = s.so;
     const auto n = o_.search.size();
+    // Every candidate starts from the same optimiser step (it keys the dropout masks), and the
+    // run goes on from the kept one's: the kept candidate's stage, and the stages after it,
+    // are what a run with its settings alone (and the same patience) computes.
+    const std::int64_t step0 = step_;
+    std::int64_t top_step = step0;
     retexo_stage top(s.k, base); // the best candidate so far: its settings and selection
     for (std::size_t i = 0; i < n; ++i) {
         reset_model(s);
         s.so = o_.search.candidate(base, i);
+        step_ = step0;
         build_model(s);
         train_rounds(s); // no checkpoint inside a search's stage
         if (i == 0 || s.best_score > top.best_score ||
@@ -770,8 +776,10 @@ void retexo_run::search(retexo_stage& s)
             top.best_round = s.best_round;
             top.rounds_done = s.rounds_done;
             top.best = std::move(s.best);
+            top_step = step_;
         }
     }
+    step_ = top_step;
     reset_model(s);
     s.so = top.so;
     build_model(s);

@@ -676,3 +676,57 @@ TEST_CASE("retexo checkpoints hold sparse stage inputs: stop inside stage 0 and 
     check_identical(resumed, full);
     world.barrier();
 }
+
+TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compute", "[retexo][mpi]")
+{
+    const graph g = generate_csbm([] {
+        csbm_options c;
+        c.nodes = 600;
+        c.classes = 4;
+        c.features = 12;
+        c.avg_degree = 6;
+        c.seed = 3;
+        return c;
+    }());
+    const mpi::communicator world;
+    const auto a = partition_random(g.num_nodes(), world.size(), 2);
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
+        INFO(name_of(model));
+        auto o = exact_options(model, train::retexo_variant::hidden, 0);
+        o.stages[0].rounds = o.stages[1].rounds = 12;
+        o.search.lr = {0.002, 0.05};
+        o.search.dropout = {0.0, 0.5};
+        o.search.patience = 4;
+        const run_with searched(world, g, a, o);
+        REQUIRE(searched.res.stages.size() == 2);
+        auto alone = o;
+        alone.search = {};
+        alone.patience = 4;
+        for (std::size_t k = 0; k < 2; ++k) {
+            const auto& sr = searched.res.stages[k];
+            CHECK(sr.candidates == 4);
+            REQUIRE(sr.chosen >= 0);
+            REQUIRE(sr.chosen < 4);
+            CHECK(sr.settings == o.search.describe(o.stages[k], static_cast<std::size_t>(sr.chosen)));
+            alone.stages[k] = o.search.candidate(o.stages[k], static_cast<std::size_t>(sr.chosen));
+        }
+        // The candidates differ enough that the choice matters, and the chosen one is kept.
+        const run_with chosen(world, g, a, alone);
+        CHECK(chosen.res.final_acc.test == searched.res.final_acc.test);
+        CHECK(chosen.res.final_acc.valid == searched.res.final_acc.valid);
+        REQUIRE(chosen.res.parameters.size() == searched.res.parameters.size());
+        for (std::size_t i = 0; i < chosen.res.parameters.size(); ++i)
+            CHECK(chosen.res.parameters[i].value == searched.res.parameters[i].value);
+        for (std::size_t k = 0; k < 2; ++k)
+            CHECK(chosen.res.stages[k].best_round == searched.res.stages[k].best_round);
+        // Every candidate's rounds are in the history, each stopped by its patience.
+        CHECK(searched.res.history.size() > chosen.res.history.size());
+    }
+    auto bad = small_options(nn::layer_kind::gcn);
+    bad.search.lr = {0.01, 0.02};
+    bad.checkpoint.dir = "unused";
+    bad.checkpoint.max_hours = 1;
+    CHECK_THROWS_WITH(bad.validate(), Catch::Contains("stage ends only"));
+    bad.search.dropout = {1.5};
+    CHECK_THROWS_WITH(bad.validate(), Catch::Contains("--search-dropout"));
+}
