@@ -721,6 +721,11 @@ TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compu
             CHECK(chosen.res.stages[k].best_round == searched.res.stages[k].best_round);
         // Every candidate's rounds are in the history, each stopped by its patience.
         CHECK(searched.res.history.size() > chosen.res.history.size());
+        // Exact mode: one process and every rank search alike.
+        const auto [single, dist] = single_and_distributed(g, o);
+        check_identical(single, dist);
+        for (std::size_t k = 0; k < 2; ++k)
+            CHECK(single.stages[k].chosen == dist.stages[k].chosen);
     }
     auto bad = small_options(nn::layer_kind::gcn);
     bad.search.lr = {0.01, 0.02};
