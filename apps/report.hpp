@@ -69,6 +69,15 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
             stages.back()["search"] = {{"candidates", s.candidates}, {"chosen", s.chosen}, {"settings", s.settings}};
     }
     j["stages"] = stages;
+    if (r.smoothed)
+        j["smooth"] = {{"alpha", r.smoothed->alpha},
+                       {"valid", r.smoothed->valid},
+                       {"chosen", r.smoothed->chosen},
+                       {"steps", r.smoothed->steps},
+                       {"model_accuracy",
+                        {{"train", r.smoothed->model.train},
+                         {"valid", r.smoothed->model.valid},
+                         {"test", r.smoothed->model.test}}}};
     nlohmann::json hist = nlohmann::json::array();
     for (const auto& e : r.history) {
         hist.push_back({{"stage", e.stage},

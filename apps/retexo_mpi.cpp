@@ -89,7 +89,7 @@ struct option_text {
     std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32", select = "accuracy";
     std::string rounds = "200", lr = "0.01", hidden = "256", dropout = "0.5", weight_decay = "5e-4", optimizer = "adam",
                 norm = "none", schedule = "constant", std_optimizer = "adam", config, search_lr, search_dropout,
-                search_weight_decay;
+                search_weight_decay, smooth_alpha;
     int stages = 2;
     bool no_overlap = false;
 };
@@ -216,6 +216,12 @@ po::options_description declare_options(option_text& t, app_options& a)
         "RETEXO: weight decays every stage tries (see --search-lr)")(
         "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
         "RETEXO: a search's candidate stops after N rounds without improvement (0: --patience)")(
+        "smooth-alpha", po::value(&t.smooth_alpha),
+        "RETEXO: after the last stage, spread the training labels over its predictions (label spreading, "
+        "C values per halo row and step); the alpha among these candidates (a,b,...; 0 = the model's own "
+        "predictions) with the best validation accuracy is kept")(
+        "smooth-steps", po::value(&ro.smooth.steps)->default_value(ro.smooth.steps),
+        "RETEXO: propagation steps of --smooth-alpha")(
         "replicate-train", po::bool_switch(&ro.replicate_train),
         "RETEXO, gcn and sage stages: gather every training row's stage input onto every rank once per "
         "stage; each rank computes the whole gradient, none crosses the network (fewer bytes when the "
@@ -294,6 +300,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
                              .norm = norm[k],
                              .schedule = schedule[k]});
     if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
+    if (!t.smooth_alpha.empty()) ro.smooth.alpha = list_of<double>("smooth-alpha", t.smooth_alpha);
     if (!t.search_lr.empty()) ro.search.lr = list_of<double>("search-lr", t.search_lr);
     if (!t.search_dropout.empty()) ro.search.dropout = list_of<double>("search-dropout", t.search_dropout);
     if (!t.search_weight_decay.empty())

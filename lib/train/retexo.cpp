@@ -49,6 +49,7 @@ void retexo_options::validate() const
         RETEXO_ENSURE(v >= 0 && v < 1, "--search-dropout: every rate must be in [0, 1), got " << v);
     for (double v : search.weight_decay)
         RETEXO_ENSURE(v >= 0, "--search-weight-decay: every value must be >= 0, got " << v);
+    smooth.validate();
     RETEXO_ENSURE(search.patience >= 0, "--search-patience must be >= 0, got " << search.patience);
     RETEXO_ENSURE(!search.active() || (checkpoint.every_minutes == 0 && checkpoint.max_hours == 0),
                   "a stage search (--search-*) checkpoints at stage ends only: --checkpoint-every-min and "
@@ -94,6 +95,12 @@ std::string retexo_options::describe() const
             d << "]";
         }
         d << " search-patience=" << search.patience;
+    }
+    if (smooth.enabled()) {
+        d << " smooth-alpha=";
+        for (double a : smooth.alpha)
+            d << a << ",";
+        d << " smooth-steps=" << smooth.steps;
     }
     for (std::size_t k = 0; k < stages.size(); ++k) {
         const auto& s = stages[k];
@@ -863,6 +870,16 @@ bool retexo_run::embed(retexo_stage& s)
     if (s.last) {
         result_.final_acc = sr.best;
         result_.logits = std::move(logits);
+        if (o_.smooth.enabled()) {
+            auto sm = smooth_predictions(ctx_, result_.logits, o_.smooth, meter_.timer);
+            result_.smoothed = run_result::smoothing{.alpha = o_.smooth.alpha,
+                                                     .valid = sm.valid,
+                                                     .chosen = sm.alpha,
+                                                     .steps = o_.smooth.steps,
+                                                     .model = sr.best};
+            result_.final_acc = sm.acc;
+            result_.logits = std::move(sm.scores);
+        }
         result_.embedding = s.model().spec().head ? std::move(hidden) : carry_.h.all.to_dense();
         return true;
     }

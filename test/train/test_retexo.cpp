@@ -735,3 +735,35 @@ TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compu
     bad.search.dropout = {1.5};
     CHECK_THROWS_WITH(bad.validate(), Catch::Contains("--search-dropout"));
 }
+
+TEST_CASE("label spreading after the last stage: chosen on validation, the same on every partitioning", "[retexo][mpi]")
+{
+    const graph g = small_graph();
+    auto o = exact_options(nn::layer_kind::gcn, train::retexo_variant::hidden, 0);
+    auto smoothed = o;
+    smoothed.smooth.alpha = {0.0, 0.5, 0.9};
+    smoothed.smooth.steps = 5;
+    const auto [single, dist] = single_and_distributed(g, smoothed);
+    REQUIRE(single.smoothed.has_value());
+    REQUIRE(dist.smoothed.has_value());
+    CHECK(single.smoothed->valid == dist.smoothed->valid);
+    CHECK(single.smoothed->chosen == dist.smoothed->chosen);
+    CHECK(single.final_acc.test == dist.final_acc.test);
+    // The kept candidate has the best validation accuracy, and alpha 0 is the model's own.
+    const auto& sm = *dist.smoothed;
+    CHECK(sm.valid[0] == sm.model.valid);
+    CHECK(*std::max_element(sm.valid.begin(), sm.valid.end()) == dist.final_acc.valid);
+    // The model itself is untouched: the same run without smoothing gives its accuracy.
+    const mpi::communicator world;
+    const run_with plain(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
+    CHECK(plain.res.final_acc.test == sm.model.test);
+    // On this homophilous graph spreading the training labels helps validation.
+    CHECK(sm.chosen > 0);
+    CHECK(dist.final_acc.valid > sm.model.valid);
+    // Only the ranks' halo rows travel: C values per halo row and step, per nonzero candidate.
+    if (world.size() > 1) CHECK(dist.bytes.sent[static_cast<int>(purpose::smooth)] > 0);
+    CHECK(single.bytes.sent[static_cast<int>(purpose::smooth)] == 0);
+    auto bad = o;
+    bad.smooth.alpha = {1.0};
+    CHECK_THROWS_WITH(bad.validate(), Catch::Contains("--smooth-alpha"));
+}

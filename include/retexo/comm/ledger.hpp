@@ -29,6 +29,7 @@ enum class purpose : int {
     output,        ///< redistribution of results for writing (after training)
     checkpoint,    ///< agreement around checkpoint writes and resumes
     train_rows,    ///< training rows' stage inputs gathered once per stage (--replicate-train)
+    smooth,        ///< class scores of halo rows, label spreading after training (train/smooth.hpp)
     count_
 };
 
@@ -37,8 +38,8 @@ inline constexpr int num_purposes = static_cast<int>(purpose::count_);
 inline const char* to_string(purpose p)
 {
     static constexpr std::array<const char*, num_purposes> names = {
-        "setup",   "halo_forward", "halo_backward", "halo_eval",  "gradients", "parameters",
-        "metrics", "control",      "output",        "checkpoint", "train_rows"};
+        "setup",   "halo_forward", "halo_backward", "halo_eval",  "gradients",  "parameters",
+        "metrics", "control",      "output",        "checkpoint", "train_rows", "smooth"};
     return names[static_cast<int>(p)];
 }
 

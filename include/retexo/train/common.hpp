@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 namespace retexo::train {
 
@@ -85,8 +86,16 @@ struct run_result {
     std::uint64_t max_rank_bytes = 0;     ///< bytes sent by the busiest rank
     bool interrupted = false;             ///< stopped early with a checkpoint (resume to finish)
     std::vector<named_tensor> parameters; ///< the selected (best-validation) model
-    matrix_f logits;                      ///< final logits of the owned rows
-    matrix_f embedding;                   ///< last hidden embedding of the owned rows
+    matrix_f logits;                      ///< final logits (or smoothed class scores) of the owned rows
+    /// RETEXO's label spreading after the last stage (train/smooth.hpp), when on.
+    struct smoothing {
+        std::vector<double> alpha, valid; ///< the candidates and their validation accuracy
+        double chosen = 0;
+        int steps = 0;
+        accuracies model; ///< the model's own accuracy, before smoothing
+    };
+    std::optional<smoothing> smoothed;
+    matrix_f embedding; ///< last hidden embedding of the owned rows
 };
 
 /// Progress callback: called on every rank after every epoch / round.

@@ -20,6 +20,7 @@
 /// their rank, only C values per boundary node per stage do.
 
 #include <retexo/train/common.hpp>
+#include <retexo/train/smooth.hpp>
 #include <retexo/train/stage_exchange.hpp>
 
 #include <algorithm>
@@ -141,6 +142,9 @@ struct retexo_options {
     /// Settings each stage chooses among on validation.  Checkpoints are then taken at stage
     /// ends only (validate() refuses --checkpoint-every-min and --max-hours with a search).
     stage_search search;
+    /// Label spreading of the last stage's predictions over the graph, alpha chosen on
+    /// validation (train/smooth.hpp).  Off when smooth.alpha is empty.
+    smooth_options smooth;
     /// Stages that train on per-node rows (gcn, sage, the logits variant's stage 0; GAT and
     /// SAGE-pool stages train on neighbourhoods and all-reduce as before) gather
     /// every rank's training rows (their stage inputs, ids and labels) onto every rank once

@@ -1,0 +1,91 @@
+#include <retexo/kernels/aggregate.hpp>
+#include <retexo/train/smooth.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace retexo::train {
+
+void smooth_options::validate() const
+{
+    for (double a : alpha)
+        RETEXO_ENSURE(a >= 0 && a < 1, "--smooth-alpha: every value must be in [0, 1), got " << a);
+    RETEXO_ENSURE(!enabled() || steps >= 1, "--smooth-steps must be at least 1, got " << steps);
+}
+
+namespace {
+
+/// Row-wise softmax.
+matrix_f probabilities(const matrix_f& logits)
+{
+    matrix_f z = logits;
+    for (Eigen::Index i = 0; i < z.rows(); ++i) {
+        const float top = z.row(i).maxCoeff();
+        z.row(i) = (z.row(i).array() - top).exp();
+        z.row(i) /= z.row(i).sum();
+    }
+    return z;
+}
+
+} // namespace
+
+smooth_result smooth_predictions(const rank_context& ctx, const matrix_f& logits_owned, const smooth_options& o,
+                                 phase_timer& timer)
+{
+    o.validate();
+    RETEXO_ENSURE(o.enabled(), "smooth_predictions: no alpha candidates");
+    const auto own = static_cast<Eigen::Index>(ctx.part.num_owned());
+    const auto C = logits_owned.cols();
+    RETEXO_ENSURE_DIMS("smooth_predictions", "logits rows", logits_owned.rows(), own);
+    std::vector<double> active; // nonzero candidates, propagated side by side
+    for (double a : o.alpha)
+        if (a > 0 && std::find(active.begin(), active.end(), a) == active.end()) active.push_back(a);
+    const auto m = static_cast<Eigen::Index>(active.size());
+
+    matrix_f g0 = probabilities(logits_owned);
+    for (node_t r : ctx.train_rows) {
+        g0.row(r).setZero();
+        g0(r, ctx.part.labels[r]) = 1.0F;
+    }
+    // Every candidate's G in its own block of C columns, owned rows then halo rows.
+    const auto local = static_cast<Eigen::Index>(ctx.graph.num_local);
+    matrix_f g(local, C * m), next(own, C * m);
+    for (Eigen::Index j = 0; j < m; ++j)
+        g.block(0, j * C, own, C) = g0;
+    if (m > 0) {
+        const aggregation agg(
+            *ctx.graph.in_edges, static_cast<node_t>(local),
+            aggregation_options{.kind = aggregator::gcn, .in_degree = ctx.graph.in_degree, .backward = false});
+        const int width = static_cast<int>(C * m);
+        for (int step = 0; step < o.steps; ++step) {
+            {
+                phase_timer::scope sc(timer, "exchange");
+                ctx.halo->forward(g.data(), g.data() + own * width, width, purpose::smooth);
+            }
+            phase_timer::scope sc(timer, "aggregate");
+            agg.forward(g.data(), width, next.data());
+            for (Eigen::Index j = 0; j < m; ++j) {
+                const auto a = static_cast<float>(active[static_cast<std::size_t>(j)]);
+                g.block(0, j * C, own, C) = (1 - a) * g0 + a * next.block(0, j * C, own, C);
+            }
+        }
+    }
+    smooth_result best;
+    for (double a : o.alpha) {
+        matrix_f scores = logits_owned;
+        if (a > 0) {
+            const auto j = static_cast<Eigen::Index>(std::find(active.begin(), active.end(), a) - active.begin());
+            scores = g.block(0, j * C, own, C);
+        }
+        const accuracies acc = reduce_accuracies(ctx, scores);
+        best.valid.push_back(acc.valid);
+        if (best.valid.size() == 1 || acc.valid > best.acc.valid) {
+            best.alpha = a;
+            best.acc = acc;
+            best.scores = std::move(scores);
+        }
+    }
+    return best;
+}
+
+} // namespace retexo::train
