@@ -5,6 +5,8 @@
 # RANDOM_SPLIT="K V T" instead draws a new split for every seed, as the RETEXO paper's
 # prototype does (PyG Planetoid(split='random'): K train nodes per class, V valid, T test;
 # retexo_convert --random-split SEED), so the mean is over splits as well as seeds.
+# PRESETS=none runs every trainer with retexo_mpi's defaults (no --config); EXTRA="..." adds
+# options to every run (e.g. EXTRA="--normalize-features").
 # Hyperparameters: mpi_scripts/presets/<dataset>-<model>.cfg when it exists, else
 # <dataset>.cfg (chosen on validation accuracy, never on test); 2 layers / stages, hidden
 # 256, 200 epochs / rounds per stage, one process.  RETEXO uses <dataset>-<model>-retexo.cfg
@@ -29,8 +31,11 @@ fi
 # run_one MODE CONFIG JSON: one run of retexo_mpi, skipped when JSON exists (uses $graph, $m, $s).
 run_one() {
   [[ -f $3 ]] && return 0
+  local cfg=()
+  [[ ${PRESETS:-} == none ]] || cfg=(--config "$2")
+  # shellcheck disable=SC2086 # EXTRA is a list of options
   "$root/mpi_scripts/retexo_run.sh" -np "$np" --data "$graph" --mode "$1" --model "$m" --seed "$s" \
-    --config "$2" --log-every 1000 --metrics-out "$3" >/dev/null
+    "${cfg[@]}" ${EXTRA:-} --log-every 1000 --metrics-out "$3" >/dev/null
   echo "done $ds $m $s $1"
 }
 for ds in $datasets; do
@@ -48,7 +53,7 @@ for ds in $datasets; do
       # A RETEXO-only preset (features, stages) runs the two trainers apart.
       rcfg=$root/mpi_scripts/presets/$ds-$m-${RETEXO_PRESET:-retexo}.cfg
       mode=${MODE:-both}
-      if [[ -f $rcfg && $mode != standard ]]; then
+      if [[ -f $rcfg && $mode != standard && ${PRESETS:-} != none ]]; then
         run_one retexo "$rcfg" "$out/$ds-$m-$s.retexo.json"
         if [[ $mode == both ]]; then run_one standard "$cfg" "$out/$ds-$m-$s.json"; fi
       else
