@@ -127,6 +127,49 @@ std::vector<T> per_stage(const std::string& option, const std::string& text, int
     return v;
 }
 
+/// RETEXO's choices on validation: per-stage candidate settings, label spreading.
+po::options_description selection_options(option_text& t, train::retexo_options& ro)
+{
+    po::options_description d("RETEXO settings chosen on validation");
+    d.add_options()(
+        "search-lr", po::value(&t.search_lr),
+        "RETEXO: learning rates every stage tries (a,b,...), each candidate on the stage's one exchange; "
+        "the best on validation is kept (with --search-dropout and --search-weight-decay: every combination)")(
+        "search-dropout", po::value(&t.search_dropout), "RETEXO: dropout rates every stage tries (see --search-lr)")(
+        "search-weight-decay", po::value(&t.search_weight_decay),
+        "RETEXO: weight decays every stage tries (see --search-lr)")(
+        "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
+        "RETEXO: a search's candidate stops after N rounds without improvement (0: --patience)")(
+        "smooth-alpha", po::value(&t.smooth_alpha),
+        "RETEXO: after the last stage, spread the training labels over its predictions (label spreading, "
+        "C values per halo row and step); the alpha among these candidates (a,b,...; 0 = the model's own "
+        "predictions) with the best validation accuracy is kept")(
+        "smooth-steps", po::value(&ro.smooth.steps)->default_value(ro.smooth.steps),
+        "RETEXO: propagation steps of --smooth-alpha");
+    return d;
+}
+
+/// Checkpoints and failure testing.
+void add_checkpoint_options(po::options_description& desc, app_options& a)
+{
+    auto& ro = a.retexo;
+    po::options_description d_ckpt("Checkpoints (RETEXO)");
+    d_ckpt.add_options()("checkpoint-dir", po::value(&ro.checkpoint.dir),
+                         "write a checkpoint after every stage (one HDF5 file per rank)")(
+        "checkpoint-every-min", po::value(&ro.checkpoint.every_minutes)->default_value(0.0),
+        "also checkpoint inside a stage at most every M minutes (0: stage ends only)")(
+        "resume", po::bool_switch(&ro.checkpoint.resume), "continue from the newest checkpoint in --checkpoint-dir")(
+        "max-hours", po::value(&ro.checkpoint.max_hours)->default_value(0.0),
+        "stop cleanly with a checkpoint before this many hours (0: no limit); SIGTERM and SIGUSR1 do the same")(
+        "stop-after-stage", po::value(&ro.checkpoint.stop_after_stage)->default_value(-1),
+        "stop cleanly with a checkpoint after this stage (staged jobs)");
+    po::options_description d_test("Failure testing");
+    d_test.add_options()("kill-rank", po::value(&a.kill_rank)->default_value(-1),
+                         "this rank kills itself (SIGKILL) ...")(
+        "kill-at-round", po::value(&a.kill_round)->default_value(1), "... at this RETEXO round of stage 0");
+    desc.add(d_ckpt).add(d_test);
+}
+
 po::options_description declare_options(option_text& t, app_options& a)
 {
     auto& ro = a.retexo;
@@ -208,20 +251,6 @@ po::options_description declare_options(option_text& t, app_options& a)
         "skip", po::value<bool>()->implicit_value(true),
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
         "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
-        "search-lr", po::value(&t.search_lr),
-        "RETEXO: learning rates every stage tries (a,b,...), each candidate on the stage's one exchange; "
-        "the best on validation is kept (with --search-dropout and --search-weight-decay: every combination)")(
-        "search-dropout", po::value(&t.search_dropout), "RETEXO: dropout rates every stage tries (see --search-lr)")(
-        "search-weight-decay", po::value(&t.search_weight_decay),
-        "RETEXO: weight decays every stage tries (see --search-lr)")(
-        "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
-        "RETEXO: a search's candidate stops after N rounds without improvement (0: --patience)")(
-        "smooth-alpha", po::value(&t.smooth_alpha),
-        "RETEXO: after the last stage, spread the training labels over its predictions (label spreading, "
-        "C values per halo row and step); the alpha among these candidates (a,b,...; 0 = the model's own "
-        "predictions) with the best validation accuracy is kept")(
-        "smooth-steps", po::value(&ro.smooth.steps)->default_value(ro.smooth.steps),
-        "RETEXO: propagation steps of --smooth-alpha")(
         "replicate-train", po::bool_switch(&ro.replicate_train),
         "RETEXO, gcn and sage stages: gather every training row's stage input onto every rank once per "
         "stage; each rank computes the whole gradient, none crosses the network (fewer bytes when the "
@@ -238,22 +267,9 @@ po::options_description declare_options(option_text& t, app_options& a)
         "predict-out", po::value(&a.predict_out),
         "write every node's predicted class, logits and final embedding (HDF5)")(
         "config", po::value(&t.config), "read options from a file (key = value lines); the command line wins");
-    po::options_description d_ckpt("Checkpoints (RETEXO)");
-    d_ckpt.add_options()("checkpoint-dir", po::value(&ro.checkpoint.dir),
-                         "write a checkpoint after every stage (one HDF5 file per rank)")(
-        "checkpoint-every-min", po::value(&ro.checkpoint.every_minutes)->default_value(0.0),
-        "also checkpoint inside a stage at most every M minutes (0: stage ends only)")(
-        "resume", po::bool_switch(&ro.checkpoint.resume), "continue from the newest checkpoint in --checkpoint-dir")(
-        "max-hours", po::value(&ro.checkpoint.max_hours)->default_value(0.0),
-        "stop cleanly with a checkpoint before this many hours (0: no limit); SIGTERM and SIGUSR1 do the same")(
-        "stop-after-stage", po::value(&ro.checkpoint.stop_after_stage)->default_value(-1),
-        "stop cleanly with a checkpoint after this stage (staged jobs)");
-    po::options_description d_test("Failure testing");
-    d_test.add_options()("kill-rank", po::value(&a.kill_rank)->default_value(-1),
-                         "this rank kills itself (SIGKILL) ...")(
-        "kill-at-round", po::value(&a.kill_round)->default_value(1), "... at this RETEXO round of stage 0");
     po::options_description desc;
-    desc.add(d_data).add(d_model).add(d_retexo).add(d_std).add(d_run).add(d_ckpt).add(d_test);
+    desc.add(d_data).add(d_model).add(d_retexo).add(selection_options(t, ro)).add(d_std).add(d_run);
+    add_checkpoint_options(desc, a);
     return desc;
 }
 
