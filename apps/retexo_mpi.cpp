@@ -89,7 +89,7 @@ struct option_text {
     std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32", select = "accuracy";
     std::string rounds = "200", lr = "0.01", hidden = "256", dropout = "0.5", weight_decay = "5e-4", optimizer = "adam",
                 norm = "none", schedule = "constant", std_optimizer = "adam", config, search_lr, search_dropout,
-                search_weight_decay, smooth_alpha;
+                search_weight_decay, smooth_alpha, output_stage = "last";
     int stages = 2;
     bool no_overlap = false;
 };
@@ -145,7 +145,10 @@ po::options_description selection_options(option_text& t, train::retexo_options&
         "C values per halo row and step); the alpha among these candidates (a,b,...; 0 = the model's own "
         "predictions) with the best validation accuracy is kept")(
         "smooth-steps", po::value(&ro.smooth.steps)->default_value(ro.smooth.steps),
-        "RETEXO: propagation steps of --smooth-alpha");
+        "RETEXO: propagation steps of --smooth-alpha")(
+        "output-stage", po::value(&t.output_stage)->default_value(t.output_stage),
+        "RETEXO: last | best: predict with the last stage, or with the stage (each has a classifier head) "
+        "of the best validation accuracy (before --smooth-alpha)");
     return d;
 }
 
@@ -316,6 +319,9 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
                              .norm = norm[k],
                              .schedule = schedule[k]});
     if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
+    RETEXO_ENSURE(t.output_stage == "last" || t.output_stage == "best",
+                  "--output-stage must be last or best, got '" << t.output_stage << "'");
+    ro.best_stage_output = t.output_stage == "best";
     if (!t.smooth_alpha.empty()) ro.smooth.alpha = list_of<double>("smooth-alpha", t.smooth_alpha);
     if (!t.search_lr.empty()) ro.search.lr = list_of<double>("search-lr", t.search_lr);
     if (!t.search_dropout.empty()) ro.search.dropout = list_of<double>("search-dropout", t.search_dropout);

@@ -194,6 +194,9 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
         write_features(f, "inputs/h_train", c.carry.h.train);
         write_features(f, "inputs/skip", c.carry.skip.all);
         write_features(f, "inputs/skip_train", c.carry.skip.train);
+        f.write_matrix("inputs/best_logits", c.carry.best_logits);
+        f.set_attr("best_stage", static_cast<std::int64_t>(c.carry.best_stage));
+        f.set_attr("best_valid", c.carry.best_valid);
         std::string names;
         for (std::size_t i = 0; i < c.finished.size(); ++i) {
             f.write_matrix("finished/" + std::to_string(i), c.finished[i].value);
@@ -252,6 +255,9 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
     c.carry.h.train = read_features(f, "inputs/h_train");
     c.carry.skip.all = read_features(f, "inputs/skip");
     c.carry.skip.train = read_features(f, "inputs/skip_train");
+    c.carry.best_logits = f.read_matrix<float>("inputs/best_logits");
+    c.carry.best_stage = static_cast<int>(f.attr_int("best_stage"));
+    c.carry.best_valid = f.attr_double("best_valid");
     std::stringstream names(f.attr_string("finished_names"));
     for (std::int64_t i = 0; i < f.attr_int("num_finished"); ++i) {
         std::string name;

@@ -96,6 +96,7 @@ std::string retexo_options::describe() const
         }
         d << " search-patience=" << search.patience;
     }
+    if (best_stage_output) d << " output-stage=best";
     if (smooth.enabled()) {
         d << " smooth-alpha=";
         for (double a : smooth.alpha)
@@ -707,7 +708,7 @@ bool retexo_run::checkpoint_round(retexo_stage& s, int round)
     retexo_checkpoint c;
     c.stage = s.k;
     c.next_round = round + 1;
-    c.carry.h = carry_.h;
+    c.carry = carry_;
     auto& cur = c.current;
     static_cast<stage_progress&>(cur) = s;
     cur.elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.t0).count();
@@ -867,16 +868,25 @@ bool retexo_run::embed(retexo_stage& s)
     for (auto& t : named_values(s.params))
         result_.parameters.push_back(std::move(t));
     const bool logits_variant = o_.variant == retexo_variant::logits;
+    if (o_.best_stage_output && !s.last && (carry_.best_stage < 0 || sr.best.valid >= carry_.best_valid)) {
+        carry_.best_logits = logits;
+        carry_.best_stage = s.k;
+        carry_.best_valid = sr.best.valid;
+    }
     if (s.last) {
         result_.final_acc = sr.best;
         result_.logits = std::move(logits);
+        if (o_.best_stage_output && carry_.best_stage >= 0 && carry_.best_valid > sr.best.valid) {
+            result_.final_acc = result_.stages[static_cast<std::size_t>(carry_.best_stage)].best;
+            result_.logits = std::move(carry_.best_logits);
+        }
         if (o_.smooth.enabled()) {
             auto sm = smooth_predictions(ctx_, result_.logits, o_.smooth, meter_.timer);
             result_.smoothed = run_result::smoothing{.alpha = o_.smooth.alpha,
                                                      .valid = sm.valid,
                                                      .chosen = sm.alpha,
                                                      .steps = o_.smooth.steps,
-                                                     .model = sr.best};
+                                                     .model = result_.final_acc};
             result_.final_acc = sm.acc;
             result_.logits = std::move(sm.scores);
         }

@@ -767,3 +767,30 @@ TEST_CASE("label spreading after the last stage: chosen on validation, the same 
     bad.smooth.alpha = {1.0};
     CHECK_THROWS_WITH(bad.validate(), Catch::Contains("--smooth-alpha"));
 }
+
+TEST_CASE("output-stage best predicts with the stage of the best validation accuracy", "[retexo][mpi]")
+{
+    const graph g = small_graph();
+    auto o = three_stage_options(nn::layer_kind::gcn, train::retexo_variant::hidden, 0);
+    o.stages[2].lr = 1e-5; // a last stage that learns almost nothing: an earlier one is better
+    auto best = o;
+    best.best_stage_output = true;
+    const auto [single, dist] = single_and_distributed(g, best);
+    CHECK(single.final_acc.test == dist.final_acc.test);
+    REQUIRE(dist.stages.size() == 3);
+    double top = -1;
+    std::size_t at = 0;
+    for (std::size_t k = 0; k < 3; ++k)
+        if (dist.stages[k].best.valid > top || (k < 2 && dist.stages[k].best.valid == top)) {
+            top = dist.stages[k].best.valid;
+            at = k;
+        }
+    CHECK(at < 2);
+    CHECK(dist.final_acc.valid == top);
+    CHECK(dist.final_acc.test == dist.stages[at].best.test);
+    // The stages themselves are those of the run that predicts with its last stage.
+    const mpi::communicator world;
+    const run_with last(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
+    CHECK(last.res.final_acc.valid == last.res.stages[2].best.valid);
+    CHECK(last.res.stages[at].best.test == dist.stages[at].best.test);
+}

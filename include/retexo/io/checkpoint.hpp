@@ -28,6 +28,11 @@ struct node_inputs {
 struct stage_carry {
     node_inputs h;    ///< the next stage's inputs (the finished stage's embeddings)
     node_inputs skip; ///< --skip: the finished stage's own inputs
+    /// --output-stage best: the logits of the finished stage with the best validation
+    /// accuracy so far (owned rows), that stage and its accuracy (stage -1: none yet).
+    matrix_f best_logits;
+    int best_stage = -1;
+    double best_valid = 0;
 };
 
 /// The part of a RETEXO stage in progress that outlives a process: its round selection,

@@ -145,6 +145,9 @@ struct retexo_options {
     /// Label spreading of the last stage's predictions over the graph, alpha chosen on
     /// validation (train/smooth.hpp).  Off when smooth.alpha is empty.
     smooth_options smooth;
+    /// The run's predictions: the last stage's, or those of the stage (every stage has a
+    /// classifier head) with the best validation accuracy, the later stage on a tie.
+    bool best_stage_output = false;
     /// Stages that train on per-node rows (gcn, sage, the logits variant's stage 0; GAT and
     /// SAGE-pool stages train on neighbourhoods and all-reduce as before) gather
     /// every rank's training rows (their stage inputs, ids and labels) onto every rank once
