@@ -533,6 +533,8 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
         o.cross_fit = extras ? 2 : 1;        // and with fold models and skipped inputs
         o.skip = extras;
         o.replicate_train = extras && model == nn::layer_kind::gcn; // and gathered training rows
+        o.best_stage_output = extras;                               // the best stage's logits cross the checkpoints
+        if (extras) o.smooth = {.alpha = {0.0, 0.8}, .steps = 3};   // and label spreading at the end
         const std::string tag = name_of(model) + (extras ? "-cross-fit" : "");
         o.checkpoint.dir = dir + "/full-" + tag;
         const auto full = train::train_retexo(ctx, o);
