@@ -173,10 +173,30 @@ void add_checkpoint_options(po::options_description& desc, app_options& a)
     desc.add(d_ckpt).add(d_test);
 }
 
+/// The standard trainer's settings (and BNS-GCN's).
+po::options_description standard_options(option_text& t, app_options& a)
+{
+    auto& so = a.standard;
+    po::options_description d_std("Standard trainer");
+    d_std.add_options()("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")(
+        "std-lr", po::value(&so.optimizer.lr)->default_value(so.optimizer.lr),
+        "learning rate")("std-hidden", po::value(&so.hidden)->default_value(so.hidden), "hidden width")(
+        "std-dropout", po::value(&so.dropout)->default_value(so.dropout), "dropout rate")(
+        "std-weight-decay", po::value(&so.optimizer.weight_decay)->default_value(so.optimizer.weight_decay),
+        "weight decay")("std-optimizer", po::value(&t.std_optimizer)->default_value(t.std_optimizer),
+                        "adam | adamw | sgd")("eval-every", po::value(&so.eval_every)->default_value(so.eval_every),
+                                              "evaluate every N epochs")(
+        "bns-p", po::value(&a.bns_p)->default_value(a.bns_p),
+        "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer")(
+        "resend-features", po::bool_switch(&so.resend_features),
+        "send the first layer's halo feature rows every epoch (default: once, when the layer aggregates "
+        "its raw features first; same result)");
+    return d_std;
+}
+
 po::options_description declare_options(option_text& t, app_options& a)
 {
     auto& ro = a.retexo;
-    auto& so = a.standard;
     po::options_description d_data("Data");
     d_data.add_options()("data", po::value(&a.data.data),
                          "partitioned directory (retexo_partition; rank r opens part r only), owners "
@@ -222,20 +242,6 @@ po::options_description declare_options(option_text& t, app_options& a)
         "exchange-columns", po::value(&ro.exchange.columns)->default_value(0),
         "gcn, sage: send the stage inputs this many columns at a time (0: all at once); same bytes, "
         "halo buffers one block wide (bounds memory when most nodes are halo rows)");
-    po::options_description d_std("Standard trainer");
-    d_std.add_options()("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")(
-        "std-lr", po::value(&so.optimizer.lr)->default_value(so.optimizer.lr),
-        "learning rate")("std-hidden", po::value(&so.hidden)->default_value(so.hidden), "hidden width")(
-        "std-dropout", po::value(&so.dropout)->default_value(so.dropout), "dropout rate")(
-        "std-weight-decay", po::value(&so.optimizer.weight_decay)->default_value(so.optimizer.weight_decay),
-        "weight decay")("std-optimizer", po::value(&t.std_optimizer)->default_value(t.std_optimizer),
-                        "adam | adamw | sgd")("eval-every", po::value(&so.eval_every)->default_value(so.eval_every),
-                                              "evaluate every N epochs")(
-        "bns-p", po::value(&a.bns_p)->default_value(a.bns_p),
-        "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer")(
-        "resend-features", po::bool_switch(&so.resend_features),
-        "send the first layer's halo feature rows every epoch (default: once, when the layer aggregates "
-        "its raw features first; same result)");
     po::options_description d_run("Run");
     d_run.add_options()("inductive", po::bool_switch(&a.inductive),
                         "train without the validation and test nodes and their edges; "
@@ -271,7 +277,7 @@ po::options_description declare_options(option_text& t, app_options& a)
         "write every node's predicted class, logits and final embedding (HDF5)")(
         "config", po::value(&t.config), "read options from a file (key = value lines); the command line wins");
     po::options_description desc;
-    desc.add(d_data).add(d_model).add(d_retexo).add(selection_options(t, ro)).add(d_std).add(d_run);
+    desc.add(d_data).add(d_model).add(d_retexo).add(selection_options(t, ro)).add(standard_options(t, a)).add(d_run);
     add_checkpoint_options(desc, a);
     return desc;
 }

@@ -30,6 +30,27 @@ node_t sample_cumulative(const std::vector<double>& cum, double target)
     const auto it = std::upper_bound(cum.begin(), cum.end(), target);
     return static_cast<node_t>(std::min<std::ptrdiff_t>(it - cum.begin(), static_cast<std::ptrdiff_t>(cum.size()) - 1));
 }
+
+/// The split: a seeded permutation of the nodes cut into train / valid / test (each sorted).
+void draw_split(const csbm_options& o, std::vector<node_t>& train, std::vector<node_t>& valid,
+                std::vector<node_t>& test)
+{
+    const node_t n = o.nodes;
+    std::vector<node_t> perm(static_cast<std::size_t>(n));
+    for (node_t v = 0; v < n; ++v)
+        perm[v] = v;
+    seeded_shuffle(perm.begin(), perm.end(), counter_rng(o.seed, rng_stream::generate_split));
+    const auto n_tr = static_cast<std::size_t>(o.train_fraction * n);
+    const auto n_va = static_cast<std::size_t>(o.valid_fraction * n);
+    const auto n_te = std::min(static_cast<std::size_t>(std::llround(o.test_fraction * n)),
+                               static_cast<std::size_t>(n) - n_tr - n_va);
+    train.assign(perm.begin(), perm.begin() + n_tr);
+    valid.assign(perm.begin() + n_tr, perm.begin() + n_tr + n_va);
+    test.assign(perm.begin() + n_tr + n_va, perm.begin() + n_tr + n_va + n_te);
+    std::sort(train.begin(), train.end());
+    std::sort(valid.begin(), valid.end());
+    std::sort(test.begin(), test.end());
+}
 } // namespace
 
 csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
@@ -110,21 +131,7 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
     release(src);
     release(dst);
 
-    // Split: a seeded permutation cut into train / valid / test.
-    std::vector<node_t> perm(static_cast<std::size_t>(n));
-    for (node_t v = 0; v < n; ++v)
-        perm[v] = v;
-    seeded_shuffle(perm.begin(), perm.end(), counter_rng(opt_.seed, rng_stream::generate_split));
-    const auto n_train = static_cast<std::size_t>(opt_.train_fraction * n);
-    const auto n_valid = static_cast<std::size_t>(opt_.valid_fraction * n);
-    const auto n_test = std::min(static_cast<std::size_t>(std::llround(opt_.test_fraction * n)),
-                                 static_cast<std::size_t>(n) - n_train - n_valid);
-    train_.assign(perm.begin(), perm.begin() + n_train);
-    valid_.assign(perm.begin() + n_train, perm.begin() + n_train + n_valid);
-    test_.assign(perm.begin() + n_train + n_valid, perm.begin() + n_train + n_valid + n_test);
-    std::sort(train_.begin(), train_.end());
-    std::sort(valid_.begin(), valid_.end());
-    std::sort(test_.begin(), test_.end());
+    draw_split(opt_, train_, valid_, test_);
 
     // Class means: Gaussian directions with norm about feature_signal.
     const counter_rng mean_rng(opt_.seed, rng_stream::generate_means);

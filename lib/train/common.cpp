@@ -3,6 +3,7 @@
 #include <retexo/train/common.hpp>
 
 #include <algorithm>
+#include <cmath>
 
 namespace retexo::train {
 
@@ -209,6 +210,20 @@ std::vector<named_tensor> named_values(const std::vector<parameter<float>*>& par
     for (auto* p : params)
         v.push_back({prefix + p->name, p->value});
     return v;
+}
+
+void softmax_rows(matrix_f& x)
+{
+    for (Eigen::Index i = 0; i < x.rows(); ++i) {
+        float top = x(i, 0);
+        for (Eigen::Index j = 1; j < x.cols(); ++j)
+            top = std::max(top, x(i, j));
+        float sum = 0;
+        for (Eigen::Index j = 0; j < x.cols(); ++j)
+            sum += x(i, j) = std::exp(x(i, j) - top);
+        for (Eigen::Index j = 0; j < x.cols(); ++j)
+            x(i, j) /= sum;
+    }
 }
 
 accuracies reduce_accuracies(const rank_context& ctx, const matrix_f& logits)

@@ -236,21 +236,6 @@ private:
     std::chrono::steady_clock::time_point last_checkpoint_;
 };
 
-/// Each row of x becomes its softmax.
-void softmax_rows(matrix_f& x)
-{
-    for (Eigen::Index i = 0; i < x.rows(); ++i) {
-        float top = x(i, 0);
-        for (Eigen::Index j = 1; j < x.cols(); ++j)
-            top = std::max(top, x(i, j));
-        float sum = 0;
-        for (Eigen::Index j = 0; j < x.cols(); ++j)
-            sum += x(i, j) = std::exp(x(i, j) - top);
-        for (Eigen::Index j = 0; j < x.cols(); ++j)
-            x(i, j) /= sum;
-    }
-}
-
 /// [a | b], sparse when both are.
 node_features beside(const node_features& a, const node_features& b)
 {

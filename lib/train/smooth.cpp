@@ -13,22 +13,6 @@ void smooth_options::validate() const
     RETEXO_ENSURE(!enabled() || steps >= 1, "--smooth-steps must be at least 1, got " << steps);
 }
 
-namespace {
-
-/// Row-wise softmax.
-matrix_f probabilities(const matrix_f& logits)
-{
-    matrix_f z = logits;
-    for (Eigen::Index i = 0; i < z.rows(); ++i) {
-        const float top = z.row(i).maxCoeff();
-        z.row(i) = (z.row(i).array() - top).exp();
-        z.row(i) /= z.row(i).sum();
-    }
-    return z;
-}
-
-} // namespace
-
 smooth_result smooth_predictions(const rank_context& ctx, const matrix_f& logits_owned, const smooth_options& o,
                                  phase_timer& timer)
 {
@@ -42,7 +26,8 @@ smooth_result smooth_predictions(const rank_context& ctx, const matrix_f& logits
         if (a > 0 && std::find(active.begin(), active.end(), a) == active.end()) active.push_back(a);
     const auto m = static_cast<Eigen::Index>(active.size());
 
-    matrix_f g0 = probabilities(logits_owned);
+    matrix_f g0 = logits_owned;
+    softmax_rows(g0);
     for (node_t r : ctx.train_rows) {
         g0.row(r).setZero();
         g0(r, ctx.part.labels[r]) = 1.0F;
@@ -70,13 +55,11 @@ smooth_result smooth_predictions(const rank_context& ctx, const matrix_f& logits
             }
         }
     }
+    phase_timer::scope sc(timer, "eval");
     smooth_result best;
     for (double a : o.alpha) {
-        matrix_f scores = logits_owned;
-        if (a > 0) {
-            const auto j = static_cast<Eigen::Index>(std::find(active.begin(), active.end(), a) - active.begin());
-            scores = g.block(0, j * C, own, C);
-        }
+        const auto j = static_cast<Eigen::Index>(std::find(active.begin(), active.end(), a) - active.begin());
+        matrix_f scores = a > 0 ? matrix_f(g.block(0, j * C, own, C)) : logits_owned;
         const accuracies acc = reduce_accuracies(ctx, scores);
         best.valid.push_back(acc.valid);
         if (best.valid.size() == 1 || acc.valid > best.acc.valid) {

@@ -681,15 +681,7 @@ TEST_CASE("retexo checkpoints hold sparse stage inputs: stop inside stage 0 and 
 
 TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compute", "[retexo][mpi]")
 {
-    const graph g = generate_csbm([] {
-        csbm_options c;
-        c.nodes = 600;
-        c.classes = 4;
-        c.features = 12;
-        c.avg_degree = 6;
-        c.seed = 3;
-        return c;
-    }());
+    const graph g = small_graph();
     const mpi::communicator world;
     const auto a = partition_random(g.num_nodes(), world.size(), 2);
     for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {

@@ -62,6 +62,9 @@ void agree_initial_parameters(const mpi::communicator& comm, const std::vector<p
 std::vector<matrix_f> snapshot(const std::vector<parameter<float>*>& params);
 void restore(const std::vector<parameter<float>*>& params, const std::vector<matrix_f>& values);
 
+/// Each row of x becomes its softmax (in place).
+void softmax_rows(matrix_f& x);
+
 /// Accuracy on the three splits, from per-rank correct counts (collective, metrics traffic).
 accuracies reduce_accuracies(const rank_context& ctx, const matrix_f& logits_owned);
 
