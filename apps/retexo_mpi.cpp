@@ -87,10 +87,11 @@ struct app_options {
 /// stay text until the stage count is known.
 struct option_text {
     std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32", select = "accuracy";
-    std::string rounds = "200", lr = "0.01", hidden = "256", dropout = "0.5", weight_decay = "5e-4", optimizer = "adam",
-                norm = "none", schedule = "constant", std_optimizer = "adam", config, search_lr, search_dropout,
-                search_weight_decay, smooth_alpha, output_stage = "last";
-    int stages = 2;
+    std::string rounds = "200", lr = "0.01", hidden = "256", dropout, patience, weight_decay = "5e-4",
+                optimizer = "adam", norm = "none", schedule = "constant", std_optimizer = "adam", config, search_lr,
+                search_dropout, search_weight_decay, smooth_alpha, output_stage = "best";
+    int stages = static_cast<int>(train::retexo_options{}.stages.size());
+    int layers = train::standard_options{}.layers;
     bool no_overlap = false;
 };
 
@@ -217,13 +218,14 @@ po::options_description declare_options(option_text& t, app_options& a)
         "model", po::value(&t.model)->default_value(t.model), "gcn | sage | sage-pool | gat")(
         "variant", po::value(&t.variant)->default_value(t.variant),
         "RETEXO: hidden (exchange hidden embeddings) | logits (stage 0 is an MLP; exchange C class probabilities)")(
-        "stages,layers", po::value(&t.stages)->default_value(t.stages), "RETEXO stages = standard layers")(
+        "stages", po::value(&t.stages)->default_value(t.stages),
+        "RETEXO stages")("layers", po::value(&t.layers)->default_value(t.layers), "standard (and BNS) layers")(
         "heads", po::value(&ro.heads)->default_value(ro.heads), "GAT attention heads");
     po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,100)");
     d_retexo.add_options()("rounds", po::value(&t.rounds)->default_value(t.rounds),
                            "rounds per stage")("lr", po::value(&t.lr)->default_value(t.lr), "learning rate")(
         "hidden", po::value(&t.hidden)->default_value(t.hidden),
-        "hidden width")("dropout", po::value(&t.dropout)->default_value(t.dropout), "dropout rate")(
+        "hidden width")("dropout", po::value(&t.dropout), "dropout rate (default: 0.5, the last stage 0.8)")(
         "weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay),
         "weight decay")("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adam | adamw | sgd")(
         "norm", po::value(&t.norm)->default_value(t.norm),
@@ -235,10 +237,10 @@ po::options_description declare_options(option_text& t, app_options& a)
         "accuracy | loss: keep the round with the best validation accuracy or the lowest validation loss")(
         "batch-size", po::value(&ro.batch_size)->default_value(0),
         "training rows per step over all ranks (0: full batch)")(
-        "patience", po::value(&ro.patience)->default_value(0),
-        "stop a stage after N rounds without a better validation score, see --select (0: never)")(
-        "exchange-precision", po::value(&t.precision)->default_value(t.precision),
-        "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
+        "patience", po::value(&t.patience),
+        "stop a stage after N rounds without a better validation score, see --select (0: never; default: 50, "
+        "the last stage 0)")("exchange-precision", po::value(&t.precision)->default_value(t.precision),
+                             "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
         "exchange-columns", po::value(&ro.exchange.columns)->default_value(0),
         "gcn, sage: send the stage inputs this many columns at a time (0: all at once); same bytes, "
         "halo buffers one block wide (bounds memory when most nodes are halo rows)");
@@ -293,6 +295,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     RETEXO_ENSURE(a.emulate.bandwidth_bits_per_s >= 0 && a.emulate.latency_s >= 0,
                   "--emulate-bandwidth and --emulate-latency must be >= 0");
     RETEXO_ENSURE(t.stages >= 1, "--stages must be at least 1, got " << t.stages);
+    RETEXO_ENSURE(t.layers >= 1, "--layers must be at least 1, got " << t.layers);
     RETEXO_ENSURE(a.log_every >= 1, "--log-every must be positive, got " << a.log_every);
     a.data.objective = parse_name<metis_objective>(t.objective, "--objective");
     ro.model = so.model = parse_name<nn::layer_kind>(t.model, "--model");
@@ -304,12 +307,21 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     ro.exchange.overlap = so.overlap = !t.no_overlap;
     so.exact = ro.exact;
     so.heads = ro.heads;
-    so.layers = t.stages;
+    so.layers = t.layers;
     so.optimizer.kind = parse_name<optimizer_kind>(t.std_optimizer, "--std-optimizer");
     const auto rounds = per_stage<int>("rounds", t.rounds, t.stages);
     const auto lr = per_stage<double>("lr", t.lr, t.stages);
     const auto hidden = per_stage<int>("hidden", t.hidden, t.stages);
-    const auto dropout = per_stage<double>("dropout", t.dropout, t.stages);
+    const auto defaults = train::default_stages(t.stages);
+    auto or_default = [&defaults](const std::string& text, auto member) {
+        if (!text.empty()) return text;
+        std::string list;
+        for (const auto& d : defaults)
+            list += (list.empty() ? "" : ",") + std::to_string(d.*member);
+        return list;
+    };
+    const auto dropout = per_stage<double>("dropout", or_default(t.dropout, &train::stage_options::dropout), t.stages);
+    const auto patience = per_stage<int>("patience", or_default(t.patience, &train::stage_options::patience), t.stages);
     const auto wd = per_stage<double>("weight-decay", t.weight_decay, t.stages);
     const auto opt = per_stage<optimizer_kind>("optimizer", t.optimizer, t.stages);
     const auto norm = per_stage<train::normalization>("norm", t.norm, t.stages);
@@ -323,7 +335,8 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
                              .weight_decay = wd[k],
                              .optimizer = opt[k],
                              .norm = norm[k],
-                             .schedule = schedule[k]});
+                             .schedule = schedule[k],
+                             .patience = patience[k]});
     if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
     RETEXO_ENSURE(t.output_stage == "last" || t.output_stage == "best",
                   "--output-stage must be last or best, got '" << t.output_stage << "'");
@@ -399,6 +412,14 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     a.config = config_json(vm, a.mode);
     a.config["std-hidden"] = a.standard.hidden; // the width used: --hidden's first value unless given
     a.config["skip"] = a.retexo.skips();        // unset: on where it can apply
+    // The per-stage values used (unset: train::default_stages).
+    nlohmann::json dropout = nlohmann::json::array(), patience = nlohmann::json::array();
+    for (const auto& st : a.retexo.stages) {
+        dropout.push_back(st.dropout);
+        patience.push_back(st.patience);
+    }
+    a.config["dropout"] = dropout;
+    a.config["patience"] = patience;
     return a;
 }
 

@@ -22,6 +22,7 @@ void retexo_options::validate() const
         RETEXO_ENSURE(s.dropout >= 0 && s.dropout < 1,
                       "--dropout: stage " << k << " rate must be in [0, 1), got " << s.dropout);
         RETEXO_ENSURE(s.lr > 0, "--lr: stage " << k << " must be positive, got " << s.lr);
+        RETEXO_ENSURE(s.patience >= 0, "--patience: stage " << k << " must be >= 0, got " << s.patience);
         RETEXO_ENSURE(model != nn::layer_kind::gat || s.hidden % heads == 0,
                       "--hidden " << s.hidden << " must be divisible by --heads " << heads << " for GAT");
     }
@@ -29,7 +30,6 @@ void retexo_options::validate() const
     RETEXO_ENSURE(cross_fit >= 1, "--cross-fit must be >= 1, got " << cross_fit);
     RETEXO_ENSURE(cross_fit == 1 || batch_size == 0,
                   "--cross-fit " << cross_fit << " needs full-batch training, not --batch-size " << batch_size);
-    RETEXO_ENSURE(patience >= 0, "--patience must be >= 0, got " << patience);
     RETEXO_ENSURE(exchange.columns >= 0, "--exchange-columns must be >= 0, got " << exchange.columns);
     RETEXO_ENSURE(exchange.columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
                   "--exchange-columns applies to gcn and sage: " << name_of(model)
@@ -54,6 +54,14 @@ void retexo_options::validate() const
     RETEXO_ENSURE(!search.active() || (checkpoint.every_minutes == 0 && checkpoint.max_hours == 0),
                   "a stage search (--search-*) checkpoints at stage ends only: --checkpoint-every-min and "
                   "--max-hours must be 0");
+}
+
+std::vector<stage_options> default_stages(int count)
+{
+    std::vector<stage_options> stages(static_cast<std::size_t>(std::max(count, 0)),
+                                      stage_options{.dropout = 0.5, .patience = 50});
+    if (!stages.empty()) stages.back() = stage_options{.dropout = 0.8, .patience = 0};
+    return stages;
 }
 
 stage_options stage_search::candidate(const stage_options& base, std::size_t i) const
@@ -83,9 +91,8 @@ std::string retexo_options::describe() const
     std::ostringstream d;
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
       << " deterministic=" << exact << " batch-size=" << batch_size << " select=" << name_of(select)
-      << " patience=" << patience << " exchange-precision=" << name_of(exchange.precision)
-      << " exchange-columns=" << exchange.columns << " skip=" << skips() << " cross-fit=" << cross_fit
-      << " replicate-train=" << replicate_train;
+      << " exchange-precision=" << name_of(exchange.precision) << " exchange-columns=" << exchange.columns
+      << " skip=" << skips() << " cross-fit=" << cross_fit << " replicate-train=" << replicate_train;
     if (search.active()) {
         d << " search:";
         for (const auto* axis : {&search.lr, &search.dropout, &search.weight_decay}) {
@@ -107,7 +114,7 @@ std::string retexo_options::describe() const
         const auto& s = stages[k];
         d << "; stage " << k << ": rounds=" << s.rounds << " lr=" << s.lr << " hidden=" << s.hidden
           << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay << " optimizer=" << name_of(s.optimizer)
-          << " norm=" << name_of(s.norm) << " lr-schedule=" << name_of(s.schedule);
+          << " norm=" << name_of(s.norm) << " lr-schedule=" << name_of(s.schedule) << " patience=" << s.patience;
     }
     return d.str();
 }
@@ -178,7 +185,10 @@ public:
 
 private:
     bool checkpointing() const { return !o_.checkpoint.dir.empty(); }
-    int patience() const { return o_.search.active() && o_.search.patience > 0 ? o_.search.patience : o_.patience; }
+    int patience(const retexo_stage& s) const
+    {
+        return o_.search.active() && o_.search.patience > 0 ? o_.search.patience : s.so.patience;
+    }
     /// Forget the stage's model, optimiser and round selection (not its inputs).
     static void reset_model(retexo_stage& s);
     void exchange_inputs(retexo_stage& s);
@@ -475,7 +485,7 @@ bool retexo_run::train_rounds(retexo_stage& s)
         }
         meter_.record(rec, result_, progress_);
         if (checkpointing() && !o_.search.active() && checkpoint_round(s, round)) return false;
-        if (patience() > 0 && round - s.best_round >= patience()) break;
+        if (patience(s) > 0 && round - s.best_round >= patience(s)) break;
     }
     return true;
 }
@@ -688,7 +698,7 @@ bool retexo_run::checkpoint_round(retexo_stage& s, int round)
             ck.every_minutes * 60)
         flags[1] = 1;
     ctx_.comm.allreduce(std::span<int>(flags, 2), MPI_MAX, purpose::control);
-    const bool stage_over = round == s.so.rounds || (o_.patience > 0 && round - s.best_round >= o_.patience);
+    const bool stage_over = round == s.so.rounds || (patience(s) > 0 && round - s.best_round >= patience(s));
     if (stage_over || (flags[0] == 0 && flags[1] == 0)) return false;
     retexo_checkpoint c;
     c.stage = s.k;

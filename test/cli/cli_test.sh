@@ -120,12 +120,15 @@ expect 0 "hash [0-9a-f]{16}" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/g.h
 
 # retexo_mpi training runs on a small graph.
 expect 0 "wrote" "$apps/retexo_generate" --out "$tmp/small.h5" --nodes 600 --features 12 --classes 3 --avg-degree 6 --seed 2
-small=(--data "$tmp/small.h5" --rounds 4,3 --epochs 3 --hidden 16 --std-hidden 16 --log-every 1)
+small=(--data "$tmp/small.h5" --rounds 4,3,3 --epochs 3 --hidden 16 --std-hidden 16 --log-every 1)
 expect_mpi 1 "--mode: unknown mode 'fast' \(expected retexo, standard, bns or stats\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode fast
-expect_mpi 1 "--rounds: 3 values for 2 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 1,2,3
+expect_mpi 1 "--rounds: 2 values for 3 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 1,2
+expect_mpi 1 "--patience: 2 values for 3 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --patience 1,2
+expect_mpi 1 "--patience: stage 1 must be >= 0, got -1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --patience 5,-1,0
+expect_mpi 1 "--layers must be at least 1, got 0" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --layers 0
 expect_mpi 1 "--exchange-precision: unknown exchange precision 'fp8' \(expected fp32, bf16 or int8\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --exchange-precision fp8
 expect_mpi 1 "--norm: unknown normalisation 'batch' \(expected layer or none\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --norm batch
-expect_mpi 1 "--lr-schedule: unknown learning-rate schedule 'cosine' \(expected constant or linear\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --lr-schedule constant,cosine
+expect_mpi 1 "--lr-schedule: unknown learning-rate schedule 'cosine' \(expected constant or linear\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --lr-schedule constant,constant,cosine
 expect_mpi 1 "--select: unknown selection 'f1' \(expected accuracy or loss\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select f1
 expect_mpi 1 "--model: unknown model 'gin'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gin
 expect_mpi 1 "--mode: stats runs alone" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode stats,retexo
@@ -135,12 +138,18 @@ expect_mpi 1 "--config: cannot open" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small
 expect 0 "oneDNN: 2\.[0-9]+\.[0-9]+" "$apps/retexo_mpi" --version
 expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode both --metrics-out "$tmp/m.json" \
   --save-model "$tmp/model.h5" --predict-out "$tmp/pred.h5"
-expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select loss --lr-schedule linear,constant \
+expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select loss --lr-schedule linear,constant,constant \
   --metrics-out "$tmp/ml.json"
 grep -q '"valid_loss"' "$tmp/ml.json" || { echo "FAIL: --select loss: no valid_loss in the history"; failures=$((failures + 1)); }
 for key in '"mode": "both"' '"runs"' '"accuracy"' '"bytes"' '"halo_forward"' '"time_s"' '"stages"' '"ranks": 2'; do
   grep -q "$key" "$tmp/m.json" || { echo "FAIL: metrics JSON lacks $key"; failures=$((failures + 1)); }
 done
+# The per-stage defaults used are in the metrics, as lists (train::default_stages).
+python3 -c 'import json, sys
+m = json.load(open(sys.argv[1]))
+c = (m["runs"][0] if "runs" in m else m)["config"]
+assert c["dropout"] == [0.5, 0.5, 0.8] and c["patience"] == [50, 50, 0], (c["dropout"], c["patience"])' "$tmp/m.json" ||
+  { echo "FAIL: metrics config lacks the default dropout and patience per stage"; failures=$((failures + 1)); }
 for f in model.h5 pred.h5; do [[ -s $tmp/$f ]] || { echo "FAIL: $f not written"; failures=$((failures + 1)); }; done
 if ls "$tmp" | grep -q "\.tmp\."; then echo "FAIL: temporary files left behind"; failures=$((failures + 1)); fi
 # Owner shards: two owners write theirs from their own rows (each lists only the edges that

@@ -35,7 +35,9 @@ train::retexo_options small_options(nn::layer_kind model)
     const auto layer = train::normalization::layer;
     o.stages = {train::stage_options{.rounds = 6, .lr = 0.01, .hidden = 16, .dropout = 0.3, .norm = layer},
                 train::stage_options{.rounds = 5, .lr = 0.01, .hidden = 16, .dropout = 0.3, .norm = layer}};
-    o.skip = false; // the tests that need it turn it on
+    o.skip = false; // the tests that need them turn these on
+    o.best_stage_output = false;
+    o.smooth = {};
     return o;
 }
 
@@ -447,11 +449,12 @@ TEST_CASE("retexo: patience stops a stage early", "[mpi][retexo]")
     const mpi::communicator world;
     const graph g = small_graph();
     auto o = small_options(nn::layer_kind::gcn);
-    o.stages[0].rounds = 60;
-    o.patience = 3;
+    o.stages[0].rounds = o.stages[1].rounds = 60;
+    o.stages[0].patience = 3; // stage 1 keeps patience 0: all its rounds
     const run_with r(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
     CHECK(r.res.stages[0].rounds < 60);
     CHECK(r.res.stages[0].rounds - r.res.stages[0].best_round == 3);
+    CHECK(r.res.stages[1].rounds == 60);
 }
 
 TEST_CASE("retexo: selecting by validation loss keeps the lowest-loss round, at every rank count", "[mpi][retexo]")
@@ -695,7 +698,6 @@ TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compu
         REQUIRE(searched.res.stages.size() == 2);
         auto alone = o;
         alone.search = {};
-        alone.patience = 4;
         for (std::size_t k = 0; k < 2; ++k) {
             const auto& sr = searched.res.stages[k];
             CHECK(sr.candidates == 4);
@@ -703,6 +705,7 @@ TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compu
             REQUIRE(sr.chosen < 4);
             CHECK(sr.settings == o.search.describe(o.stages[k], static_cast<std::size_t>(sr.chosen)));
             alone.stages[k] = o.search.candidate(o.stages[k], static_cast<std::size_t>(sr.chosen));
+            alone.stages[k].patience = o.search.patience;
         }
         // The candidates differ enough that the choice matters, and the chosen one is kept.
         const run_with chosen(world, g, a, alone);
