@@ -338,9 +338,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
                              .schedule = schedule[k],
                              .patience = patience[k]});
     if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
-    RETEXO_ENSURE(t.output_stage == "last" || t.output_stage == "best",
-                  "--output-stage must be last or best, got '" << t.output_stage << "'");
-    ro.best_stage_output = t.output_stage == "best";
+    ro.output = parse_name<train::stage_output>(t.output_stage, "--output-stage");
     if (!t.smooth_alpha.empty()) ro.smooth.alpha = list_of<double>("smooth-alpha", t.smooth_alpha);
     if (!t.search_lr.empty()) ro.search.lr = list_of<double>("search-lr", t.search_lr);
     if (!t.search_dropout.empty()) ro.search.dropout = list_of<double>("search-dropout", t.search_dropout);

@@ -103,7 +103,7 @@ std::string retexo_options::describe() const
         }
         d << " search-patience=" << search.patience;
     }
-    if (best_stage_output) d << " output-stage=best";
+    if (output != stage_output::last) d << " output-stage=" << name_of(output);
     if (smooth.enabled()) {
         d << " smooth-alpha=";
         for (double a : smooth.alpha)
@@ -863,7 +863,7 @@ bool retexo_run::embed(retexo_stage& s)
     for (auto& t : named_values(s.params))
         result_.parameters.push_back(std::move(t));
     const bool logits_variant = o_.variant == retexo_variant::logits;
-    if (o_.best_stage_output && !s.last && (carry_.best_stage < 0 || sr.best.valid >= carry_.best_valid)) {
+    if (o_.output == stage_output::best && !s.last && (carry_.best_stage < 0 || sr.best.valid >= carry_.best_valid)) {
         carry_.best_logits = logits;
         carry_.best_stage = s.k;
         carry_.best_valid = sr.best.valid;
@@ -871,7 +871,7 @@ bool retexo_run::embed(retexo_stage& s)
     if (s.last) {
         result_.final_acc = sr.best;
         result_.logits = std::move(logits);
-        if (o_.best_stage_output && carry_.best_stage >= 0 && carry_.best_valid > sr.best.valid) {
+        if (o_.output == stage_output::best && carry_.best_stage >= 0 && carry_.best_valid > sr.best.valid) {
             result_.final_acc = result_.stages[static_cast<std::size_t>(carry_.best_stage)].best;
             result_.logits = std::move(carry_.best_logits);
         }

@@ -36,7 +36,7 @@ train::retexo_options small_options(nn::layer_kind model)
     o.stages = {train::stage_options{.rounds = 6, .lr = 0.01, .hidden = 16, .dropout = 0.3, .norm = layer},
                 train::stage_options{.rounds = 5, .lr = 0.01, .hidden = 16, .dropout = 0.3, .norm = layer}};
     o.skip = false; // the tests that need them turn these on
-    o.best_stage_output = false;
+    o.output = train::stage_output::last;
     o.smooth = {};
     return o;
 }
@@ -536,8 +536,9 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
         o.cross_fit = extras ? 2 : 1;        // and with fold models and skipped inputs
         o.skip = extras;
         o.replicate_train = extras && model == nn::layer_kind::gcn; // and gathered training rows
-        o.best_stage_output = extras;                               // the best stage's logits cross the checkpoints
-        if (extras) o.smooth = {.alpha = {0.0, 0.8}, .steps = 3};   // and label spreading at the end
+        o.output = extras ? train::stage_output::best
+                          : train::stage_output::last;            // the best stage's logits cross the checkpoints
+        if (extras) o.smooth = {.alpha = {0.0, 0.8}, .steps = 3}; // and label spreading at the end
         const std::string tag = name_of(model) + (extras ? "-cross-fit" : "");
         o.checkpoint.dir = dir + "/full-" + tag;
         const auto full = train::train_retexo(ctx, o);
@@ -771,7 +772,7 @@ TEST_CASE("output-stage best predicts with the stage of the best validation accu
     auto o = three_stage_options(nn::layer_kind::gcn, train::retexo_variant::hidden, 0);
     o.stages[2].lr = 1e-5; // a last stage that learns almost nothing: an earlier one is better
     auto best = o;
-    best.best_stage_output = true;
+    best.output = train::stage_output::best;
     const auto [single, dist] = single_and_distributed(g, best);
     CHECK(single.final_acc.test == dist.final_acc.test);
     REQUIRE(dist.stages.size() == 3);

@@ -59,6 +59,14 @@ constexpr name_table<selection, 2> names_of(selection)
     return {"selection", {{{selection::accuracy, "accuracy"}, {selection::loss, "loss"}}}};
 }
 
+/// Which predictions a run makes: the last stage's, or those of the stage whose classifier
+/// head (every stage has one) had the best validation accuracy (the later stage on a tie).
+enum class stage_output { last, best };
+constexpr name_table<stage_output, 2> names_of(stage_output)
+{
+    return {"output stage", {{{stage_output::last, "last"}, {stage_output::best, "best"}}}};
+}
+
 /// Settings of one stage.
 struct stage_options {
     int rounds = 200;
@@ -154,9 +162,8 @@ struct retexo_options {
     /// validation (train/smooth.hpp); alpha 0 is the model's own predictions, so the choice
     /// never scores lower on validation than the model.  Off when smooth.alpha is empty.
     smooth_options smooth{.alpha = {0, 0.5, 0.8, 0.9}};
-    /// The run's predictions: the last stage's, or those of the stage (every stage has a
-    /// classifier head) with the best validation accuracy, the later stage on a tie.
-    bool best_stage_output = true;
+    /// The run's predictions (before label spreading).
+    stage_output output = stage_output::best;
     /// Stages that train on per-node rows (gcn, sage, the logits variant's stage 0; GAT and
     /// SAGE-pool stages train on neighbourhoods and all-reduce as before) gather
     /// every rank's training rows (their stage inputs, ids and labels) onto every rank once
