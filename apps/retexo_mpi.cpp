@@ -140,11 +140,11 @@ po::options_description selection_options(option_text& t, train::retexo_options&
         "search-weight-decay", po::value(&t.search_weight_decay),
         "RETEXO: weight decays every stage tries (see --search-lr)")(
         "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
-        "RETEXO: a search's candidate stops after N rounds without improvement (0: --patience)")(
+        "RETEXO: a search's candidate stops after N rounds without improvement (0: the stage's --patience)")(
         "smooth-alpha", po::value(&t.smooth_alpha),
         "RETEXO: after the last stage, spread the training labels over its predictions (label spreading, "
         "C values per halo row and step); the alpha among these candidates (a,b,...; 0 = the model's own "
-        "predictions) with the best validation accuracy is kept")(
+        "predictions) with the best validation accuracy is kept (default: 0,0.5,0.8,0.9; 0 alone: off)")(
         "smooth-steps", po::value(&ro.smooth.steps)->default_value(ro.smooth.steps),
         "RETEXO: propagation steps of --smooth-alpha")(
         "output-stage", po::value(&t.output_stage)->default_value(t.output_stage),
@@ -340,6 +340,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
     ro.output = parse_name<train::stage_output>(t.output_stage, "--output-stage");
     if (!t.smooth_alpha.empty()) ro.smooth.alpha = list_of<double>("smooth-alpha", t.smooth_alpha);
+    if (ro.smooth.alpha == std::vector<double>{0}) ro.smooth.alpha.clear(); // the model's own predictions
     if (!t.search_lr.empty()) ro.search.lr = list_of<double>("search-lr", t.search_lr);
     if (!t.search_dropout.empty()) ro.search.dropout = list_of<double>("search-dropout", t.search_dropout);
     if (!t.search_weight_decay.empty())

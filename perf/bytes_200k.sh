@@ -16,7 +16,7 @@ graph=$out/syn200k.h5
 [[ -f $graph ]] || "$build/apps/retexo_generate" --out "$graph" --nodes 200000 --features 128 --classes 10 \
   --avg-degree 21 --homophily 0.7 --power-law 2.5 --feature-signal 1.0 --seed 3
 [[ -f $out/syn200k-p8.json ]] || "$root/mpi_scripts/retexo_run.sh" -np 8 --data "$graph" --partition random \
-  --mode retexo,standard --config "$root/mpi_scripts/presets/synthetic.cfg" --rounds 200 --epochs 200 --lr 0.01 \
+  --mode retexo,standard --config "$root/perf/configs/synthetic.cfg" --rounds 200 --epochs 200 --lr 0.01 \
   --norm none --log-every 20 --resend-features \
   --metrics-out "$out/syn200k-p8.json" | tee "$out/syn200k-p8.log"
 /usr/bin/python3 - "$out/syn200k-p8.json" <<'PY'

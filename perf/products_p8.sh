@@ -37,7 +37,7 @@ case ${SETTING:-easy} in
   *) echo "products_p8.sh: SETTING must be easy or hard, got '$SETTING'" >&2; exit 1 ;;
 esac
 rounds=200
-retexo_opts=(--config "$root/mpi_scripts/presets/synthetic.cfg" --rounds $rounds --lr 0.01 --exchange-columns 64)
+retexo_opts=(--config "$root/perf/configs/synthetic.cfg" --rounds $rounds --lr 0.01 --exchange-columns 64)
 
 prod=${PRODUCTS_GRAPH:-$out/products.h5}
 if [[ ! -f $prod ]]; then

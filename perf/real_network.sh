@@ -54,14 +54,14 @@ common=(--partition random --seed 1 --log-every 1000)
 # after 10 rounds without a better validation score.
 opts[syn:standard]="--mode standard --lr 0.01"
 opts[syn:bns]="--mode bns --bns-p 0.1 --lr 0.01"
-opts[syn:retexo]="--mode retexo --config $root/mpi_scripts/presets/synthetic.cfg --stages 3 --rounds 100 --patience 10 --lr 0.01 --track-test"
+opts[syn:retexo]="--mode retexo --config $root/perf/configs/synthetic.cfg --stages 3 --rounds 100 --patience 10 --lr 0.01 --track-test"
 # ... and with the stage inputs sent as int8 (per-row scale): a quarter of the halo bytes.
 opts[syn:retexo_int8]="${opts[syn:retexo]} --exchange-precision int8"
 # Shared datasets: the GCN preset, for every mode.
 for g in $graphs; do
   [[ $g == syn ]] && continue
   for m in standard bns retexo; do
-    opts[$g:$m]="--config $root/mpi_scripts/presets/$g-gcn.cfg --mode $m --track-test"
+    opts[$g:$m]="--config $root/perf/configs/$g-gcn.cfg --mode $m --track-test"
   done
   opts[$g:bns]+=" --bns-p 0.1"
   # ... and RETEXO with --replicate-train: the training rows once per stage, no gradient all-reduce.

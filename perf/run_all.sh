@@ -34,10 +34,10 @@ syn=$out/syn.h5
 for p in $parts; do
   log "synthetic, $p partitions"
   [[ -f $out/syn-p$p.json ]] || "$run" -np "$p" --data "$syn" --partition random --mode retexo,standard,bns --bns-p 0.1 \
-    --config "$root/mpi_scripts/presets/synthetic.cfg" --rounds $rounds --epochs $rounds --lr 0.01 --track-test --log-every 1000 --metrics-out "$out/syn-p$p.json" >"$out/syn-p$p.log"
+    --config "$root/perf/configs/synthetic.cfg" --rounds $rounds --epochs $rounds --lr 0.01 --track-test --log-every 1000 --metrics-out "$out/syn-p$p.json" >"$out/syn-p$p.log"
 done
 
-# 3. The shared datasets, 4 random partitions (GCN, hyperparameters from mpi_scripts/presets).
+# 3. The shared datasets, 4 random partitions (GCN, the workloads of perf/configs).
 datasets="cora citeseer chameleon amazon-computers"
 [[ $quick == 1 ]] && datasets="cora"
 for ds in $datasets; do
@@ -45,7 +45,7 @@ for ds in $datasets; do
   [[ -f $out/$ds.h5 ]] || "$apps/retexo_convert" --ogb "$dsdir/$ds" --split random-paper --out "$out/$ds.h5" >/dev/null
   log "$ds, 4 partitions"
   [[ -f $out/$ds-p4.json ]] || "$run" -np 4 --data "$out/$ds.h5" --partition random --mode retexo,standard,bns --bns-p 0.1 \
-    --config "$root/mpi_scripts/presets/$ds.cfg" --rounds $((rounds * 2)) --epochs $((rounds * 2)) --track-test \
+    --config "$root/perf/configs/$ds.cfg" --rounds $((rounds * 2)) --epochs $((rounds * 2)) --track-test \
     --log-every 1000 --metrics-out "$out/$ds-p4.json" >"$out/$ds-p4.log"
 done
 
@@ -80,7 +80,7 @@ products_run() {  # name ranks options...
   [[ -f $out/products-$name.json ]] || /usr/bin/time -v "$run" -np "$np" --data "$out/products-p$np" "$@" \
     --metrics-out "$out/products-$name.json" >"$out/products-$name.log" 2>&1 || log "failed: see $out/products-$name.log"
 }
-retexo_opts=(--mode retexo --config "$root/mpi_scripts/presets/synthetic.cfg" --rounds 200 --lr 0.01 --patience 30 --log-every 50 --exchange-columns 64)
+retexo_opts=(--mode retexo --config "$root/perf/configs/synthetic.cfg" --rounds 200 --lr 0.01 --patience 30 --log-every 50 --exchange-columns 64)
 products_run retexo_bf16-p4 4 "${retexo_opts[@]}" --exchange-precision bf16
 products_run retexo_int8-p4 4 "${retexo_opts[@]}" --exchange-precision int8
 products_run standard-p4 4 --mode standard --epochs $pepochs --log-every 1
@@ -91,7 +91,7 @@ products_run standard_resend-p4 4 --mode standard --epochs $pepochs --log-every 
 for wire in bf16 int8; do
   log "synthetic, 8 partitions, RETEXO with $wire exchange"
   [[ -f $out/wire-syn-p8-$wire.json ]] || "$run" -np 8 --data "$syn" --partition random --mode retexo --rounds $rounds \
-    --config "$root/mpi_scripts/presets/synthetic.cfg" --lr 0.01 --track-test --exchange-precision $wire --log-every 1000 --metrics-out "$out/wire-syn-p8-$wire.json" \
+    --config "$root/perf/configs/synthetic.cfg" --lr 0.01 --track-test --exchange-precision $wire --log-every 1000 --metrics-out "$out/wire-syn-p8-$wire.json" \
     >"$out/wire-syn-p8-$wire.log"
 done
 
@@ -108,7 +108,7 @@ if [[ -f $ovg ]]; then
       log "overlap: $ov at $bw bit/s"
       flag=(); [[ $ov == no-overlap ]] && flag=(--no-overlap)
       [[ -f $out/overlap-$bw-$ov.json ]] || "$run" -np 2 --data "$ovg" --partition metis --mode retexo,standard \
-        --config "$root/mpi_scripts/presets/synthetic.cfg" --rounds 30 --epochs 30 \
+        --config "$root/perf/configs/synthetic.cfg" --rounds 30 --epochs 30 \
         --emulate-bandwidth $bw "${flag[@]}" --log-every 1000 --metrics-out "$out/overlap-$bw-$ov.json" \
         >"$out/overlap-$bw-$ov.log"
     done

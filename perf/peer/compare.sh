@@ -3,8 +3,8 @@
 # HDF5 files: cora, citeseer, facebook, chameleon, amazon-computers (those present in
 # ../shared/datasets) x {standard GCN, SAGE, GAT, RETEXO GCN}; one process, every core for its
 # OpenMP threads on both sides (retexo: mpirun -np 1 without core binding; passive waiting;
-# glibc's huge-page tunable, which retexo_run.sh sets for retexo, for the peer too), the presets of
-# mpi_scripts/presets, 100 epochs / 100 rounds per stage, seed 1.  Each side's time is the
+# glibc's huge-page tunable, which retexo_run.sh sets for retexo, for the peer too), the workloads of
+# perf/configs, 100 epochs / 100 rounds per stage, seed 1.  Each side's time is the
 # best of 3 runs, retexo and peer alternating (one run each for a cell whose first run takes
 # longer than LONG_S seconds).  Writes OUT/peer.md, OUT/peer.json and OUT/runs/*.json.
 #   perf/peer/compare.sh OUT
@@ -66,8 +66,8 @@ gemm=full # the peer measures torch.mm's throughput once (reference BLAS, a few 
 for ds in "${present[@]}"; do
   for mm in $models; do
     mode=${mm%%:*} model=${mm##*:}
-    preset=$root/mpi_scripts/presets/$ds-$model.cfg
-    [[ -f $preset ]] || preset=$root/mpi_scripts/presets/$ds.cfg
+    preset=$root/perf/configs/$ds-$model.cfg
+    [[ -f $preset ]] || preset=$root/perf/configs/$ds.cfg
     cfg=(); [[ -f $preset ]] && cfg=(--config "$preset")
     if [[ $mode == retexo ]]; then # what the peer implements: no --skip, no cross-fitting
       mkdir -p "$out/cfg"

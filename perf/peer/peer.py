@@ -2,7 +2,7 @@
 """A PyTorch peer baseline for retexo: the same models on the same HDF5 graph files, tuned for CPU.
 
     /usr/bin/python3 perf/peer/peer.py --data cora.h5 --mode standard --model gcn \
-        --config mpi_scripts/presets/cora.cfg --epochs 100 [--rounds 100] [--json-out peer.json]
+        --config perf/configs/cora.cfg --epochs 100 [--rounds 100] [--json-out peer.json]
 
 Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/nn/stage_model.cpp):
   standard gcn / sage / gat: 2 layers, hidden 256 (std-hidden), dropout on each layer's input,

@@ -70,7 +70,7 @@ def phases(p):
 lines = ["## retexo against a tuned PyTorch peer (perf/peer)", ""]
 lines.append(f"One process, {meta.get('threads', 2)} OpenMP threads on both sides (retexo: `mpi_scripts/retexo_run.sh -np 1`, "
              f"whose rank may use every core; both: OMP_WAIT_POLICY=PASSIVE), {meta.get('epochs', 100)} epochs (standard) / "
-             f"{meta.get('rounds', 100)} rounds per stage (RETEXO, 2 stages), the presets of mpi_scripts/presets, "
+             f"{meta.get('rounds', 100)} rounds per stage (RETEXO, 2 stages), the workloads of perf/configs, "
              f"split random-paper, seed 1; each time is the best of {meta.get('reps', 3)} runs and covers the "
              "whole training including the evaluation after every epoch / round (data loading excluded). "
              "Ratio = peer / retexo: above 1 retexo is faster.")

@@ -22,9 +22,9 @@ for f in "$src"/mpi_scripts/*.sh "$src"/mpi_scripts/*.sbatch; do
     done
   done
 done
-# Preset configuration files: every key is a retexo_mpi option.
+# perf/ workload configuration files: every key is a retexo_mpi option.
 help=$("$apps/retexo_mpi" --help 2>&1)
-for f in "$src"/mpi_scripts/presets/*.cfg; do
+for f in "$src"/perf/configs/*.cfg; do
   for key in $(grep -vE '^\s*(#|$)' "$f" | cut -d= -f1 | tr -d ' '); do
     if ! grep -qE -- "--$key( |,|$)" <<<"$help"; then
       echo "FAIL: $f sets $key, which retexo_mpi --help does not list"; failures=$((failures + 1))
