@@ -457,6 +457,27 @@ TEST_CASE("retexo: patience stops a stage early", "[mpi][retexo]")
     CHECK(r.res.stages[1].rounds == 60);
 }
 
+TEST_CASE("retexo's default stages: the last with dropout 0.8 and every round, the others stop early", "[retexo]")
+{
+    const train::retexo_options o;
+    REQUIRE(o.stages.size() == 3);
+    CHECK(o.output == train::stage_output::best);
+    CHECK(o.smooth.alpha == std::vector<double>{0, 0.5, 0.8, 0.9});
+    for (int count : {1, 2, 3, 5}) {
+        const auto s = train::default_stages(count);
+        REQUIRE(static_cast<int>(s.size()) == count);
+        for (int k = 0; k < count; ++k) {
+            const bool last = k == count - 1;
+            CHECK(s[k].dropout == (last ? 0.8 : 0.5));
+            CHECK(s[k].patience == (last ? 0 : 50));
+            CHECK(s[k].rounds == 200);
+        }
+    }
+    auto bad = o;
+    bad.stages[1].patience = -1;
+    CHECK_THROWS_WITH(bad.validate(), Catch::Contains("--patience: stage 1 must be >= 0, got -1"));
+}
+
 TEST_CASE("retexo: selecting by validation loss keeps the lowest-loss round, at every rank count", "[mpi][retexo]")
 {
     const mpi::communicator world;
