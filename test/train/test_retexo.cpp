@@ -560,6 +560,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
         o.output = extras ? train::stage_output::best
                           : train::stage_output::last;            // the best stage's logits cross the checkpoints
         if (extras) o.smooth = {.alpha = {0.0, 0.8}, .steps = 3}; // and label spreading at the end
+        if (extras) o.stages[1].patience = 2;                     // and a stage that stops early
         const std::string tag = name_of(model) + (extras ? "-cross-fit" : "");
         o.checkpoint.dir = dir + "/full-" + tag;
         const auto full = train::train_retexo(ctx, o);
