@@ -166,8 +166,9 @@ double run_meter::elapsed() const
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
 
-void run_meter::record(epoch_record rec, run_result& r, const progress_fn& progress) const
+void run_meter::record(epoch_record rec, run_result& r, const progress_fn& progress)
 {
+    phase_timer::scope sc(timer, "sync");
     // One number per round, not the whole ledger: metering should not weigh in the bytes.
     rec.bytes = ctx_.comm.allreduce((traffic() + ctx_.setup_bytes).total_sent(), MPI_SUM, purpose::control);
     rec.calls = traffic().total_calls();
@@ -179,7 +180,11 @@ void run_meter::record(epoch_record rec, run_result& r, const progress_fn& progr
 run_result run_meter::finish(run_result r) const
 {
     r.seconds = timer.seconds();
+    double timed = 0;
+    for (const auto& [phase, seconds] : r.seconds)
+        timed += seconds;
     r.seconds["total"] = elapsed();
+    r.seconds["other"] = std::max(0.0, r.seconds["total"] - timed); // in no phase
     const byte_ledger mine = traffic() + ctx_.setup_bytes;
     r.max_rank_bytes = ctx_.comm.allreduce(mine.total_sent(), MPI_MAX, purpose::control);
     r.bytes = ctx_.comm.sum(mine);

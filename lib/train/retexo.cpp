@@ -315,6 +315,7 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
 
 retexo_stage retexo_run::open_stage(int k)
 {
+    phase_timer::scope sc(meter_.timer, "setup");
     retexo_stage s(k, o_.stages[static_cast<std::size_t>(k)]);
     s.resumed = resumed_ && k == resumed_->stage && resumed_->next_round > 1;
     // Inside a resumed stage its traffic and time so far count too.
@@ -330,6 +331,7 @@ retexo_stage retexo_run::open_stage(int k)
 
 void retexo_run::exchange_and_aggregate(retexo_stage& s)
 {
+    phase_timer::scope sc(meter_.timer, "aggregate"); // less the exchange's own time
     if (s.resumed) {
         static_cast<stage_progress&>(s) = resumed_->current;
         return;
@@ -377,6 +379,7 @@ void retexo_run::exchange_inputs(retexo_stage& s)
 
 void retexo_run::build_model(retexo_stage& s)
 {
+    phase_timer::scope sc(meter_.timer, "setup");
     const auto& so = s.so;
     const int k = o_.cross_fit > 1 && !s.last ? o_.cross_fit : 1;
     s.models.reserve(static_cast<std::size_t>(k)); // params point into them
@@ -478,6 +481,7 @@ bool retexo_run::train_rounds(retexo_stage& s)
         evaluate(s, rec);
         const double score = o_.select == selection::loss ? -rec.valid_loss : rec.acc.valid;
         if (score > s.best_score) {
+            phase_timer::scope sc(meter_.timer, "eval");
             s.best_score = score;
             s.best_round = round;
             s.best_loss = rec.valid_loss;
@@ -797,6 +801,7 @@ void retexo_run::search(retexo_stage& s)
 
 void retexo_run::keep_selected_round(retexo_stage& s)
 {
+    phase_timer::scope sc(meter_.timer, "embed");
     restore(s.params, s.best);
     s.p = nn::stage_pass();
     s.pe = nn::stage_pass();
@@ -843,13 +848,11 @@ void retexo_run::embed_owned(retexo_stage& s, const node_features& x, const nn::
 
 bool retexo_run::embed(retexo_stage& s)
 {
+    phase_timer::scope sc(meter_.timer, "embed"); // less label spreading's phases
     matrix_f logits, hidden, train_logits, train_hidden;
-    {
-        phase_timer::scope sc(meter_.timer, "eval");
-        embed_owned(s, s.x.all, s.graph ? &*s.plan_own : nullptr, logits, hidden);
-        if (ctx_.inductive && !s.last)
-            embed_owned(s, s.x.train, s.graph ? &*s.plan_own_train : nullptr, train_logits, train_hidden);
-    }
+    embed_owned(s, s.x.all, s.graph ? &*s.plan_own : nullptr, logits, hidden);
+    if (ctx_.inductive && !s.last)
+        embed_owned(s, s.x.train, s.graph ? &*s.plan_own_train : nullptr, train_logits, train_hidden);
     stage_record sr;
     sr.stage = s.k;
     sr.rounds = s.rounds_done;

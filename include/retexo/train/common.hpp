@@ -119,7 +119,7 @@ public:
     double elapsed() const;
     /// Completes rec with the bytes all ranks have sent so far (setup included), this rank's
     /// calls and the time, appends it to r.history and reports it (collective).
-    void record(epoch_record rec, run_result& r, const progress_fn& progress) const;
+    void record(epoch_record rec, run_result& r, const progress_fn& progress);
     /// Fills in r's times, its bytes summed over ranks and the busiest rank's (collective).
     run_result finish(run_result r) const;
 
