@@ -71,7 +71,7 @@ run() {
   )
 }
 outputs=(--metrics-out metrics.json --save-model model.h5 --predict-out pred.h5)
-small=(--rounds 4,3 --hidden 16 --heads 2 --lr 0.01 --dropout 0.5)
+small=(--rounds 4,3,3 --hidden 16 --heads 2 --lr 0.01 --dropout 0.5)
 
 for d in cora citeseer; do
   for model in gcn sage sage-pool gat; do
