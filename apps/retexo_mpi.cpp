@@ -262,10 +262,11 @@ po::options_description declare_options(option_text& t, app_options& a)
         "skip", po::value<bool>()->implicit_value(true),
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
         "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
-        "replicate-train", po::bool_switch(&ro.replicate_train),
+        "replicate-train", po::value<bool>()->implicit_value(true),
         "RETEXO, gcn and sage stages: gather every training row's stage input onto every rank once per "
         "stage; each rank computes the whole gradient, none crosses the network (fewer bytes when the "
-        "labelled nodes are few; the single-process result; gat and sage-pool stages all-reduce as before)")(
+        "labelled nodes are few; the single-process result; gat and sage-pool stages all-reduce as before). "
+        "Default: where the rows are fewer bytes than the stage's gradient all-reduces; =false: never")(
         "no-overlap", po::bool_switch(&t.no_overlap),
         "wait for the halo rows before aggregating (default: aggregate the rows whose neighbours are all "
         "owned while they travel; same result)")(
@@ -301,6 +302,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     ro.model = so.model = parse_name<nn::layer_kind>(t.model, "--model");
     ro.variant = parse_name<train::retexo_variant>(t.variant, "--variant");
     if (vm.count("skip") != 0U) ro.skip = vm["skip"].as<bool>();
+    if (vm.count("replicate-train") != 0U) ro.replicate_train = vm["replicate-train"].as<bool>();
     ro.exchange.precision = parse_name<train::wire_precision>(t.precision, "--exchange-precision");
     ro.select = parse_name<train::selection>(t.select, "--select");
     ro.seed = so.seed = a.data.seed;

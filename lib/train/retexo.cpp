@@ -56,6 +56,18 @@ void retexo_options::validate() const
                   "--max-hours must be 0");
 }
 
+bool retexo_options::replicates_rows(int ranks, std::int64_t n_train, std::int64_t width, std::int64_t params,
+                                     int rounds) const
+{
+    if (replicate_train) return *replicate_train;
+    if (ranks == 1) return false;
+    // Summed over ranks: the gather sends each training row (inputs, id, label) to the P-1
+    // other ranks; an all-reduce sends 2(P-1)/P of the payload per rank per round.
+    const double gather = static_cast<double>(n_train) * (4.0 * static_cast<double>(width) + 12.0);
+    const double allreduce = 2.0 * 4.0 * static_cast<double>(params) * rounds;
+    return gather < allreduce;
+}
+
 std::vector<stage_options> default_stages(int count)
 {
     std::vector<stage_options> stages(static_cast<std::size_t>(std::max(count, 0)),
@@ -92,7 +104,8 @@ std::string retexo_options::describe() const
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
       << " deterministic=" << exact << " batch-size=" << batch_size << " select=" << name_of(select)
       << " exchange-precision=" << name_of(exchange.precision) << " exchange-columns=" << exchange.columns
-      << " skip=" << skips() << " cross-fit=" << cross_fit << " replicate-train=" << replicate_train;
+      << " skip=" << skips() << " cross-fit=" << cross_fit
+      << " replicate-train=" << (replicate_train ? (*replicate_train ? "true" : "false") : "auto");
     if (search.active()) {
         d << " search:";
         for (const auto* axis : {&search.lr, &search.dropout, &search.weight_decay}) {
@@ -400,7 +413,12 @@ void retexo_run::build_model(retexo_stage& s)
         auto ps = m.parameters();
         s.params.insert(s.params.end(), ps.begin(), ps.end());
     }
-    if (o_.replicate_train && !s.graph && !s.all_train) gather_training_rows(s);
+    std::int64_t params = 0;
+    for (const auto* p : s.params)
+        params += p->value.size();
+    if (!s.graph && !s.all_train &&
+        o_.replicates_rows(ctx_.comm.size(), ctx_.global_train, s.x.all.cols(), params, so.rounds))
+        gather_training_rows(s);
     assign_folds(s, k);
     // Mini-batches: the batch of a training node is hash(global id, stage, round) mod
     // batches, the same on every partitioning.

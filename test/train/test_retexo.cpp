@@ -38,6 +38,7 @@ train::retexo_options small_options(nn::layer_kind model)
     o.skip = false; // the tests that need them turn these on
     o.output = train::stage_output::last;
     o.smooth = {};
+    o.replicate_train = false;
     return o;
 }
 
@@ -473,6 +474,16 @@ TEST_CASE("retexo's default stages: the last with dropout 0.8 and every round, t
             CHECK(s[k].rounds == 200);
         }
     }
+    // Training rows are gathered where they are fewer bytes than the gradients, never on one
+    // process, always or never when set.
+    CHECK(o.replicates_rows(4, 140, 1433, 1433 * 256, 200));       // cora-like: few labels, wide inputs
+    CHECK_FALSE(o.replicates_rows(4, 200000, 100, 100 * 256, 10)); // many labels, few rounds
+    CHECK_FALSE(o.replicates_rows(1, 140, 1433, 1433 * 256, 200));
+    auto never = o;
+    never.replicate_train = false;
+    CHECK_FALSE(never.replicates_rows(4, 140, 1433, 1433 * 256, 200));
+    never.replicate_train = true;
+    CHECK(never.replicates_rows(4, 200000, 100, 100 * 256, 10));
     auto bad = o;
     bad.stages[1].patience = -1;
     CHECK_THROWS_WITH(bad.validate(), Catch::Contains("--patience: stage 1 must be >= 0, got -1"));
