@@ -83,7 +83,7 @@ struct app_options {
     bool wants(run_mode m) const { return std::find(modes.begin(), modes.end(), m) != modes.end(); }
 };
 
-/// Options as program_options stores them: lists ("200,100": one value per stage) and names
+/// Options as program_options stores them: lists ("200,200,100": one value per stage) and names
 /// stay text until the stage count is known.
 struct option_text {
     std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32", select = "accuracy";
@@ -221,7 +221,7 @@ po::options_description declare_options(option_text& t, app_options& a)
         "stages", po::value(&t.stages)->default_value(t.stages),
         "RETEXO stages")("layers", po::value(&t.layers)->default_value(t.layers), "standard (and BNS) layers")(
         "heads", po::value(&ro.heads)->default_value(ro.heads), "GAT attention heads");
-    po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,100)");
+    po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,200,100)");
     d_retexo.add_options()("rounds", po::value(&t.rounds)->default_value(t.rounds),
                            "rounds per stage")("lr", po::value(&t.lr)->default_value(t.lr), "learning rate")(
         "hidden", po::value(&t.hidden)->default_value(t.hidden),
