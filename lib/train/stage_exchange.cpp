@@ -271,7 +271,7 @@ bool stage_exchange::sparse_wire_smaller(const csr_matrix& h) const
             bytes[1] += 4 + wire.row_bytes(h.row_nnz(r));
         }
     halo_.comm().allreduce(std::span<std::int64_t>(bytes, 2), MPI_SUM, purpose::control);
-    return bytes[1] < bytes[0];
+    return bytes[1] <= bytes[0]; // no row crosses (one rank): no reason to make them dense
 }
 
 node_features stage_exchange::local_rows(const node_features& h, std::span<const node_t> zero) const

@@ -65,8 +65,8 @@ private:
     /// The aggregate of the given owned rows of x (every local row, sparse).
     csr_matrix aggregate_rows(const csr_matrix& x, const nn::local_graph& g, aggregator kind,
                               std::span<const node_t> rows) const;
-    /// Sparse rows travel as column ids and values when that takes fewer bytes than dense
-    /// rows, summed over ranks (collective: every rank takes the same decision).
+    /// Sparse rows travel as column ids and values unless dense rows take fewer bytes, summed
+    /// over ranks (collective: every rank takes the same decision).
     bool sparse_wire_smaller(const csr_matrix& h) const;
 
     const halo_plan& halo_;
