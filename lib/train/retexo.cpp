@@ -350,15 +350,20 @@ void retexo_run::exchange_and_aggregate(retexo_stage& s)
         return;
     }
     exchange_inputs(s);
+    // The stage reads only s.x now (a resumed stage its checkpointed copy): what carried it
+    // here goes, but for the last stage's inputs, which a headless last stage's predictions
+    // output as the embedding.
+    if (!s.last) carry_.h = {};
     if (o_.skips() && s.k > 0) {
         // Sparse raw inputs (stage 0's) stay sparse: the new columns join them as sparse rows.
         auto with_skip = [](const node_features& x, const node_features& prev) -> node_features {
             if (!prev.is_sparse() || x.is_sparse()) return beside(x, prev);
-            return hstack(csr_matrix::from_dense(x.dense()), prev.sparse());
+            return hstack(x.dense(), prev.sparse());
         };
         s.x.all = with_skip(s.x.all, carry_.skip.all);
         if (ctx_.inductive) s.x.train = with_skip(s.x.train, carry_.skip.train);
     }
+    carry_.skip = {};
 }
 
 void retexo_run::exchange_inputs(retexo_stage& s)
@@ -830,7 +835,7 @@ void retexo_run::embed_owned(retexo_stage& s, const node_features& x, const nn::
 {
     // Dense stages in chunks of rows: a few chunk-sized buffers instead of one per layer
     // output for every owned row.
-    const node_t chunk = s.graph ? std::max<node_t>(own_, 1) : node_t{1} << 16;
+    const node_t chunk = s.graph ? std::max<node_t>(own_, 1) : node_t{1} << 12;
     const bool head = s.model().spec().head;
     logits.resize(own_, C_);
     hidden.resize(own_, head ? s.so.hidden : 0);

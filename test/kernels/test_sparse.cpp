@@ -67,6 +67,15 @@ TEST_CASE("csr_matrix: dense round trip, row selection, stacking, validation", "
     matrix_f xy(9, 10);
     xy << x, y;
     CHECK(hstack(s, csr_matrix::from_dense(y)).to_dense() == xy);
+    // A dense left part joins as its non-zeros: the same matrix as through from_dense.
+    matrix_f yx(9, 10);
+    yx << y, x;
+    const auto dense_left = hstack(y, s);
+    REQUIRE_NOTHROW(dense_left.validate("dense_left"));
+    CHECK(dense_left.to_dense() == yx);
+    CHECK(dense_left.nnz() == (yx.array() != 0).count());
+    CHECK(dense_left.indices == hstack(csr_matrix::from_dense(y), s).indices);
+    CHECK_THROWS_WITH(hstack(matrix_f(3, 2), s), Catch::Contains("3 rows beside 9"));
     const node_features f(s);
     CHECK(f.is_sparse());
     CHECK(f.rows() == 9);
