@@ -10,28 +10,23 @@ namespace retexo {
 
 namespace {
 
-/// x's columns as rows (CSC): for column j, the rows i (ascending) and positions e in x of
-/// its entries.
-struct columns_of {
-    std::vector<offset_t> offsets;
-    std::vector<std::int32_t> rows;
-    std::vector<offset_t> entry;
-
-    explicit columns_of(const csr_matrix& x)
-        : offsets(static_cast<std::size_t>(x.cols) + 1, 0), rows(x.indices.size()), entry(x.indices.size())
+/// f(i, e) for every entry e (row i) of x, the columns split into one range per thread:
+/// each column's entries are visited in ascending row order by one thread, whatever the
+/// thread count (the sums of x^T d are the same bits).  No transposed copy of x.
+template <typename F>
+void by_column_ranges(const csr_matrix& x, const F& f)
+{
+#pragma omp parallel
     {
-        for (std::int32_t j : x.indices)
-            ++offsets[static_cast<std::size_t>(j) + 1];
-        std::partial_sum(offsets.begin(), offsets.end(), offsets.begin());
-        std::vector<offset_t> fill(offsets.begin(), offsets.end() - 1);
+        const std::int64_t t = omp_get_thread_num();
+        const std::int64_t n = omp_get_num_threads();
+        const std::int64_t j0 = x.cols * t / n;
+        const std::int64_t j1 = x.cols * (t + 1) / n;
         for (std::int64_t i = 0; i < x.rows; ++i)
-            for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
-                const offset_t t = fill[static_cast<std::size_t>(x.indices[e])]++;
-                rows[t] = static_cast<std::int32_t>(i);
-                entry[t] = e;
-            }
+            for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e)
+                if (x.indices[e] >= j0 && x.indices[e] < j1) f(i, e);
     }
-};
+}
 
 } // namespace
 
@@ -58,19 +53,15 @@ void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const f
 void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int out, float* dw)
 {
     check_finite("sparse_linear::backward", "dy", dy, static_cast<std::size_t>(x.rows) * out);
-    const columns_of c(x);
-#pragma omp parallel for schedule(dynamic, 16)
-    for (std::int64_t j = 0; j < x.cols; ++j) {
-        float* dwj = dw + j * out;
-        std::fill(dwj, dwj + out, 0.0F);
-        for (offset_t t = c.offsets[j]; t < c.offsets[j + 1]; ++t) {
-            const float v = x.values[c.entry[t]];
-            const float* d = dy + static_cast<std::ptrdiff_t>(c.rows[t]) * out;
+    std::fill(dw, dw + x.cols * out, 0.0F);
+    by_column_ranges(x, [&](std::int64_t i, offset_t e) {
+        const float v = x.values[e];
+        const float* d = dy + i * out;
+        float* dwj = dw + static_cast<std::ptrdiff_t>(x.indices[e]) * out;
 #pragma omp simd
-            for (int k = 0; k < out; ++k)
-                dwj[k] += v * d[k];
-        }
-    }
+        for (int k = 0; k < out; ++k)
+            dwj[k] += v * d[k];
+    });
 }
 
 namespace exact {
@@ -78,20 +69,16 @@ namespace exact {
 void sparse_gemm_tn(const csr_matrix& x, const float* d, int b, int k, std::int64_t* acc)
 {
     const double scale = std::ldexp(1.0, k);
-    const columns_of c(x);
-#pragma omp parallel for schedule(dynamic, 16)
-    for (std::int64_t j = 0; j < x.cols; ++j) {
-        std::int64_t* out = acc + j * b;
-        for (offset_t t = c.offsets[j]; t < c.offsets[j + 1]; ++t) {
-            const float v = x.values[c.entry[t]];
-            if (v == 0.0F) continue;
-            const double xs = static_cast<double>(v) * scale;
-            const float* dr = d + static_cast<std::ptrdiff_t>(c.rows[t]) * b;
+    by_column_ranges(x, [&](std::int64_t i, offset_t e) {
+        const float v = x.values[e];
+        if (v == 0.0F) return;
+        const double xs = static_cast<double>(v) * scale;
+        const float* dr = d + i * b;
+        std::int64_t* out = acc + static_cast<std::ptrdiff_t>(x.indices[e]) * b;
 #pragma omp simd
-            for (int m = 0; m < b; ++m)
-                out[m] += static_cast<std::int64_t>(xs * static_cast<double>(dr[m]));
-        }
-    }
+        for (int m = 0; m < b; ++m)
+            out[m] += static_cast<std::int64_t>(xs * static_cast<double>(dr[m]));
+    });
 }
 
 } // namespace exact
@@ -120,9 +107,13 @@ void dropout_forward(const csr_matrix& x, std::span<const node_t> row_ids, doubl
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < x.rows; ++i) {
         const std::uint64_t base = static_cast<std::uint64_t>(row_ids[static_cast<std::size_t>(i)]) * groups;
+        std::uint64_t group = ~std::uint64_t{0}, bits = 0; // neighbouring columns share a counter
         for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
             const auto j = static_cast<std::uint64_t>(x.indices[e]);
-            const std::uint64_t bits = rng.bits(base + j / 4);
+            if (j / 4 != group) {
+                group = j / 4;
+                bits = rng.bits(base + group);
+            }
             y.values[e] = ((bits >> (16 * (j % 4))) & 0xFFFFU) >= threshold ? x.values[e] * scale : 0.0F;
         }
     }

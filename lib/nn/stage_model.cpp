@@ -84,15 +84,24 @@ template <typename X>
 void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std::span<const node_t> local_ids,
                             double rate, std::int64_t step)
 {
+    // Without dropout, a pass over the same rows of the same inputs as the pass before
+    // (evaluation, round after round) finds them already gathered.
+    const bool gathered = rate == 0 && p.undropped_from == &x && p.undropped_rows == p.rows;
+    p.undropped_from = rate == 0 ? &x : nullptr;
+    if (rate == 0) p.undropped_rows = p.rows;
     if (dense_) {
-        gather_rows(x, p.rows, x_rows);
-        dropout_rows(x_rows, p.ids, rate, input_key(step), x_rows);
+        if (!gathered) {
+            gather_rows(x, p.rows, x_rows);
+            dropout_rows(x_rows, p.ids, rate, input_key(step), x_rows);
+        }
         dense_->forward(x_rows, p.t);
         return;
     }
-    dropout_rows(x, local_ids, rate, input_key(step), x_all);
+    if (!gathered) {
+        dropout_rows(x, local_ids, rate, input_key(step), x_all);
+        gather_rows(x_all, p.rows, x_rows);
+    }
     layer_->message(x_all, p.cache, p.msg);
-    gather_rows(x_all, p.rows, x_rows);
     layer_->combine(*p.plan, p.msg, x_rows, p.cache, p.t);
 }
 

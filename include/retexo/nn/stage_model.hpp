@@ -41,16 +41,18 @@ struct stage_spec {
 /// Activations of one pass over a set of rows; reused round after round (fresh large
 /// allocations cost page faults).
 struct stage_pass {
-    std::vector<node_t> rows;         ///< the output rows (set by the caller)
-    const layer_plan* plan = nullptr; ///< graph stages: a plan over rows (set by the caller)
-    std::vector<node_t> ids;          ///< global ids of rows (dropout keys)
-    matrix_f x_rows;                  ///< the rows' (dropped-out) inputs
-    matrix_f x_all, msg;              ///< graph stages: every local row's input and message
-    csr_matrix xs_rows, xs_all;       ///< the same, when the inputs are sparse rows
-    bool sparse = false;              ///< which of the two the last forward used
-    matrix_f t, u, h, hd;             ///< transform, LayerNorm, ReLU, dropout
-    matrix_f logits;                  ///< rows x classes
-    matrix_f d_logits, d_hd, d_t;     ///< gradients (d_logits set by the caller)
+    std::vector<node_t> rows;             ///< the output rows (set by the caller)
+    const layer_plan* plan = nullptr;     ///< graph stages: a plan over rows (set by the caller)
+    std::vector<node_t> ids;              ///< global ids of rows (dropout keys)
+    matrix_f x_rows;                      ///< the rows' (dropped-out) inputs
+    matrix_f x_all, msg;                  ///< graph stages: every local row's input and message
+    csr_matrix xs_rows, xs_all;           ///< the same, when the inputs are sparse rows
+    bool sparse = false;                  ///< which of the two the last forward used
+    const void* undropped_from = nullptr; ///< x_rows (x_all) hold these inputs' rows, no dropout
+    std::vector<node_t> undropped_rows;   ///< ... at these rows
+    matrix_f t, u, h, hd;                 ///< transform, LayerNorm, ReLU, dropout
+    matrix_f logits;                      ///< rows x classes
+    matrix_f d_logits, d_hd, d_t;         ///< gradients (d_logits set by the caller)
     layer_cache<float> cache;
 };
 
