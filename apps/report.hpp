@@ -138,7 +138,9 @@ inline std::string table(const std::vector<train::run_result>& runs)
     std::vector<std::string> phases;
     for (const auto& r : runs)
         for (const auto& [k, v] : r.seconds)
-            if (std::find(phases.begin(), phases.end(), k) == phases.end()) phases.push_back(k);
+            if (k != "total" && std::find(phases.begin(), phases.end(), k) == phases.end()) phases.push_back(k);
+    std::sort(phases.begin(), phases.end());
+    phases.emplace_back("total"); // the phases add up to it
     for (const auto& ph : phases)
         row(("time " + ph + " s").c_str(), [&](const train::run_result& r) {
             const auto it = r.seconds.find(ph);

@@ -131,6 +131,8 @@ private:
     /// Logits of every owned row: per layer, messages of the owned rows, the halo exchange
     /// (overlapped with the interior rows' aggregation), combine.
     const matrix_f& forward(bool training, int epoch, purpose exchange_purpose);
+    /// Accuracies of the model as it is (every rank's owned rows).
+    accuracies evaluate(int epoch);
     /// Layer l on inputs_[l]; source: the first layer's inputs before dropout.
     void layer_forward(int l, bool training, int epoch, purpose exchange_purpose, const node_features& source);
     /// Hidden layer l's output: for ReLU the activation's own buffer (the activation, then
@@ -340,6 +342,13 @@ void standard_run::backward(matrix_f d, int epoch)
     }
 }
 
+accuracies standard_run::evaluate(int epoch)
+{
+    const matrix_f& logits = forward(false, epoch, purpose::halo_eval);
+    phase_timer::scope s(meter_.timer, "eval");
+    return reduce_accuracies(ctx_, logits);
+}
+
 run_result standard_run::train(const progress_fn& progress)
 {
     const auto& comm = ctx_.comm;
@@ -355,12 +364,16 @@ run_result standard_run::train(const progress_fn& progress)
 
     for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
         const matrix_f& logits = forward(true, epoch, purpose::halo_forward);
-        matrix_f d = matrix_f::Zero(own_, C);
+        matrix_f d;
         loss_result local_loss;
-        comm.checked([&] {
-            local_loss = softmax_cross_entropy(logits.data(), C, ctx_.part.labels, ctx_.train_rows,
-                                               1.0F / static_cast<float>(ctx_.global_train), d.data(), loss_k);
-        });
+        {
+            phase_timer::scope s(meter_.timer, "compute");
+            d = matrix_f::Zero(own_, C);
+            comm.checked([&] {
+                local_loss = softmax_cross_entropy(logits.data(), C, ctx_.part.labels, ctx_.train_rows,
+                                                   1.0F / static_cast<float>(ctx_.global_train), d.data(), loss_k);
+            });
+        }
         backward(std::move(d), epoch);
         {
             phase_timer::scope s(meter_.timer, "sync");
@@ -372,10 +385,14 @@ run_result standard_run::train(const progress_fn& progress)
         }
         epoch_record rec;
         rec.epoch = epoch;
-        rec.loss = reduce_loss(comm, local_loss, ctx_.global_train, loss_k);
+        {
+            phase_timer::scope s(meter_.timer, "sync");
+            rec.loss = reduce_loss(comm, local_loss, ctx_.global_train, loss_k);
+        }
         if (epoch % o_.eval_every == 0 || epoch == o_.epochs) {
-            rec.acc = reduce_accuracies(ctx_, forward(false, epoch, purpose::halo_eval));
+            rec.acc = evaluate(epoch);
             if (rec.acc.valid > best_valid) {
+                phase_timer::scope s(meter_.timer, "eval");
                 best_valid = rec.acc.valid;
                 best_params = snapshot(params_);
             }
@@ -383,10 +400,13 @@ run_result standard_run::train(const progress_fn& progress)
         meter_.record(rec, result, progress);
     }
     restore(params_, best_params);
-    result.final_acc = reduce_accuracies(ctx_, forward(false, o_.epochs + 1, purpose::halo_eval));
-    result.parameters = named_values(params_);
-    result.logits = out_[static_cast<std::size_t>(L_ - 1)];
-    result.embedding = L_ >= 2 ? acts_[static_cast<std::size_t>(L_ - 2)].dense() : result.logits;
+    result.final_acc = evaluate(o_.epochs + 1);
+    {
+        phase_timer::scope s(meter_.timer, "output");
+        result.parameters = named_values(params_);
+        result.logits = out_[static_cast<std::size_t>(L_ - 1)];
+        result.embedding = L_ >= 2 ? acts_[static_cast<std::size_t>(L_ - 2)].dense() : result.logits;
+    }
     return meter_.finish(std::move(result));
 }
 
