@@ -26,10 +26,10 @@ void zero_rows(matrix<T>& x, std::span<const node_t> rows, node_t begin, node_t 
 template <typename T>
 class in_flight {
 public:
-    in_flight(const halo_plan& halo, const matrix_f& h, wire_precision precision, std::span<const node_t> zero,
+    in_flight(const halo_plan& halo, const matrix_f& h, wire_format wire, std::span<const node_t> zero,
               phase_timer& timer)
         : zero_(zero), own_(halo.num_owned()), x_(halo.num_owned() + halo.num_halo(), h.cols()),
-          pending_(start(halo, h, precision, timer))
+          pending_(start(halo, h, wire, timer))
     {
         zero_rows(x_, zero_, 0, own_);
     }
@@ -52,10 +52,10 @@ public:
 
 private:
     /// Sets the owned rows (rounded to the wire precision) and starts the exchange.
-    pending_exchange start(const halo_plan& halo, const matrix_f& h, wire_precision precision, phase_timer& timer)
+    pending_exchange start(const halo_plan& halo, const matrix_f& h, wire_format wire, phase_timer& timer)
     {
         const auto f = static_cast<int>(h.cols());
-        if (precision == wire_precision::int8) {
+        if (wire.scaled()) {
             const int w = int8_row_bytes(f);
             sent_.resize(static_cast<std::size_t>(own_) * w);
             got_.resize(static_cast<std::size_t>(halo.num_halo()) * w);
@@ -80,30 +80,27 @@ private:
     pending_exchange pending_;
 };
 
-/// Sparse rows on the wire, per row: [int8: the row's scale, float] [column ids: uint16
-/// when there are at most 65536 columns, else int32] [values: float, bf16 or int8].  Values
-/// are rounded as the dense wire rounds them (bf16; int8 with a per-row scale, then kept
-/// as bf16), so a sparse exchange gives the dense exchange's values bit for bit.
+/// Sparse rows on the wire, per row: [the row's header (int8: its scale)] [column ids:
+/// uint16 when there are at most 65536 columns, else int32] [values as the wire format
+/// stores them].  Values are rounded as the dense wire rounds them (wire_format::round), so
+/// a sparse exchange gives the dense exchange's values bit for bit.
 class sparse_wire {
 public:
-    sparse_wire(wire_precision p, std::int64_t cols)
-        : p_(p), idx_(cols <= 65536 ? 2 : 4), val_(p == wire_precision::fp32 ? 4 : (p == wire_precision::bf16 ? 2 : 1)),
-          head_(p == wire_precision::int8 ? 4 : 0)
+    sparse_wire(wire_format wire, std::int64_t cols) : wire_(wire), idx_(cols <= 65536 ? 2 : 4) {}
+    std::int64_t row_bytes(offset_t nnz) const noexcept
     {
+        return wire_.row_header() + nnz * (idx_ + wire_.value_bytes);
     }
-    std::int64_t row_bytes(offset_t nnz) const noexcept { return head_ + nnz * (idx_ + val_); }
 
     /// x's values as the receivers will see them.
     void round(csr_matrix& x) const
     {
-        if (p_ == wire_precision::fp32) return;
+        if (wire_.value_bytes == 4) return;
 #pragma omp parallel for schedule(static)
         for (std::int64_t i = 0; i < x.rows; ++i) {
-            const offset_t e0 = x.offsets[i], e1 = x.offsets[i + 1];
             const float s = scale(x, i);
-            for (offset_t e = e0; e < e1; ++e)
-                x.values[e] =
-                    static_cast<float>(bf16(p_ == wire_precision::int8 ? s * quantize(x.values[e], s) : x.values[e]));
+            for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e)
+                x.values[e] = wire_.round(x.values[e], s);
         }
     }
     byte_rows encode(const csr_matrix& x) const
@@ -117,16 +114,16 @@ public:
         for (std::int64_t i = 0; i < x.rows; ++i) {
             std::uint8_t* o = b.data.data() + b.offsets[i];
             const float s = scale(x, i);
-            if (head_ > 0) o = put(o, s);
+            if (wire_.scaled()) o = put(o, s);
             for (std::int32_t j : x.row_indices(i))
                 o = idx_ == 2 ? put(o, static_cast<std::uint16_t>(j)) : put(o, j);
             for (float v : x.row_values(i)) {
-                if (p_ == wire_precision::fp32)
+                if (wire_.value_bytes == 4)
                     o = put(o, v);
-                else if (p_ == wire_precision::bf16)
+                else if (wire_.value_bytes == 2)
                     o = put(o, bf16(v));
                 else
-                    o = put(o, static_cast<std::int8_t>(quantize(v, s)));
+                    o = put(o, static_cast<std::int8_t>(int8_quantize(v, int8_inverse(s))));
             }
         }
         return b;
@@ -136,10 +133,11 @@ public:
     {
         for (std::int64_t r = 0; r < b.rows(); ++r) {
             const auto row = b.row(r);
-            const auto nnz = static_cast<std::int64_t>((static_cast<std::int64_t>(row.size()) - head_) / (idx_ + val_));
+            const auto nnz = static_cast<std::int64_t>((static_cast<std::int64_t>(row.size()) - wire_.row_header()) /
+                                                       (idx_ + wire_.value_bytes));
             const std::uint8_t* in = row.data();
             float s = 0;
-            if (head_ > 0) in = get(in, s);
+            if (wire_.scaled()) in = get(in, s);
             for (std::int64_t k = 0; k < nnz; ++k) {
                 std::int32_t j = 0;
                 if (idx_ == 2) {
@@ -153,9 +151,9 @@ public:
             }
             for (std::int64_t k = 0; k < nnz; ++k) {
                 float v = 0;
-                if (p_ == wire_precision::fp32) {
+                if (wire_.value_bytes == 4) {
                     in = get(in, v);
-                } else if (p_ == wire_precision::bf16) {
+                } else if (wire_.value_bytes == 2) {
                     bf16 q;
                     in = get(in, q);
                     v = static_cast<float>(q);
@@ -172,19 +170,9 @@ public:
     }
 
 private:
-    /// quantize_int8's per-row scale and rounding.
     float scale(const csr_matrix& x, std::int64_t i) const
     {
-        if (p_ != wire_precision::int8) return 0;
-        float m = 0;
-        for (float v : x.row_values(i))
-            m = std::max(m, std::fabs(v));
-        return m / 127.0F;
-    }
-    static float quantize(float v, float s)
-    {
-        const float inv = s > 0 ? 1.0F / s : 0.0F;
-        return std::clamp(std::nearbyint(v * inv), -127.0F, 127.0F);
+        return wire_.scale(x.row_values(i).data(), x.row_nnz(i));
     }
     template <typename V>
     static std::uint8_t* put(std::uint8_t* o, V v)
@@ -199,17 +187,17 @@ private:
         return in + sizeof v;
     }
 
-    wire_precision p_;
-    int idx_, val_, head_;
+    wire_format wire_;
+    int idx_;
 };
 
 /// Sparse rows of a stage's inputs on the wire: the owned rows (rounded) while the halo rows
 /// travel; after wait(), every local row.
 class sparse_in_flight {
 public:
-    sparse_in_flight(const halo_plan& halo, const csr_matrix& h, wire_precision precision, std::span<const node_t> zero,
+    sparse_in_flight(const halo_plan& halo, const csr_matrix& h, wire_format wire, std::span<const node_t> zero,
                      phase_timer& timer)
-        : wire_(precision, h.cols), zero_(zero), own_(halo.num_owned()), x_(h)
+        : wire_(wire, h.cols), zero_(zero), own_(halo.num_owned()), x_(h)
     {
         x_.clear_rows(zero_); // owned rows to zero (halo rows after they arrive)
         const byte_rows owned = wire_.encode(x_);
@@ -248,7 +236,7 @@ private:
 } // namespace
 
 stage_exchange::stage_exchange(const halo_plan& halo, const stage_exchange_options& options, phase_timer& timer)
-    : halo_(halo), o_(options), timer_(timer)
+    : halo_(halo), o_(options), wire_(format_of(options.precision)), timer_(timer)
 {
     RETEXO_ENSURE(o_.columns >= 0, "--exchange-columns must be >= 0, got " << o_.columns);
 }
@@ -260,10 +248,8 @@ stage_exchange::~stage_exchange()
 
 bool stage_exchange::sparse_wire_smaller(const csr_matrix& h) const
 {
-    const sparse_wire wire(o_.precision, h.cols);
-    const int dense_row = o_.precision == wire_precision::fp32   ? 4 * static_cast<int>(h.cols)
-                          : o_.precision == wire_precision::bf16 ? 2 * static_cast<int>(h.cols)
-                                                                 : int8_row_bytes(static_cast<int>(h.cols));
+    const sparse_wire wire(wire_, h.cols);
+    const std::int64_t dense_row = wire_.dense_row_bytes(h.cols);
     std::int64_t bytes[2] = {0, 0}; // dense, sparse
     for (int q = 0; q < halo_.comm().size(); ++q)
         for (node_t r : halo_.send_rows(q)) {
@@ -278,7 +264,7 @@ node_features stage_exchange::local_rows(const node_features& h, std::span<const
 {
     if (!h.is_sparse()) return local_rows_dense(h.dense(), zero);
     if (!sparse_wire_smaller(h.sparse())) return csr_matrix::from_dense(local_rows_dense(h.sparse().to_dense(), zero));
-    sparse_in_flight x(halo_, h.sparse(), o_.precision, zero, timer_);
+    sparse_in_flight x(halo_, h.sparse(), wire_, zero, timer_);
     {
         phase_timer::scope s(timer_, "exchange");
         x.wait();
@@ -301,12 +287,12 @@ matrix_f stage_exchange::local_rows_dense(const matrix_f& h, std::span<const nod
         phase_timer::scope s(timer_, "exchange");
         x.wait();
     };
-    if (o_.precision == wire_precision::fp32) {
-        in_flight<float> x(halo_, h, o_.precision, zero, timer_);
+    if (wire_.value_bytes == 4) {
+        in_flight<float> x(halo_, h, wire_, zero, timer_);
         complete(x);
         return std::move(x.rows());
     }
-    in_flight<bf16> x(halo_, h, o_.precision, zero, timer_);
+    in_flight<bf16> x(halo_, h, wire_, zero, timer_);
     complete(x);
     return x.rows().cast<float>();
 }
@@ -315,8 +301,8 @@ node_features stage_exchange::aggregate(const node_features& h, const nn::local_
                                         std::span<const node_t> zero) const
 {
     if (!h.is_sparse())
-        return o_.precision == wire_precision::fp32 ? aggregate_as<float>(h.dense(), g, kind, zero)
-                                                    : aggregate_as<bf16>(h.dense(), g, kind, zero);
+        return wire_.value_bytes == 4 ? aggregate_as<float>(h.dense(), g, kind, zero)
+                                      : aggregate_as<bf16>(h.dense(), g, kind, zero);
     csr_matrix a = aggregate_sparse_rows(h.sparse(), g, kind, zero);
     // Sparse while the whole aggregate (every rank's rows) is: the same storage on every rank,
     // whatever the partitioning.
@@ -341,7 +327,7 @@ csr_matrix stage_exchange::aggregate_sparse_rows(const csr_matrix& h, const nn::
     };
     if (sparse_wire_smaller(h)) {
         // Before the halo rows arrive they are empty rows, which interior rows never read.
-        sparse_in_flight x(halo_, h, o_.precision, zero, timer_);
+        sparse_in_flight x(halo_, h, wire_, zero, timer_);
         overlap_rows(x, interior, boundary, o_.overlap, timer_,
                      [&](std::span<const node_t> rows, bool) { chunk(x.rows(), rows); });
     } else {
@@ -374,7 +360,7 @@ matrix_f stage_exchange::aggregate_as(const matrix_f& h, const nn::local_graph& 
     for (Eigen::Index c0 = 0; c0 < F; c0 += block) {
         const Eigen::Index w = std::min(block, F - c0);
         const matrix_f hb = w == F ? matrix_f() : matrix_f(h.middleCols(c0, w));
-        in_flight<T> x(halo_, w == F ? h : hb, o_.precision, zero, timer_);
+        in_flight<T> x(halo_, w == F ? h : hb, wire_, zero, timer_);
         // Rows are aggregated a chunk at a time, each chunk with its own plan (the sources
         // and weights of its edges): a few chunk-sized buffers instead of a plan of every
         // owned row.  Each output row is reduced alone in CSR order: chunks change no bit.

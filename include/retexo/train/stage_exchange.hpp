@@ -19,6 +19,7 @@
 #include <retexo/core/sparse.hpp>
 #include <retexo/core/timer.hpp>
 #include <retexo/kernels/aggregate.hpp>
+#include <retexo/kernels/quantize.hpp>
 #include <retexo/nn/layers.hpp>
 
 namespace retexo::train {
@@ -28,6 +29,12 @@ constexpr name_table<wire_precision, 3> names_of(wire_precision)
 {
     return {"exchange precision",
             {{{wire_precision::fp32, "fp32"}, {wire_precision::bf16, "bf16"}, {wire_precision::int8, "int8"}}}};
+}
+
+/// The bytes and rounding of a precision on the wire (kernels/quantize.hpp).
+constexpr wire_format format_of(wire_precision p) noexcept
+{
+    return {.value_bytes = p == wire_precision::fp32 ? 4 : (p == wire_precision::bf16 ? 2 : 1)};
 }
 
 struct stage_exchange_options {
@@ -71,6 +78,7 @@ private:
 
     const halo_plan& halo_;
     stage_exchange_options o_;
+    wire_format wire_; ///< of o_.precision: every byte count and rounding of the exchange
     phase_timer& timer_;
 };
 
