@@ -221,7 +221,7 @@ private:
         return s.all_train ? s.all_train->rows : ctx_.train_rows;
     }
     /// The mean loss of a step over n_global rows (an all-reduce unless gathered).
-    double step_loss(const retexo_stage& s, const loss_result& lr, std::int64_t n_global) const;
+    double step_loss(const retexo_stage& s, const loss_result& lr, std::int64_t n_global);
     /// Cross-fitting: the folds of the stage's training rows and each model's share.
     void assign_folds(retexo_stage& s, int k);
     double train_round(retexo_stage& s, int round);
@@ -608,8 +608,9 @@ loss_result retexo_run::model_step(retexo_stage& s, nn::stage_model& m, const st
     return lr;
 }
 
-double retexo_run::step_loss(const retexo_stage& s, const loss_result& lr, std::int64_t n_global) const
+double retexo_run::step_loss(const retexo_stage& s, const loss_result& lr, std::int64_t n_global)
 {
+    phase_timer::scope sc(meter_.timer, "sync"); // an all-reduce unless the rows are gathered
     return s.all_train ? mean_loss(lr, n_global, loss_k_) : reduce_loss(ctx_.comm, lr, n_global, loss_k_);
 }
 
@@ -715,6 +716,7 @@ void retexo_run::evaluate(retexo_stage& s, epoch_record& rec)
 
 bool retexo_run::checkpoint_round(retexo_stage& s, int round)
 {
+    phase_timer::scope sc(meter_.timer, "checkpoint"); // deciding, copying and writing
     const auto& ck = o_.checkpoint;
     const double elapsed = meter_.elapsed();
     const double per_round = elapsed / static_cast<double>(std::max<std::size_t>(1, result_.history.size()));
@@ -745,6 +747,7 @@ bool retexo_run::checkpoint_round(retexo_stage& s, int round)
 
 void retexo_run::write(retexo_checkpoint c)
 {
+    phase_timer::scope sc(meter_.timer, "checkpoint");
     c.seq = ++seq_;
     c.step = step_;
     c.history = result_.history;
@@ -755,7 +758,6 @@ void retexo_run::write(retexo_checkpoint c)
     c.phases = meter_.timer.seconds();
     std::string err;
     try {
-        phase_timer::scope sc(meter_.timer, "checkpoint");
         write_checkpoint(checkpoint_path(o_.checkpoint.dir, ctx_.comm.rank()), c, id_);
     } catch (const std::exception& e) {
         err = e.what();
@@ -926,6 +928,7 @@ bool retexo_run::embed(retexo_stage& s)
     if (o_.skips()) carry_.skip = std::move(s.x);
     if (!checkpointing()) return true;
     // A finished stage is a natural restart point: the next stage's inputs.
+    phase_timer::scope sc_checkpoint(meter_.timer, "checkpoint");
     const auto& ck = o_.checkpoint;
     bool stop = ck.stop_after_stage == s.k || (ck.stop_requested && ck.stop_requested());
     stop = ctx_.comm.allreduce(stop ? 1 : 0, MPI_MAX, purpose::control) != 0;
