@@ -115,6 +115,14 @@ public:
     /// The sparse rows (throws if dense).
     const csr_matrix& sparse() const;
     csr_matrix& sparse();
+    /// The storage as X (matrix_f or csr_matrix), an empty X first if it holds the other:
+    /// a buffer that keeps its storage from one use to the next.
+    template <typename X>
+    X& storage()
+    {
+        if (!std::holds_alternative<X>(v_)) v_ = X();
+        return std::get<X>(v_);
+    }
     /// Dense rows whatever the storage.
     matrix_f to_dense() const { return is_sparse() ? sparse().to_dense() : dense(); }
     /// The given rows, stored as these are.

@@ -44,10 +44,9 @@ struct stage_pass {
     std::vector<node_t> rows;             ///< the output rows (set by the caller)
     const layer_plan* plan = nullptr;     ///< graph stages: a plan over rows (set by the caller)
     std::vector<node_t> ids;              ///< global ids of rows (dropout keys)
-    matrix_f x_rows;                      ///< the rows' (dropped-out) inputs
-    matrix_f x_all, msg;                  ///< graph stages: every local row's input and message
-    csr_matrix xs_rows, xs_all;           ///< the same, when the inputs are sparse rows
-    bool sparse = false;                  ///< which of the two the last forward used
+    node_features x_rows;                 ///< the rows' (dropped-out) inputs, stored as the inputs are
+    node_features x_all;                  ///< graph stages: every local row's input
+    matrix_f msg;                         ///< graph stages: every local row's message
     const void* undropped_from = nullptr; ///< x_rows (x_all) hold these inputs' rows, no dropout
     std::vector<node_t> undropped_rows;   ///< ... at these rows
     matrix_f t, u, h, hd;                 ///< transform, LayerNorm, ReLU, dropout
