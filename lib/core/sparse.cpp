@@ -139,6 +139,37 @@ csr_matrix hstack(const csr_matrix& a, const csr_matrix& b)
         b);
 }
 
+csr_matrix hstack(const matrix_f& a, csr_matrix&& b)
+{
+    RETEXO_ENSURE(a.rows() == b.rows, "retexo::hstack: " << a.rows() << " rows beside " << b.rows);
+    // In two passes, column ids then values, each of b's arrays freed once read: at most
+    // one of b's arrays lives beside the result's.
+    csr_matrix m(a.rows(), a.cols() + b.cols);
+    for (Eigen::Index i = 0; i < a.rows(); ++i)
+        m.offsets[static_cast<std::size_t>(i) + 1] =
+            m.offsets[static_cast<std::size_t>(i)] + (a.row(i).array() != 0.0F).count() + b.row_nnz(i);
+    const auto total = static_cast<std::size_t>(m.offsets.back());
+    m.indices.resize(total);
+    for (Eigen::Index i = 0; i < a.rows(); ++i) {
+        auto e = static_cast<std::size_t>(m.offsets[static_cast<std::size_t>(i)]);
+        for (Eigen::Index j = 0; j < a.cols(); ++j)
+            if (a(i, j) != 0.0F) m.indices[e++] = static_cast<std::int32_t>(j);
+        for (std::int32_t j : b.row_indices(i))
+            m.indices[e++] = static_cast<std::int32_t>(j + a.cols());
+    }
+    std::vector<std::int32_t>().swap(b.indices);
+    m.values.resize(total);
+    for (Eigen::Index i = 0; i < a.rows(); ++i) {
+        auto e = static_cast<std::size_t>(m.offsets[static_cast<std::size_t>(i)]);
+        for (Eigen::Index j = 0; j < a.cols(); ++j)
+            if (a(i, j) != 0.0F) m.values[e++] = a(i, j);
+        for (offset_t k = b.offsets[i]; k < b.offsets[i + 1]; ++k)
+            m.values[e++] = b.values[k];
+    }
+    b = csr_matrix();
+    return m;
+}
+
 csr_matrix hstack(const matrix_f& a, const csr_matrix& b)
 {
     const auto nnz = static_cast<std::size_t>((a.array() != 0.0F).count());

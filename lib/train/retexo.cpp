@@ -1,4 +1,5 @@
 #include <retexo/core/hash.hpp>
+#include <retexo/core/memory.hpp>
 #include <retexo/io/checkpoint.hpp>
 #include <retexo/nn/stage_model.hpp>
 #include <retexo/train/retexo.hpp>
@@ -354,11 +355,14 @@ void retexo_run::exchange_and_aggregate(retexo_stage& s)
     // here goes, but for the last stage's inputs, which a headless last stage's predictions
     // output as the embedding.
     if (!s.last) carry_.h = {};
+    release_free_memory(); // the stage before's buffers, before this stage's largest
+
     if (o_.skips() && s.k > 0) {
         // Sparse raw inputs (stage 0's) stay sparse: the new columns join them as sparse rows.
-        auto with_skip = [](const node_features& x, const node_features& prev) -> node_features {
+        // The previous inputs are consumed on the way (the peak of a run on sparse features).
+        auto with_skip = [](const node_features& x, node_features& prev) -> node_features {
             if (!prev.is_sparse() || x.is_sparse()) return beside(x, prev);
-            return hstack(x.dense(), prev.sparse());
+            return hstack(x.dense(), std::move(prev.sparse()));
         };
         s.x.all = with_skip(s.x.all, carry_.skip.all);
         if (ctx_.inductive) s.x.train = with_skip(s.x.train, carry_.skip.train);

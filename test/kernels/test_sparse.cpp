@@ -76,6 +76,12 @@ TEST_CASE("csr_matrix: dense round trip, row selection, stacking, validation", "
     CHECK(dense_left.nnz() == (yx.array() != 0).count());
     CHECK(dense_left.indices == hstack(csr_matrix::from_dense(y), s).indices);
     CHECK_THROWS_WITH(hstack(matrix_f(3, 2), s), Catch::Contains("3 rows beside 9"));
+    auto consumed = s;
+    CHECK(hstack(y, std::move(consumed)) == dense_left); // NOLINT(bugprone-use-after-move)
+    CHECK(consumed.indices.empty());                     // NOLINT(bugprone-use-after-move)
+    CHECK(consumed.values.empty());                      // NOLINT(bugprone-use-after-move)
+    auto short_rows = s.middle_rows(0, 3);
+    CHECK_THROWS_WITH(hstack(y, std::move(short_rows)), Catch::Contains("9 rows beside 3"));
     const node_features f(s);
     CHECK(f.is_sparse());
     CHECK(f.rows() == 9);
