@@ -106,37 +106,23 @@ void csr_matrix::clear_rows(std::span<const node_t> which)
     values.resize(static_cast<std::size_t>(out));
 }
 
-namespace {
-/// [a | b] row by row; a_row(i, m) appends the non-zeros of a's row i to m.
-template <typename A>
-csr_matrix hstack_rows(std::int64_t rows, std::int64_t a_cols, std::size_t a_nnz, const A& a_row, const csr_matrix& b)
+csr_matrix hstack(const csr_matrix& a, const csr_matrix& b)
 {
-    RETEXO_ENSURE(rows == b.rows, "retexo::hstack: " << rows << " rows beside " << b.rows);
-    csr_matrix m(0, a_cols + b.cols);
-    m.indices.reserve(a_nnz + b.indices.size());
-    m.values.reserve(a_nnz + b.values.size());
-    m.offsets.reserve(static_cast<std::size_t>(rows) + 1);
-    for (std::int64_t i = 0; i < rows; ++i) {
-        a_row(i, m);
+    RETEXO_ENSURE(a.rows == b.rows, "retexo::hstack: " << a.rows << " rows beside " << b.rows);
+    csr_matrix m(0, a.cols + b.cols);
+    m.indices.reserve(a.indices.size() + b.indices.size());
+    m.values.reserve(a.values.size() + b.values.size());
+    m.offsets.reserve(static_cast<std::size_t>(a.rows) + 1);
+    for (std::int64_t i = 0; i < a.rows; ++i) {
+        m.indices.insert(m.indices.end(), a.row_indices(i).begin(), a.row_indices(i).end());
+        m.values.insert(m.values.end(), a.row_values(i).begin(), a.row_values(i).end());
         for (std::int32_t j : b.row_indices(i))
-            m.indices.push_back(static_cast<std::int32_t>(j + a_cols));
+            m.indices.push_back(static_cast<std::int32_t>(j + a.cols));
         m.values.insert(m.values.end(), b.row_values(i).begin(), b.row_values(i).end());
         m.offsets.push_back(static_cast<offset_t>(m.values.size()));
     }
-    m.rows = rows;
+    m.rows = a.rows;
     return m;
-}
-} // namespace
-
-csr_matrix hstack(const csr_matrix& a, const csr_matrix& b)
-{
-    return hstack_rows(
-        a.rows, a.cols, a.indices.size(),
-        [&](std::int64_t i, csr_matrix& m) {
-            m.indices.insert(m.indices.end(), a.row_indices(i).begin(), a.row_indices(i).end());
-            m.values.insert(m.values.end(), a.row_values(i).begin(), a.row_values(i).end());
-        },
-        b);
 }
 
 csr_matrix hstack(const matrix_f& a, csr_matrix&& b)
@@ -168,21 +154,6 @@ csr_matrix hstack(const matrix_f& a, csr_matrix&& b)
     }
     b = csr_matrix();
     return m;
-}
-
-csr_matrix hstack(const matrix_f& a, const csr_matrix& b)
-{
-    const auto nnz = static_cast<std::size_t>((a.array() != 0.0F).count());
-    return hstack_rows(
-        a.rows(), a.cols(), nnz,
-        [&](std::int64_t i, csr_matrix& m) {
-            for (Eigen::Index j = 0; j < a.cols(); ++j)
-                if (a(i, j) != 0.0F) {
-                    m.indices.push_back(static_cast<std::int32_t>(j));
-                    m.values.push_back(a(i, j));
-                }
-        },
-        b);
 }
 
 const matrix_f& node_features::dense() const

@@ -84,9 +84,8 @@ inline Eigen::Index cols_of(const csr_matrix& x) noexcept
 
 /// [a | b]: the columns of b after those of a (same row count).
 csr_matrix hstack(const csr_matrix& a, const csr_matrix& b);
-/// [a | b] with a's non-zeros as sparse entries (no sparse copy of a on the way).
-csr_matrix hstack(const matrix_f& a, const csr_matrix& b);
-/// The same, consuming b: its arrays are freed as soon as they are read (b is left empty).
+/// [a | b] with a's non-zeros as sparse entries, consuming b: no sparse copy of a on the
+/// way, and each of b's arrays freed as soon as it is read (b is left empty).
 csr_matrix hstack(const matrix_f& a, csr_matrix&& b);
 
 /// Node features, one row per node: dense, or sparse rows where few entries are non-zero.
