@@ -43,12 +43,22 @@ std::vector<named_tensor> load_model(const std::string& path)
     return out;
 }
 
-void write_predictions(const mpi::communicator& comm, const std::string& path, const local_partition& part,
-                       const matrix_f& logits, const matrix_f& embedding)
+namespace {
+
+/// A rank's contiguous block of the global node ids [begin, begin + rows), with their
+/// logits, embeddings and predicted classes.
+struct prediction_block {
+    node_t begin = 0, rows = 0;
+    matrix_f logits, embedding;
+    std::vector<std::int32_t> pred;
+};
+
+/// Every rank's owned rows moved to the rank whose block of ids (N * r / P onwards) holds
+/// them (collective).
+prediction_block gather_block(const mpi::communicator& comm, const local_partition& part, const matrix_f& logits,
+                              const matrix_f& embedding)
 {
     const node_t own = part.num_owned();
-    RETEXO_ENSURE(logits.rows() == own && embedding.rows() == own,
-                  "retexo::write_predictions: need one logits and embedding row per owned node");
     const int P = comm.size();
     const std::int64_t N = part.global.num_nodes;
     const int C = static_cast<int>(logits.cols()), E = static_cast<int>(embedding.cols()), W = C + E;
@@ -61,7 +71,6 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
             --r;
         return r;
     };
-    // Redistribute rows to the rank whose contiguous block holds them.
     std::vector<int> scount(static_cast<std::size_t>(P), 0), sdispl(static_cast<std::size_t>(P), 0);
     for (node_t g : part.owned_global)
         ++scount[block_of(g)];
@@ -95,17 +104,54 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
     }
     std::vector<float> recv_rows(static_cast<std::size_t>(nrecv) * W);
     comm.alltoallv(send_rows.data(), sc.data(), sd.data(), recv_rows.data(), rc.data(), rd.data(), purpose::output);
-    const node_t b0 = block_start(comm.rank());
-    const node_t bn = block_start(comm.rank() + 1) - b0;
-    matrix_f block_logits(bn, C), block_emb(bn, E);
-    std::vector<std::int32_t> block_pred(static_cast<std::size_t>(bn));
+    prediction_block b;
+    b.begin = block_start(comm.rank());
+    b.rows = block_start(comm.rank() + 1) - b.begin;
+    b.logits.resize(b.rows, C);
+    b.embedding.resize(b.rows, E);
+    b.pred.resize(static_cast<std::size_t>(b.rows));
     for (int i = 0; i < nrecv; ++i) {
-        const node_t r = recv_ids[i] - b0;
+        const node_t r = recv_ids[i] - b.begin;
         const float* row = recv_rows.data() + static_cast<std::ptrdiff_t>(i) * W;
-        std::copy_n(row, C, block_logits.row(r).data());
-        std::copy_n(row + C, E, block_emb.row(r).data());
-        block_pred[r] = static_cast<std::int32_t>(std::max_element(row, row + C) - row);
+        std::copy_n(row, C, b.logits.row(r).data());
+        std::copy_n(row + C, E, b.embedding.row(r).data());
+        b.pred[r] = static_cast<std::int32_t>(std::max_element(row, row + C) - row);
     }
+    return b;
+}
+
+/// This rank's block into the parallel HDF5 file of N rows (collective).
+void write_block_file(h5::file& f, std::int64_t N, const prediction_block& b)
+{
+    const auto C = static_cast<hsize_t>(b.logits.cols()), E = static_cast<hsize_t>(b.embedding.cols());
+    f.set_attr("retexo_format", std::string("retexo-predictions"));
+    f.set_attr("num_nodes", static_cast<std::int64_t>(N));
+    const hsize_t d1[1] = {static_cast<hsize_t>(N)};
+    const hsize_t dc[2] = {static_cast<hsize_t>(N), C};
+    const hsize_t de[2] = {static_cast<hsize_t>(N), E};
+    auto pred = f.create_dataset<std::int32_t>("prediction", d1);
+    auto lg = f.create_dataset<float>("logits", dc);
+    auto em = f.create_dataset<float>("embedding", de);
+    h5::handle xfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
+    H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE);
+    const auto b0 = static_cast<hsize_t>(b.begin), bn = static_cast<hsize_t>(b.rows);
+    f.write_rows<std::int32_t>(pred, "prediction", b0, bn, 1, b.pred.data(), xfer.get());
+    f.write_rows<float>(lg, "logits", b0, bn, C, b.logits.data(), xfer.get());
+    f.write_rows<float>(em, "embedding", b0, bn, E, b.embedding.data(), xfer.get());
+    pred.reset();
+    lg.reset();
+    em.reset();
+    f.close();
+}
+
+} // namespace
+
+void write_predictions(const mpi::communicator& comm, const std::string& path, const local_partition& part,
+                       const matrix_f& logits, const matrix_f& embedding)
+{
+    RETEXO_ENSURE(logits.rows() == part.num_owned() && embedding.rows() == part.num_owned(),
+                  "retexo::write_predictions: need one logits and embedding row per owned node");
+    const prediction_block block = gather_block(comm, part, logits, embedding);
 
     // One parallel HDF5 file, written under a temporary name and renamed by rank 0.
     std::string temp = path + ".tmp." + std::to_string(::getpid());
@@ -119,26 +165,7 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
     }
     comm.agree(err);
     try {
-        f->set_attr("retexo_format", std::string("retexo-predictions"));
-        f->set_attr("num_nodes", static_cast<std::int64_t>(N));
-        const hsize_t d1[1] = {static_cast<hsize_t>(N)};
-        const hsize_t dc[2] = {static_cast<hsize_t>(N), static_cast<hsize_t>(C)};
-        const hsize_t de[2] = {static_cast<hsize_t>(N), static_cast<hsize_t>(E)};
-        auto pred = f->create_dataset<std::int32_t>("prediction", d1);
-        auto lg = f->create_dataset<float>("logits", dc);
-        auto em = f->create_dataset<float>("embedding", de);
-        h5::handle xfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
-        H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE);
-        f->write_rows<std::int32_t>(pred, "prediction", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn), 1,
-                                    block_pred.data(), xfer.get());
-        f->write_rows<float>(lg, "logits", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn), static_cast<hsize_t>(C),
-                             block_logits.data(), xfer.get());
-        f->write_rows<float>(em, "embedding", static_cast<hsize_t>(b0), static_cast<hsize_t>(bn),
-                             static_cast<hsize_t>(E), block_emb.data(), xfer.get());
-        pred.reset();
-        lg.reset();
-        em.reset();
-        f->close();
+        write_block_file(*f, part.global.num_nodes, block);
     } catch (const std::exception& e) {
         err = e.what();
     }

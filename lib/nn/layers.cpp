@@ -380,79 +380,85 @@ void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg
         }
         break;
     }
-    case layer_kind::gat: {
-        const int H = heads_, D = head_dim_, HD = H * D;
-        matrix<T> d_att(n, HD);
-        if (opt_.concat) {
-            d_att = d_out;
-        } else {
-            for (Eigen::Index i = 0; i < n; ++i)
-                for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d)
-                        d_att(i, h * D + d) = d_out(i, d) / static_cast<T>(H);
-        }
-        const Eigen::Index L = plan.num_local;
-        c.d_score.resize(plan.att->num_edges(), H);
-        matrix<T> d_er(L, H);
-        // a_r only sees the destination rows: sum over plan rows of d_er[v] z[v].
-        auto attn_r_gradient = [&] {
-            a_r_.grad.setZero();
-            if (exact_mode) {
-                a_r_.exact_k =
-                    mode.scale_for({static_cast<double>(max_abs_of(d_er)), static_cast<double>(max_abs_of(c.z))});
-                a_r_.exact.assign(static_cast<std::size_t>(HD), 0);
-                const double scale = std::ldexp(1.0, a_r_.exact_k);
-                for (node_t v : plan.rows)
-                    for (int h = 0; h < H; ++h)
-                        for (int d = 0; d < D; ++d)
-                            a_r_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(c.z(v, h * D + d)) *
-                                                                               scale * static_cast<double>(d_er(v, h)));
-            } else {
-                for (node_t v : plan.rows)
-                    for (int h = 0; h < H; ++h)
-                        for (int d = 0; d < D; ++d)
-                            a_r_.grad(h, d) += d_er(v, h) * c.z(v, h * D + d);
-            }
-        };
+    case layer_kind::gat:
+        gat_combine_backward(plan, c, d_out, exact_mode, mode);
+        break;
+    }
+}
+
+template <typename T>
+void gnn_layer<T>::gat_combine_backward(const layer_plan& plan, layer_cache<T>& c, const matrix<T>& d_out,
+                                        bool exact_mode, const reduce_mode& mode)
+{
+    const auto n = static_cast<Eigen::Index>(plan.rows.size());
+    const int H = heads_, D = head_dim_, HD = H * D;
+    matrix<T> d_att(n, HD);
+    if (opt_.concat) {
+        d_att = d_out;
+    } else {
+        for (Eigen::Index i = 0; i < n; ++i)
+            for (int h = 0; h < H; ++h)
+                for (int d = 0; d < D; ++d)
+                    d_att(i, h * D + d) = d_out(i, d) / static_cast<T>(H);
+    }
+    const Eigen::Index L = plan.num_local;
+    c.d_score.resize(plan.att->num_edges(), H);
+    matrix<T> d_er(L, H);
+    // a_r only sees the destination rows: sum over plan rows of d_er[v] z[v].
+    auto attn_r_gradient = [&] {
+        a_r_.grad.setZero();
         if (exact_mode) {
-            if constexpr (std::is_same_v<T, float>) {
-                const double zmax = max_abs_of(c.z);
-                const double amax = std::max(1.0, static_cast<double>(max_abs_of(a_r_.value)));
-                c.msg_k =
-                    mode.scale_for({static_cast<double>(max_abs_of(d_att)), std::max(1.0, 2.0 * D * zmax) * amax});
-                std::vector<std::int64_t> acc_z(static_cast<std::size_t>(L) * HD, 0),
-                    acc_el(static_cast<std::size_t>(L) * H, 0);
-                plan.att->backward_exact(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, c.msg_k,
-                                         acc_z.data(), acc_el.data(), d_er.data(), c.d_score.data());
-                // z also feeds er of the destination rows: add d_er a_r, term by term.
-                const double scale = std::ldexp(1.0, c.msg_k);
-                for (node_t v : plan.rows)
-                    for (int h = 0; h < H; ++h)
-                        for (int d = 0; d < D; ++d)
-                            acc_z[static_cast<std::size_t>(v) * HD + h * D + d] += static_cast<std::int64_t>(
-                                static_cast<double>(d_er(v, h)) * scale * static_cast<double>(a_r_.value(h, d)));
-                c.d_msg_exact.resize(static_cast<std::size_t>(L) * (HD + H));
-                for (Eigen::Index u = 0; u < L; ++u) {
-                    std::copy_n(acc_z.data() + u * HD, HD, c.d_msg_exact.data() + u * (HD + H));
-                    std::copy_n(acc_el.data() + u * H, H, c.d_msg_exact.data() + u * (HD + H) + HD);
-                }
-            }
-        } else {
-            matrix<T> d_z(L, HD), d_el(L, H);
-            plan.att->backward(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, d_z.data(),
-                               d_el.data(), d_er.data(), c.d_score.data());
+            a_r_.exact_k =
+                mode.scale_for({static_cast<double>(max_abs_of(d_er)), static_cast<double>(max_abs_of(c.z))});
+            a_r_.exact.assign(static_cast<std::size_t>(HD), 0);
+            const double scale = std::ldexp(1.0, a_r_.exact_k);
             for (node_t v : plan.rows)
                 for (int h = 0; h < H; ++h)
                     for (int d = 0; d < D; ++d)
-                        d_z(v, h * D + d) += d_er(v, h) * a_r_.value(h, d);
-            c.d_msg.resize(L, HD + H);
-            c.d_msg.leftCols(HD) = d_z;
-            c.d_msg.rightCols(H) = d_el;
+                        a_r_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(c.z(v, h * D + d)) *
+                                                                           scale * static_cast<double>(d_er(v, h)));
+        } else {
+            for (node_t v : plan.rows)
+                for (int h = 0; h < H; ++h)
+                    for (int d = 0; d < D; ++d)
+                        a_r_.grad(h, d) += d_er(v, h) * c.z(v, h * D + d);
         }
-        attn_r_gradient();
-        break;
+    };
+    if (exact_mode) {
+        if constexpr (std::is_same_v<T, float>) {
+            const double zmax = max_abs_of(c.z);
+            const double amax = std::max(1.0, static_cast<double>(max_abs_of(a_r_.value)));
+            c.msg_k = mode.scale_for({static_cast<double>(max_abs_of(d_att)), std::max(1.0, 2.0 * D * zmax) * amax});
+            std::vector<std::int64_t> acc_z(static_cast<std::size_t>(L) * HD, 0),
+                acc_el(static_cast<std::size_t>(L) * H, 0);
+            plan.att->backward_exact(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, c.msg_k,
+                                     acc_z.data(), acc_el.data(), d_er.data(), c.d_score.data());
+            // z also feeds er of the destination rows: add d_er a_r, term by term.
+            const double scale = std::ldexp(1.0, c.msg_k);
+            for (node_t v : plan.rows)
+                for (int h = 0; h < H; ++h)
+                    for (int d = 0; d < D; ++d)
+                        acc_z[static_cast<std::size_t>(v) * HD + h * D + d] += static_cast<std::int64_t>(
+                            static_cast<double>(d_er(v, h)) * scale * static_cast<double>(a_r_.value(h, d)));
+            c.d_msg_exact.resize(static_cast<std::size_t>(L) * (HD + H));
+            for (Eigen::Index u = 0; u < L; ++u) {
+                std::copy_n(acc_z.data() + u * HD, HD, c.d_msg_exact.data() + u * (HD + H));
+                std::copy_n(acc_el.data() + u * H, H, c.d_msg_exact.data() + u * (HD + H) + HD);
+            }
+        }
+    } else {
+        matrix<T> d_z(L, HD), d_el(L, H);
+        plan.att->backward(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, d_z.data(),
+                           d_el.data(), d_er.data(), c.d_score.data());
+        for (node_t v : plan.rows)
+            for (int h = 0; h < H; ++h)
+                for (int d = 0; d < D; ++d)
+                    d_z(v, h * D + d) += d_er(v, h) * a_r_.value(h, d);
+        c.d_msg.resize(L, HD + H);
+        c.d_msg.leftCols(HD) = d_z;
+        c.d_msg.rightCols(H) = d_el;
     }
-    }
+    attn_r_gradient();
 }
 
 template <typename T>

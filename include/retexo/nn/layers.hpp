@@ -156,6 +156,11 @@ public:
     bool backward_reads_messages() const noexcept { return kind_ == layer_kind::gat; }
 
 private:
+    /// combine_backward of GAT: the attention's gradients, c.d_msg (or c.d_msg_exact) for
+    /// every local row's message [z | el], and a_r's gradient.
+    void gat_combine_backward(const layer_plan& plan, layer_cache<T>& c, const matrix<T>& d_out, bool exact_mode,
+                              const reduce_mode& mode);
+
     layer_kind kind_;
     int in_, out_;
     layer_options opt_;
