@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
-# Install retexo's build and test dependencies on Debian 12 (bookworm) with apt-get.
-# A no-op when everything is already installed.  Runs apt-get through sudo when not root.
+# Install retexo's dependencies on Debian 12 (bookworm) with apt-get; a no-op when everything
+# is already installed.  Runs apt-get through sudo when not root.
+#   cmake/install-deps.sh            # what the library and the tools need to build and run
+#   cmake/install-deps.sh --test     # and what the test suite needs (Catch2, Slurm, Doxygen, ...)
+#   cmake/install-deps.sh --perf     # and what perf/run_all.sh needs (plots, the PyTorch peer)
+#   cmake/install-deps.sh --golden   # and what test/golden reads HDF5 with
 set -euo pipefail
 
 packages=(
@@ -10,17 +14,23 @@ packages=(
   libdnnl-dev ocl-icd-opencl-dev        # Debian's dnnl-config.cmake needs OpenCL
   libboost-program-options-dev
   libhdf5-openmpi-dev zlib1g-dev
-  catch2 libmetis-dev nlohmann-json3-dev
+  libmetis-dev nlohmann-json3-dev
   libptscotch-dev                       # the distributed partitioner (64-bit build: scotch-int64)
+)
+tests=(
+  catch2
   python3                               # tests compare metrics files; perf/ reports
   slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins  # test/cluster: Slurm on this host
   iproute2                              # mpi_scripts/local_cluster.sh: hosts as network namespaces
+  doxygen                               # the API reference (docs target, api_docs test)
 )
 
-# --perf: also what perf/run_all.sh needs for its plots and the PyTorch peer; --golden: what test/golden reads HDF5 with.
 case ${1:-} in
-  --perf) packages+=(python3-matplotlib python3-torch python3-h5py time) ;;  # time: perf/mem_limit.sh
-  --golden) packages+=(python3-h5py) ;;
+  "") ;;
+  --test) packages+=("${tests[@]}") ;;
+  --perf) packages+=("${tests[@]}" python3-matplotlib python3-torch python3-h5py time) ;;  # time: perf/mem_limit.sh
+  --golden) packages+=(python3 python3-h5py) ;;
+  *) echo "usage: $0 [--test|--perf|--golden]" >&2; exit 2 ;;
 esac
 
 missing=()

@@ -17,7 +17,7 @@ tidy=${CLANG_TIDY:-clang-tidy-14}
 command -v "$tidy" >/dev/null || { echo "run_clang_tidy: $tidy not found (apt-get install clang-tidy-14)" >&2; exit 2; }
 
 # compile_commands.json for every target (configure only; the build is not needed).
-"$root/cmake/install-deps.sh"
+"$root/cmake/install-deps.sh" --test
 cmake -S "$root" -B "$build" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
       -DRETEXO_BUILD_APPS=ON -DRETEXO_BUILD_TESTS=ON -DRETEXO_BUILD_PERF=ON >/dev/null
 
