@@ -70,5 +70,23 @@ if command -v mpirun >/dev/null && mpirun --version 2>&1 | grep -qE "Open MPI|Op
 else
   echo "SKIPPED: retexo_run.sh runs need Open MPI's mpirun"
 fi
+# The README and docs: the C++ quick start is test/install/quickstart.cpp (which the install
+# test builds and runs), every relative link points at a file that exists, and every
+# retexo_mpi option the README names is in --help.
+readme_cpp=$(awk '/^```cpp$/ {on = 1; next} /^```$/ {on = 0} on' "$src/README.md")
+if [[ $readme_cpp != "$(cat "$src/test/install/quickstart.cpp")" ]]; then
+  echo "FAIL: README.md's C++ quick start differs from test/install/quickstart.cpp"; failures=$((failures + 1))
+else
+  echo "ok: README.md's C++ quick start is test/install/quickstart.cpp"
+fi
+for doc in "$src"/README.md "$src"/docs/*.md; do
+  for link in $(grep -oE '\]\([^)#]+' "$doc" | sed 's/^](//' | grep -vE '^(https?|mailto):'); do
+    [[ -e $(dirname "$doc")/$link ]] || { echo "FAIL: $doc links to $link, which does not exist"; failures=$((failures + 1)); }
+  done
+done
+for o in $(grep -oE -- "\`--[a-z][a-z0-9-]+" "$src/README.md" | tr -d '`' | sort -u); do
+  grep -qE -- "$o( |,|=|$)" <<<"$help" || grep -qE -- "$o( |,|=|$)" <<<"$("$apps"/retexo_convert --help; "$apps"/retexo_partition --help)" ||
+    { echo "FAIL: README.md names $o, which no tool's --help lists"; failures=$((failures + 1)); }
+done
 echo "$failures failure(s)"
 [[ $failures -eq 0 ]]

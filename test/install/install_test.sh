@@ -17,6 +17,8 @@ echo "== CMake package, C++-only consumer"
 cmake -S "$src/test/install" -B "$tmp/example" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$tmp/example" -j 2 >/dev/null
 "$mpiexec" -n 2 "$tmp/example/retexo_example"
+echo "== the README's C++ quick start"
+"$mpiexec" -n 2 "$tmp/example/quickstart"
 
 echo "== pkg-config"
 if ! command -v pkg-config >/dev/null; then

@@ -18,7 +18,7 @@ namespace retexo {
 inline constexpr const char* owner_shard_format_name = "retexo-owner-shard";
 inline constexpr std::int64_t owner_shard_format_version = 1;
 
-/// DIR/shard<rank>.h5.
+/// `DIR/shard<rank>.h5`.
 std::string owner_shard_path(const std::string& dir, part_t rank);
 
 /// Writes one owner shard; the features may come in row blocks (in node order), so an owner

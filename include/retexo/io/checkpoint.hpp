@@ -79,7 +79,7 @@ struct checkpoint_identity {
     std::uint64_t input_digest = 0; ///< of the rank's first-stage inputs
 };
 
-/// dir/ckpt.rank<rank>.h5
+/// `dir/ckpt.rank<rank>.h5`
 std::string checkpoint_path(const std::string& dir, int rank);
 
 /// Write one rank's checkpoint (atomically; the previous file becomes path_prev).

@@ -52,6 +52,7 @@ class aggregation {
 public:
     /// @param g        in-edges; row v's sources index rows of x
     /// @param num_src  rows of x (>= every source id, >= g.num_rows() for self loops / gcn)
+    /// @param options  the aggregator, self loops, in-degrees, destination rows, backward plan
     aggregation(const csr& g, node_t num_src, const aggregation_options& options);
 
     aggregator kind() const noexcept { return kind_; }
