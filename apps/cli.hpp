@@ -1,15 +1,19 @@
 #pragma once
-// Shared command-line plumbing of the retexo tools: option parsing with Boost.Program_options,
-// uniform error reporting and exit codes (0 success, 1 runtime error, 2 usage error).
+// Shared command-line plumbing of the retexo tools: option parsing with Boost.Program_options
+// (--help and --version alike for every tool), and the one mapping of errors to messages and
+// exit codes (0 success, 1 runtime error, 2 usage error), for serial tools and MPI tools alike.
 
+#include <retexo/comm/communicator.hpp>
 #include <retexo/core/error.hpp>
 #include <retexo/version.hpp>
 
 #include <boost/program_options.hpp>
 
 #include <exception>
+#include <functional>
 #include <iostream>
 #include <string>
+#include <utility>
 
 namespace retexo::cli {
 
@@ -19,41 +23,86 @@ inline constexpr int exit_ok = 0;
 inline constexpr int exit_failure = 1;
 inline constexpr int exit_usage = 2;
 
+/// How parse() treats --help, --version and the options it stored.
+struct parse_settings {
+    bool print = true;  ///< print the help or version (false on every MPI rank but rank 0)
+    bool notify = true; ///< po::notify(vm) once argv is stored; false: the caller stores more (a config file) first
+    std::string version_help = "print the version and exit"; ///< --version's line in the help
+    std::function<std::string()> version;                    ///< the --version text; default "<tool> (retexo) V\n"
+};
+
 /// Parse argv against `options`; prints help / version and returns false when the caller
 /// should exit with `code`.
 inline bool parse(int argc, char** argv, const std::string& tool, const std::string& usage,
-                  const po::options_description& options, po::variables_map& vm, int& code, bool print = true)
+                  const po::options_description& options, po::variables_map& vm, int& code,
+                  const parse_settings& s = {})
 {
     po::options_description all = options;
-    all.add_options()("help,h", "show this help and exit")("version", "print the version and exit");
+    all.add_options()("help,h", "show this help and exit")("version", s.version_help.c_str());
     po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
     if (vm.count("help") != 0U) {
-        if (print) std::cout << "Usage: " << usage << "\n\n" << all << "\n";
+        if (s.print) std::cout << "Usage: " << usage << "\n\n" << all << "\n";
         code = exit_ok;
         return false;
     }
     if (vm.count("version") != 0U) {
-        if (print) std::cout << tool << " (retexo) " << version_string << "\n";
+        if (s.print) std::cout << (s.version ? s.version() : tool + " (retexo) " + version_string + "\n");
         code = exit_ok;
         return false;
     }
-    po::notify(vm);
+    if (s.notify) po::notify(vm);
     return true;
 }
 
-/// Run a tool body, turning exceptions into "tool: error: ..." and an exit code.
+/// The exit code of the exception being handled (call inside a catch block), its message on
+/// stderr as "tool: error: ...".  `comm` is the MPI tool's communicator, null for a serial tool.
+///  - a usage error (po::error; every rank has the same argv, so all fail alike): exit 2, the
+///    message once (rank 0) with a pointer to --help;
+///  - an error every rank raised together (mpi::agreed_error), or any error of a serial tool:
+///    exit 1, the message once (rank 0);
+///  - an error only this rank of an MPI tool knows of: the message names the rank, and the job
+///    is aborted (MPI_Abort), so no rank is left waiting in a collective.
+inline int exit_code_of_current_exception(const std::string& tool, const mpi::communicator* comm)
+{
+    const bool root = comm == nullptr || comm->rank() == 0;
+    try {
+        throw;
+    } catch (const po::error& e) {
+        if (root) std::cerr << tool << ": error: " << e.what() << " (see " << tool << " --help)\n";
+        return exit_usage;
+    } catch (const mpi::agreed_error& e) {
+        if (root) std::cerr << tool << ": error: " << e.what() << "\n";
+        return exit_failure;
+    } catch (const std::exception& e) {
+        if (comm == nullptr) {
+            std::cerr << tool << ": error: " << e.what() << "\n";
+            return exit_failure;
+        }
+        std::cerr << tool << ": error on rank " << comm->rank() << ": " << e.what() << " (aborting the job)\n";
+        std::cerr.flush();
+        MPI_Abort(comm->get(), exit_failure);
+        return exit_failure;
+    }
+}
+
+/// Run a tool body, turning its exceptions into a message and an exit code (see
+/// exit_code_of_current_exception).  MPI tools pass their communicator: every rank then exits
+/// non-zero on an error, without hanging; serial tools pass none.
 template <typename F>
-int run(const std::string& tool, F&& body)
+int run(const std::string& tool, const mpi::communicator* comm, F&& body)
 {
     try {
         return body();
-    } catch (const po::error& e) {
-        std::cerr << tool << ": error: " << e.what() << " (see " << tool << " --help)\n";
-        return exit_usage;
-    } catch (const std::exception& e) {
-        std::cerr << tool << ": error: " << e.what() << "\n";
-        return exit_failure;
+    } catch (...) {
+        return exit_code_of_current_exception(tool, comm);
     }
+}
+
+/// run() for a serial tool.
+template <typename F>
+int run(const std::string& tool, F&& body)
+{
+    return run(tool, nullptr, std::forward<F>(body));
 }
 
 } // namespace retexo::cli

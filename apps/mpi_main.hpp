@@ -1,11 +1,8 @@
 #pragma once
-// Error handling for MPI tools: errors all ranks agreed on end the job cleanly (rank 0
-// prints, every rank exits non-zero); an error only one rank knows of aborts the job with
-// the message, so no rank is left waiting in a collective.
+// Process set-up for retexo_mpi: heap settings that keep an epoch's buffers mapped.  Errors are
+// mapped to messages and exit codes by cli::run (cli.hpp), given the communicator.
 
 #include "cli.hpp"
-
-#include <retexo/comm/communicator.hpp>
 
 #include <malloc.h>
 
@@ -25,26 +22,6 @@ inline void keep_freed_buffers()
     const std::string_view tunables = t != nullptr ? t : "";
     if (tunables.find("mmap_threshold") == std::string_view::npos) mallopt(M_MMAP_THRESHOLD, 32 << 20);
     if (tunables.find("trim_threshold") == std::string_view::npos) mallopt(M_TRIM_THRESHOLD, 1 << 30);
-}
-
-template <typename F>
-int run_mpi(const std::string& tool, const mpi::communicator& comm, F&& body)
-{
-    const bool root = comm.rank() == 0;
-    try {
-        return body();
-    } catch (const po::error& e) { // same argv on every rank: all ranks fail alike
-        if (root) std::cerr << tool << ": error: " << e.what() << " (see " << tool << " --help)\n";
-        return exit_usage;
-    } catch (const mpi::agreed_error& e) {
-        if (root) std::cerr << tool << ": error: " << e.what() << "\n";
-        return exit_failure;
-    } catch (const std::exception& e) {
-        std::cerr << tool << ": error on rank " << comm.rank() << ": " << e.what() << " (aborting the job)\n";
-        std::cerr.flush();
-        MPI_Abort(comm.get(), exit_failure);
-        return exit_failure;
-    }
 }
 
 } // namespace retexo::cli

@@ -1,7 +1,7 @@
 // retexo_generate: write a synthetic CSBM graph to the HDF5 graph format.
 #include "cli.hpp"
 
-#include <retexo/partition/generate.hpp>
+#include <retexo/io/graph_file.hpp>
 
 #include <chrono>
 

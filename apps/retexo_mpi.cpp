@@ -1,10 +1,11 @@
 // retexo_mpi: train GNNs over a partitioned graph, one partition per MPI rank, with RETEXO's
 // lazy message passing and/or the standard distributed trainer, side by side.
 #include "mpi_main.hpp"
-#include "placement.hpp"
 #include "report.hpp"
 
+#include <retexo/comm/placement.hpp>
 #include <retexo/core/atomic_file.hpp>
+#include <retexo/core/hash.hpp>
 #include <retexo/ingest/load.hpp>
 #include <retexo/io/outputs.hpp>
 #include <retexo/train/retexo.hpp>
@@ -386,18 +387,15 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     app_options a;
     option_text t;
     const auto desc = declare_options(t, a);
-    po::options_description all = desc;
-    all.add_options()("help,h", "show this help and exit")("version", "print versions and exit");
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
-    if (vm.count("help") != 0U) {
-        if (comm.rank() == 0) std::cout << "Usage: mpirun -np P retexo_mpi [options]\n\n" << all << "\n";
+    int code = 0;
+    // po::notify runs below, once the --config file is stored too.
+    if (!cli::parse(argc, argv, "retexo_mpi", "mpirun -np P retexo_mpi [options]", desc, vm, code,
+                    {.print = comm.rank() == 0,
+                     .notify = false,
+                     .version_help = "print versions and exit",
+                     .version = versions}))
         return std::nullopt;
-    }
-    if (vm.count("version") != 0U) {
-        if (comm.rank() == 0) std::cout << versions();
-        return std::nullopt;
-    }
     comm.checked([&] {
         if (vm.count("config") != 0U) {
             const auto path = vm["config"].as<std::string>();
@@ -557,11 +555,11 @@ int main(int argc, char** argv)
     cli::keep_freed_buffers();
     mpi::environment env(argc, argv);
     mpi::communicator comm(MPI_COMM_WORLD);
-    return cli::run_mpi("retexo_mpi", comm, [&] {
+    return cli::run("retexo_mpi", &comm, [&] {
         auto options = parse_options(argc, argv, comm);
         if (!options) return cli::exit_ok;
         auto& a = *options;
-        placement::check(comm); // warns on rank 0 when ranks' OpenMP threads share CPUs (stderr only)
+        check_placement(comm, "retexo_mpi"); // warns on rank 0 when ranks' OpenMP threads share CPUs (stderr only)
         std::signal(SIGTERM, on_stop_signal);
         std::signal(SIGUSR1, on_stop_signal);
         a.retexo.checkpoint.stop_requested = [] { return stop_signal.load() != 0; };

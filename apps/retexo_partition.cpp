@@ -1,11 +1,13 @@
 // retexo_partition: split an HDF5 graph file into per-partition files.  Run alone, one process
 // reads the graph and writes every part file; under `mpirun -np P` each rank reads its slice of
 // the graph, the ranks partition it together and each writes its own part file.
-#include "mpi_main.hpp"
+#include "cli.hpp"
 
 #include <retexo/core/atomic_file.hpp>
+#include <retexo/core/hash.hpp>
 #include <retexo/ingest/directory.hpp>
 #include <retexo/ingest/load.hpp>
+#include <retexo/io/assignment.hpp>
 #include <retexo/io/graph_file.hpp>
 #include <retexo/io/partition_files.hpp>
 
@@ -120,7 +122,7 @@ int main(int argc, char** argv)
 {
     mpi::environment env(argc, argv);
     const mpi::communicator comm(MPI_COMM_WORLD);
-    return cli::run_mpi("retexo_partition", comm, [&] {
+    return cli::run("retexo_partition", &comm, [&] {
         std::string graph_path, out, method = "random", objective = "vol";
         partition_options o;
         cli::po::options_description desc("Options");
@@ -141,7 +143,7 @@ int main(int argc, char** argv)
         if (!cli::parse(argc, argv, "retexo_partition",
                         "retexo_partition --graph FILE.h5 --parts P (or under mpirun -np P) "
                         "--method random|metis|blocks|given [--assignment FILE] [--seed S] --out DIR",
-                        desc, vm, code, comm.rank() == 0))
+                        desc, vm, code, {.print = comm.rank() == 0}))
             return code;
         if (vm.count("parts") == 0U) {
             RETEXO_ENSURE(comm.size() > 1, "--parts is required (or run under mpirun -np P)");

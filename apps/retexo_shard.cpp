@@ -4,6 +4,7 @@
 #include "cli.hpp"
 
 #include <retexo/ingest/owner_shard.hpp>
+#include <retexo/io/assignment.hpp>
 #include <retexo/io/graph_file.hpp>
 #include <retexo/partition/partitioner.hpp>
 

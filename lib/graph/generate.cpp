@@ -1,6 +1,5 @@
 #include <retexo/core/rng.hpp>
-#include <retexo/io/graph_file.hpp>
-#include <retexo/partition/generate.hpp>
+#include <retexo/graph/generate.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -178,23 +177,6 @@ graph generate_csbm(const csbm_options& options)
     gen.feature_rows(0, options.nodes, x.data());
     g.features = std::move(x);
     return g;
-}
-
-graph_info generate_csbm_file(const csbm_options& options, const std::string& path)
-{
-    const csbm_generator gen(options);
-    auto info = gen.info();
-    graph_file_writer writer(path, info);
-    writer.write_structure(gen.in_edges(), gen.labels(), gen.train(), gen.valid(), gen.test());
-    constexpr node_t block = 1 << 15;
-    for (node_t row = 0; row < options.nodes; row += block) {
-        const node_t rows = std::min(block, options.nodes - row);
-        matrix_f x(rows, options.features);
-        gen.feature_rows(row, rows, x.data());
-        writer.append_features(x);
-    }
-    writer.commit();
-    return info;
 }
 
 } // namespace retexo

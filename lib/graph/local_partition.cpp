@@ -1,5 +1,5 @@
+#include <retexo/core/hash.hpp>
 #include <retexo/graph/local_partition.hpp>
-#include <retexo/partition/partitioner.hpp>
 
 #include <algorithm>
 #include <numeric>

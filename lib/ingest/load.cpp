@@ -1,6 +1,8 @@
 // Getting each rank its partition: every source of data through the pipeline of share.hpp.
+#include <retexo/core/hash.hpp>
 #include <retexo/ingest/load.hpp>
 #include <retexo/ingest/owner_shard.hpp>
+#include <retexo/io/assignment.hpp>
 #include <retexo/io/graph_file.hpp>
 #include <retexo/io/partition_files.hpp>
 #include <retexo/partition/ptscotch.hpp>
@@ -125,7 +127,9 @@ local_partition partition_whole_graph(const mpi::communicator& comm, const whole
 {
     const part_t parts = comm.size();
     const node_t n = g.info.num_nodes;
-    const auto [first, count] = row_slice(n, comm.rank(), parts);
+    // Not a structured binding: clang 14 (the fuzz build) cannot capture those in the lambdas below.
+    const std::pair<node_t, node_t> my_rows = row_slice(n, comm.rank(), parts);
+    const node_t first = my_rows.first, count = my_rows.second;
     csr rows;
     std::vector<part_t> a;
     comm.checked([&] {

@@ -1,8 +1,8 @@
 #include <retexo/core/atomic_file.hpp>
+#include <retexo/core/hash.hpp>
 #include <retexo/io/checkpoint.hpp>
 #include <retexo/io/features.hpp>
 #include <retexo/io/hdf5.hpp>
-#include <retexo/partition/partitioner.hpp>
 
 #include <filesystem>
 #include <optional>

@@ -1,3 +1,4 @@
+#include <retexo/graph/generate.hpp>
 #include <retexo/io/graph_file.hpp>
 
 #include <algorithm>
@@ -5,12 +6,28 @@
 namespace retexo {
 
 graph_file_writer::graph_file_writer(const std::string& path, const graph_info& info, feature_storage storage)
-    : info_(info), out_(path)
+    : info_(info), out_(std::in_place, path)
 {
     RETEXO_ENSURE(info.num_nodes >= 0 && info.num_features >= 0 && info.num_classes > 0,
                   path << ": invalid graph sizes (nodes " << info.num_nodes << ", features " << info.num_features
                        << ", classes " << info.num_classes << ")");
-    file_.emplace(h5::file::create(out_.temp_path(), path));
+    own_file_.emplace(h5::file::create(out_->temp_path(), path));
+    file_ = &*own_file_;
+    write_header(storage);
+}
+
+graph_file_writer::graph_file_writer(h5::file& file, const graph_info& info, feature_storage storage)
+    : info_(info), file_(&file)
+{
+    RETEXO_ENSURE(info.num_nodes >= 0 && info.num_features >= 0 && info.num_classes > 0,
+                  file.path() << ": invalid graph sizes (nodes " << info.num_nodes << ", features " << info.num_features
+                              << ", classes " << info.num_classes << ")");
+    write_header(storage);
+}
+
+void graph_file_writer::write_header(feature_storage storage)
+{
+    const graph_info& info = info_;
     file_->set_attr("retexo_format", std::string(graph_format_name));
     file_->set_attr("format_version", graph_format_version);
     file_->set_attr("name", info.name);
@@ -28,7 +45,7 @@ void graph_file_writer::write_structure(const csr& in_edges, std::span<const std
                                         std::span<const node_t> train, std::span<const node_t> valid,
                                         std::span<const node_t> test)
 {
-    const auto& p = out_.path();
+    const auto& p = file_->path();
     RETEXO_ENSURE(in_edges.num_rows() == info_.num_nodes,
                   p << ": CSR has " << in_edges.num_rows() << " rows, expected " << info_.num_nodes);
     RETEXO_ENSURE(in_edges.num_edges() == info_.num_edges,
@@ -51,12 +68,14 @@ void graph_file_writer::append_features(const node_features& block)
 
 void graph_file_writer::commit()
 {
-    RETEXO_ENSURE(structure_written_, out_.path() << ": graph structure was never written");
+    RETEXO_ENSURE(structure_written_, file_->path() << ": graph structure was never written");
     features_->finish(); // checks that every row came
     features_.reset();
-    RETEXO_ENSURE(H5Fflush(file_->id(), H5F_SCOPE_GLOBAL) >= 0, out_.path() << ": flush failed");
-    file_.reset();
-    out_.commit();
+    RETEXO_ENSURE(H5Fflush(file_->id(), H5F_SCOPE_GLOBAL) >= 0, file_->path() << ": flush failed");
+    if (!out_) return; // the caller's file
+    file_ = nullptr;
+    own_file_.reset();
+    out_->commit();
 }
 
 void write_graph(const graph& g, const std::string& path)
@@ -67,8 +86,11 @@ void write_graph(const graph& g, const std::string& path)
     w.commit();
 }
 
-graph_file_reader::graph_file_reader(const std::string& path) : file_(h5::file::open(path))
+graph_file_reader::graph_file_reader(const std::string& path) : graph_file_reader(h5::file::open(path)) {}
+
+graph_file_reader::graph_file_reader(h5::file file) : file_(std::move(file))
 {
+    const std::string& path = file_.path();
     RETEXO_ENSURE(file_.has_attr("retexo_format") && file_.attr_string("retexo_format") == graph_format_name,
                   path << ": not a retexo graph file (attribute retexo_format != " << graph_format_name << ")");
     const auto version = file_.attr_int("format_version");
@@ -231,7 +253,12 @@ node_features graph_file_reader::read_feature_rows(std::span<const node_t> ids) 
 
 graph read_graph(const std::string& path)
 {
-    graph_file_reader r(path);
+    return read_graph(graph_file_reader(path));
+}
+
+graph read_graph(const graph_file_reader& r)
+{
+    const std::string& path = r.path();
     graph g;
     const auto& info = r.info();
     g.name = info.name;
@@ -245,6 +272,23 @@ graph read_graph(const std::string& path)
     g.features = r.read_features(0, info.num_nodes);
     validate_graph(g, path);
     return g;
+}
+
+graph_info generate_csbm_file(const csbm_options& options, const std::string& path)
+{
+    const csbm_generator gen(options);
+    auto info = gen.info();
+    graph_file_writer writer(path, info);
+    writer.write_structure(gen.in_edges(), gen.labels(), gen.train(), gen.valid(), gen.test());
+    constexpr node_t block = 1 << 15;
+    for (node_t row = 0; row < options.nodes; row += block) {
+        const node_t rows = std::min(block, options.nodes - row);
+        matrix_f x(rows, options.features);
+        gen.feature_rows(row, rows, x.data());
+        writer.append_features(x);
+    }
+    writer.commit();
+    return info;
 }
 
 } // namespace retexo

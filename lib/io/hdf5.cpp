@@ -1,5 +1,6 @@
 #include <retexo/io/hdf5.hpp>
 
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -65,6 +66,120 @@ file file::create_parallel(const std::string& path, MPI_Comm comm, const std::st
     handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, writer_fcpl().get(), fapl.get()), H5Fclose);
     RETEXO_ENSURE(h.valid(), shown << ": cannot create parallel HDF5 file");
     return {std::move(h), shown};
+}
+
+namespace {
+/// A name no other open file has: HDF5 takes a core-driver file whose name is already open
+/// for that file (and would read its bytes, not the image given).
+std::string memory_file_name()
+{
+    static std::atomic<std::uint64_t> next{0};
+    return "retexo-memory-file-" + std::to_string(next++);
+}
+
+/// File access properties `fapl` switched to a file held in memory (core driver, growing by
+/// 64 KiB, no backing store).
+handle memory_fapl(handle fapl)
+{
+    RETEXO_ENSURE(fapl.valid() && H5Pset_fapl_core(fapl.get(), std::size_t{64} << 10, false) >= 0,
+                  "HDF5: cannot set up the core (in-memory) file driver");
+    return fapl;
+}
+
+/// Where the superblock of a file image is, as H5Fis_hdf5 looks for its signature: at offset
+/// 0, 512, 1024, 2048, ...; npos if nowhere.
+std::size_t superblock_offset(std::span<const char> image)
+{
+    constexpr char signature[8] = {'\211', 'H', 'D', 'F', '\r', '\n', '\032', '\n'};
+    for (std::size_t at = 0; at + sizeof signature <= image.size(); at = at == 0 ? 512 : 2 * at)
+        if (std::memcmp(image.data() + at, signature, sizeof signature) == 0) return at;
+    return std::string::npos;
+}
+
+/// Bob Jenkins' lookup3 hash (hashlittle, byte by byte), HDF5's metadata checksum.
+std::uint32_t lookup3(const unsigned char* k, std::size_t length)
+{
+    auto rot = [](std::uint32_t x, int r) { return (x << r) | (x >> (32 - r)); };
+    std::uint32_t a = 0xDEADBEEF + static_cast<std::uint32_t>(length), b = a, c = a;
+    auto word = [&](std::size_t i, std::size_t n) {
+        std::uint32_t w = 0;
+        for (std::size_t j = 0; j < n; ++j)
+            w |= static_cast<std::uint32_t>(k[i + j]) << (8 * j);
+        return w;
+    };
+    for (; length > 12; length -= 12, k += 12) {
+        a += word(0, 4);
+        b += word(4, 4);
+        c += word(8, 4);
+        a -= c, a ^= rot(c, 4), c += b;
+        b -= a, b ^= rot(a, 6), a += c;
+        c -= b, c ^= rot(b, 8), b += a;
+        a -= c, a ^= rot(c, 16), c += b;
+        b -= a, b ^= rot(a, 19), a += c;
+        c -= b, c ^= rot(b, 4), b += a;
+    }
+    if (length == 0) return c;
+    a += word(0, std::min<std::size_t>(length, 4));
+    if (length > 4) b += word(4, std::min<std::size_t>(length - 4, 4));
+    if (length > 8) c += word(8, length - 8);
+    c ^= b, c -= rot(b, 14);
+    a ^= c, a -= rot(c, 11);
+    b ^= a, b -= rot(a, 25);
+    c ^= b, c -= rot(b, 16);
+    a ^= c, a -= rot(c, 4);
+    b ^= a, b -= rot(a, 14);
+    c ^= b, c -= rot(b, 24);
+    return c;
+}
+
+/// HDF5 1.10's H5Fget_file_image clears the superblock's file consistency flags in the image
+/// (the file is open for writing) but leaves the superblock's checksum as it was (versions 2
+/// and 3 carry one), so the image would not open: recompute the checksum.
+void fix_superblock_checksum(std::span<char> image)
+{
+    const std::size_t at = superblock_offset(image);
+    if (at == std::string::npos || image.size() - at < 12) return;
+    const auto* sb = reinterpret_cast<const unsigned char*>(image.data() + at);
+    if (sb[8] < 2) return;                                  // versions 0 and 1: no checksum
+    const std::size_t length = 12 + 4 * std::size_t{sb[9]}; // signature .. root object header address
+    if (image.size() - at < length + 4) return;
+    const std::uint32_t sum = lookup3(sb, length);
+    for (int j = 0; j < 4; ++j)
+        image[at + length + static_cast<std::size_t>(j)] = static_cast<char>((sum >> (8 * j)) & 0xFF);
+}
+} // namespace
+
+file file::open_image(std::span<const char> image, const std::string& display_path)
+{
+    silence_errors();
+    RETEXO_ENSURE(superblock_offset(image) != std::string::npos, display_path << ": not an HDF5 file");
+    const handle fapl = memory_fapl(handle(H5Pcreate(H5P_FILE_ACCESS), H5Pclose));
+    RETEXO_ENSURE(H5Pset_file_image(fapl.get(), const_cast<char*>(image.data()), image.size()) >= 0,
+                  display_path << ": cannot open as HDF5 (file image of " << image.size() << " bytes refused)");
+    handle h(H5Fopen(memory_file_name().c_str(), H5F_ACC_RDONLY, fapl.get()), H5Fclose);
+    RETEXO_ENSURE(h.valid(), display_path << ": cannot open as HDF5 (truncated or corrupt file?)");
+    return {std::move(h), display_path};
+}
+
+file file::create_in_memory(const std::string& display_path)
+{
+    silence_errors();
+    const handle fapl = memory_fapl(writer_fapl());
+    handle h(H5Fcreate(memory_file_name().c_str(), H5F_ACC_TRUNC, writer_fcpl().get(), fapl.get()), H5Fclose);
+    RETEXO_ENSURE(h.valid(), display_path << ": cannot create HDF5 file in memory");
+    return {std::move(h), display_path};
+}
+
+std::vector<char> file::image() const
+{
+    RETEXO_ENSURE(H5Fflush(h_.get(), H5F_SCOPE_GLOBAL) >= 0, display_ << ": flush failed");
+    const ssize_t size = H5Fget_file_image(h_.get(), nullptr, 0);
+    RETEXO_ENSURE(size >= 0, display_ << ": cannot get the file image");
+    std::vector<char> out(static_cast<std::size_t>(size));
+    RETEXO_ENSURE(H5Fget_file_image(h_.get(), out.data(), out.size()) == size,
+                  display_ << ": cannot get the file image");
+    fix_superblock_checksum(out);
+    return out;
 }
 
 bool file::exists(const std::string& object) const

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <limits>
@@ -57,12 +58,26 @@ std::uint64_t get64(const unsigned char* p)
     return static_cast<std::uint64_t>(get32(p)) | (static_cast<std::uint64_t>(get32(p + 4)) << 32);
 }
 
-/// Read exactly n bytes at offset (throws naming `what` when the file ends first).
-void pread_all(int fd, void* out, std::size_t n, std::uint64_t offset, const std::string& what)
+/// The bytes of an archive: an open file (fd >= 0), or a buffer in memory.
+struct archive_bytes {
+    int fd = -1;
+    std::span<const char> memory;
+};
+
+/// Read exactly n bytes at offset (throws naming `what` when the archive ends first).
+void pread_all(const archive_bytes& a, void* out, std::size_t n, std::uint64_t offset, const std::string& what)
 {
     auto* p = static_cast<char*>(out);
     while (n > 0) {
-        const auto got = ::pread(fd, p, n, static_cast<off_t>(offset));
+        ssize_t got = 0;
+        if (a.fd < 0) {
+            if (offset < a.memory.size()) {
+                got = static_cast<ssize_t>(std::min<std::uint64_t>(n, a.memory.size() - offset));
+                std::memcpy(p, a.memory.data() + offset, static_cast<std::size_t>(got));
+            }
+        } else {
+            got = ::pread(a.fd, p, n, static_cast<off_t>(offset));
+        }
         if (got < 0 && errno == EINTR) continue;
         RETEXO_ENSURE(got >= 0, what << ": read error: " << std::strerror(errno));
         RETEXO_ENSURE(got > 0, what << ": truncated (the file ends at byte " << offset << ")");
@@ -85,17 +100,21 @@ struct zip_directory {
     std::vector<zip_entry> entries;
 };
 
-/// The central directory of the ZIP archive open as fd (ZIP64 records and extra fields read).
-zip_directory read_directory(int fd, const std::string& path)
+/// The central directory of a ZIP archive (ZIP64 records and extra fields read).
+zip_directory read_directory(const archive_bytes& archive, const std::string& path)
 {
     zip_directory dir;
-    struct stat st {};
-    RETEXO_ENSURE(::fstat(fd, &st) == 0, path << ": cannot stat: " << std::strerror(errno));
-    dir.file_size = static_cast<std::uint64_t>(st.st_size);
+    if (archive.fd >= 0) {
+        struct stat st {};
+        RETEXO_ENSURE(::fstat(archive.fd, &st) == 0, path << ": cannot stat: " << std::strerror(errno));
+        dir.file_size = static_cast<std::uint64_t>(st.st_size);
+    } else {
+        dir.file_size = archive.memory.size();
+    }
     // The end-of-central-directory record is the last 22 bytes plus a comment of up to 64 KiB.
     const std::uint64_t tail_len = std::min<std::uint64_t>(dir.file_size, 22 + 0xFFFF + 20);
     std::vector<unsigned char> tail(tail_len);
-    pread_all(fd, tail.data(), tail.size(), dir.file_size - tail_len, path);
+    pread_all(archive, tail.data(), tail.size(), dir.file_size - tail_len, path);
     std::int64_t at = -1;
     for (std::int64_t p = static_cast<std::int64_t>(tail_len) - 22; p >= 0; --p)
         if (get32(&tail[p]) == sig_eocd && static_cast<std::uint64_t>(p) + 22 + get16(&tail[p + 20]) <= tail_len) {
@@ -115,7 +134,7 @@ zip_directory read_directory(int fd, const std::string& path)
         unsigned char r[56];
         RETEXO_ENSURE(z64 <= eocd_pos && eocd_pos - z64 >= 56,
                       path << ": corrupt ZIP64 end-of-central-directory locator");
-        pread_all(fd, r, sizeof r, z64, path);
+        pread_all(archive, r, sizeof r, z64, path);
         RETEXO_ENSURE(get32(r) == sig_zip64_eocd, path << ": corrupt ZIP64 end-of-central-directory record");
         count = get64(r + 32);
         cd_size = get64(r + 40);
@@ -131,7 +150,7 @@ zip_directory read_directory(int fd, const std::string& path)
                   path << ": central directory of " << cd_size << " bytes is implausibly large");
     dir.cd_offset = cd_offset;
     std::vector<unsigned char> cd(cd_size);
-    pread_all(fd, cd.data(), cd.size(), cd_offset, path);
+    pread_all(archive, cd.data(), cd.size(), cd_offset, path);
     std::size_t p = 0;
     for (std::uint64_t i = 0; i < count; ++i) {
         RETEXO_ENSURE(p + 46 <= cd.size() && get32(&cd[p]) == sig_central,
@@ -357,7 +376,7 @@ std::vector<std::string> npz_arrays(const std::string& path)
     RETEXO_ENSURE(fd >= 0, path << ": cannot open: " << std::strerror(errno));
     std::vector<std::string> names;
     try {
-        for (const auto& e : read_directory(fd, path).entries) {
+        for (const auto& e : read_directory({.fd = fd}, path).entries) {
             std::string n = e.name;
             if (n.size() > 4 && n.ends_with(".npy")) n.resize(n.size() - 4);
             names.push_back(n);
@@ -371,98 +390,112 @@ std::vector<std::string> npz_arrays(const std::string& path)
 }
 
 npz_array_reader::npz_array_reader(const std::string& path, const std::string& name)
-    : where_(path + ": entry " + name + ".npy"), z_(std::make_unique<npz_inflate_state>()),
-      in_buf_(std::size_t{1} << 20), raw_buf_(std::size_t{1} << 20)
+    : where_(path + ": entry " + name + ".npy"), z_(std::make_unique<npz_inflate_state>())
 {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     RETEXO_ENSURE(fd_ >= 0, path << ": cannot open: " << std::strerror(errno));
     try {
-        const zip_directory dir = read_directory(fd_, path);
-        const std::string entry_name = name + ".npy";
-        const auto it = std::find_if(dir.entries.begin(), dir.entries.end(),
-                                     [&](const zip_entry& e) { return e.name == entry_name; });
-        if (it == dir.entries.end()) {
-            std::string list;
-            for (const auto& e : dir.entries)
-                list += (list.empty() ? "" : ", ") + e.name;
-            RETEXO_THROW(path << ": no array '" << name << "' (entry " << entry_name
-                              << " missing; the archive holds: " << (list.empty() ? "nothing" : list) << ")");
-        }
-        RETEXO_ENSURE((it->flags & 1U) == 0, where_ << ": encrypted entries are not supported");
-        RETEXO_ENSURE(it->method == 0 || it->method == 8,
-                      where_ << ": compression method " << it->method
-                             << " is not supported (only stored and deflated entries, as numpy writes)");
-        method_ = it->method;
-        crc_expected_ = it->crc;
-        compressed_size_ = it->compressed;
-        uncompressed_size_ = it->uncompressed;
-        RETEXO_ENSURE(method_ != 0 || compressed_size_ == uncompressed_size_,
-                      where_ << ": stored entry with compressed size " << compressed_size_ << " != size "
-                             << uncompressed_size_);
-        unsigned char local[30];
-        RETEXO_ENSURE(it->offset <= dir.cd_offset && dir.cd_offset - it->offset >= 30,
-                      where_ << ": local header lies outside the archive data");
-        pread_all(fd_, local, sizeof local, it->offset, where_);
-        RETEXO_ENSURE(get32(local) == sig_local, where_ << ": corrupt local header (bad signature)");
-        data_offset_ = it->offset + 30 + get16(local + 26) + get16(local + 28);
-        RETEXO_ENSURE(data_offset_ <= dir.cd_offset && compressed_size_ <= dir.cd_offset - data_offset_,
-                      where_ << ": entry data (" << compressed_size_ << " bytes at " << data_offset_
-                             << ") runs past the archive's data (truncated or corrupt archive)");
-        // Deflate expands at most 1032:1; a larger claim is corrupt (and would size buffers).
-        RETEXO_ENSURE(method_ != 8 || uncompressed_size_ / 1032 <= compressed_size_,
-                      where_ << ": size " << uncompressed_size_ << " is impossible for " << compressed_size_
-                             << " deflated bytes (corrupt archive)");
-        if (method_ == 8) {
-            RETEXO_ENSURE(inflateInit2(&z_->z, -MAX_WBITS) == Z_OK, where_ << ": zlib inflateInit2 failed");
-            z_->open = true;
-        }
-        crc_ = crc32_z(0L, Z_NULL, 0);
-
-        // The .npy header.
-        char pre[12];
-        RETEXO_ENSURE(uncompressed_size_ >= 10,
-                      where_ << ": too short for a .npy array (" << uncompressed_size_ << " bytes)");
-        read_bytes(pre, 10);
-        RETEXO_ENSURE(std::memcmp(pre, "\x93NUMPY", 6) == 0, where_ << ": not a .npy array (bad magic)");
-        const int major = static_cast<unsigned char>(pre[6]);
-        RETEXO_ENSURE(major >= 1 && major <= 3, where_ << ": .npy format version " << major << "."
-                                                       << static_cast<int>(static_cast<unsigned char>(pre[7]))
-                                                       << " is not supported (1.0, 2.0 and 3.0 are)");
-        std::uint64_t header_len = get16(reinterpret_cast<unsigned char*>(pre + 8));
-        std::uint64_t prefix = 10;
-        if (major >= 2) {
-            RETEXO_ENSURE(uncompressed_size_ >= 12, where_ << ": truncated .npy header");
-            read_bytes(pre + 10, 2);
-            header_len = get32(reinterpret_cast<unsigned char*>(pre + 8));
-            prefix = 12;
-        }
-        RETEXO_ENSURE(header_len <= (std::uint64_t{1} << 20) && prefix + header_len <= uncompressed_size_,
-                      where_ << ": .npy header of " << header_len << " bytes does not fit the entry's "
-                             << uncompressed_size_ << " bytes (truncated?)");
-        std::string header(header_len, '\0');
-        read_bytes(header.data(), header.size());
-        const npy_header h = parse_npy_header(header, where_);
-        RETEXO_ENSURE(!h.fortran_order, where_ << ": fortran_order is True; only C-order arrays are supported "
-                                                  "(save with np.ascontiguousarray)");
-        dtype_ = parse_dtype(h.descr, where_);
-        shape_ = h.shape;
-        std::uint64_t elements = 1;
-        for (auto d : shape_)
-            RETEXO_ENSURE(!__builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements),
-                          where_ << ": shape " << shape_string() << " overflows");
-        std::uint64_t bytes = 0;
-        RETEXO_ENSURE(!__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_.size), &bytes) &&
-                          elements < (std::uint64_t{1} << 62),
-                      where_ << ": shape " << shape_string() << " overflows");
-        const std::uint64_t data_bytes = uncompressed_size_ - prefix - header_len;
-        RETEXO_ENSURE(data_bytes == bytes, where_ << ": shape " << shape_string() << " of " << h.descr << " needs "
-                                                  << bytes << " bytes of data but the entry holds " << data_bytes
-                                                  << " (truncated or inconsistent array)");
-        size_ = static_cast<std::int64_t>(elements);
+        open_entry(path, name);
     } catch (...) {
         ::close(fd_);
         throw;
     }
+}
+
+npz_array_reader::npz_array_reader(const std::string& path, std::span<const char> archive, const std::string& name)
+    : where_(path + ": entry " + name + ".npy"), memory_(archive), z_(std::make_unique<npz_inflate_state>())
+{
+    open_entry(path, name);
+}
+
+void npz_array_reader::open_entry(const std::string& path, const std::string& name)
+{
+    const archive_bytes archive{fd_, memory_};
+    const zip_directory dir = read_directory(archive, path);
+    const std::string entry_name = name + ".npy";
+    const auto it =
+        std::find_if(dir.entries.begin(), dir.entries.end(), [&](const zip_entry& e) { return e.name == entry_name; });
+    if (it == dir.entries.end()) {
+        std::string list;
+        for (const auto& e : dir.entries)
+            list += (list.empty() ? "" : ", ") + e.name;
+        RETEXO_THROW(path << ": no array '" << name << "' (entry " << entry_name
+                          << " missing; the archive holds: " << (list.empty() ? "nothing" : list) << ")");
+    }
+    RETEXO_ENSURE((it->flags & 1U) == 0, where_ << ": encrypted entries are not supported");
+    RETEXO_ENSURE(it->method == 0 || it->method == 8,
+                  where_ << ": compression method " << it->method
+                         << " is not supported (only stored and deflated entries, as numpy writes)");
+    method_ = it->method;
+    crc_expected_ = it->crc;
+    compressed_size_ = it->compressed;
+    uncompressed_size_ = it->uncompressed;
+    RETEXO_ENSURE(method_ != 0 || compressed_size_ == uncompressed_size_,
+                  where_ << ": stored entry with compressed size " << compressed_size_ << " != size "
+                         << uncompressed_size_);
+    unsigned char local[30];
+    RETEXO_ENSURE(it->offset <= dir.cd_offset && dir.cd_offset - it->offset >= 30,
+                  where_ << ": local header lies outside the archive data");
+    pread_all(archive, local, sizeof local, it->offset, where_);
+    RETEXO_ENSURE(get32(local) == sig_local, where_ << ": corrupt local header (bad signature)");
+    data_offset_ = it->offset + 30 + get16(local + 26) + get16(local + 28);
+    RETEXO_ENSURE(data_offset_ <= dir.cd_offset && compressed_size_ <= dir.cd_offset - data_offset_,
+                  where_ << ": entry data (" << compressed_size_ << " bytes at " << data_offset_
+                         << ") runs past the archive's data (truncated or corrupt archive)");
+    // Deflate expands at most 1032:1; a larger claim is corrupt (and would size buffers).
+    RETEXO_ENSURE(method_ != 8 || uncompressed_size_ / 1032 <= compressed_size_,
+                  where_ << ": size " << uncompressed_size_ << " is impossible for " << compressed_size_
+                         << " deflated bytes (corrupt archive)");
+    if (method_ == 8) {
+        RETEXO_ENSURE(inflateInit2(&z_->z, -MAX_WBITS) == Z_OK, where_ << ": zlib inflateInit2 failed");
+        z_->open = true;
+        // The buffers hold at most 1 MiB (fill_input, read_as), less for a smaller entry.
+        in_buf_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(compressed_size_, std::uint64_t{1} << 20)));
+    }
+    crc_ = crc32_z(0L, Z_NULL, 0);
+
+    // The .npy header.
+    char pre[12];
+    RETEXO_ENSURE(uncompressed_size_ >= 10,
+                  where_ << ": too short for a .npy array (" << uncompressed_size_ << " bytes)");
+    read_bytes(pre, 10);
+    RETEXO_ENSURE(std::memcmp(pre, "\x93NUMPY", 6) == 0, where_ << ": not a .npy array (bad magic)");
+    const int major = static_cast<unsigned char>(pre[6]);
+    RETEXO_ENSURE(major >= 1 && major <= 3, where_ << ": .npy format version " << major << "."
+                                                   << static_cast<int>(static_cast<unsigned char>(pre[7]))
+                                                   << " is not supported (1.0, 2.0 and 3.0 are)");
+    std::uint64_t header_len = get16(reinterpret_cast<unsigned char*>(pre + 8));
+    std::uint64_t prefix = 10;
+    if (major >= 2) {
+        RETEXO_ENSURE(uncompressed_size_ >= 12, where_ << ": truncated .npy header");
+        read_bytes(pre + 10, 2);
+        header_len = get32(reinterpret_cast<unsigned char*>(pre + 8));
+        prefix = 12;
+    }
+    RETEXO_ENSURE(header_len <= (std::uint64_t{1} << 20) && prefix + header_len <= uncompressed_size_,
+                  where_ << ": .npy header of " << header_len << " bytes does not fit the entry's "
+                         << uncompressed_size_ << " bytes (truncated?)");
+    std::string header(header_len, '\0');
+    read_bytes(header.data(), header.size());
+    const npy_header h = parse_npy_header(header, where_);
+    RETEXO_ENSURE(!h.fortran_order, where_ << ": fortran_order is True; only C-order arrays are supported "
+                                              "(save with np.ascontiguousarray)");
+    dtype_ = parse_dtype(h.descr, where_);
+    shape_ = h.shape;
+    std::uint64_t elements = 1;
+    for (auto d : shape_)
+        RETEXO_ENSURE(!__builtin_mul_overflow(elements, static_cast<std::uint64_t>(d), &elements),
+                      where_ << ": shape " << shape_string() << " overflows");
+    std::uint64_t bytes = 0;
+    RETEXO_ENSURE(!__builtin_mul_overflow(elements, static_cast<std::uint64_t>(dtype_.size), &bytes) &&
+                      elements < (std::uint64_t{1} << 62),
+                  where_ << ": shape " << shape_string() << " overflows");
+    const std::uint64_t data_bytes = uncompressed_size_ - prefix - header_len;
+    RETEXO_ENSURE(data_bytes == bytes, where_ << ": shape " << shape_string() << " of " << h.descr << " needs " << bytes
+                                              << " bytes of data but the entry holds " << data_bytes
+                                              << " (truncated or inconsistent array)");
+    size_ = static_cast<std::int64_t>(elements);
+    raw_buf_.resize(static_cast<std::size_t>(std::clamp<std::uint64_t>(data_bytes, 8, std::uint64_t{1} << 20)));
 }
 
 npz_array_reader::~npz_array_reader()
@@ -483,7 +516,7 @@ void npz_array_reader::fill_input()
     const std::uint64_t left = compressed_size_ - compressed_read_;
     RETEXO_ENSURE(left > 0, where_ << ": deflate stream ends early (truncated or corrupt entry)");
     const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(left, in_buf_.size()));
-    pread_all(fd_, in_buf_.data(), n, data_offset_ + compressed_read_, where_);
+    pread_all({fd_, memory_}, in_buf_.data(), n, data_offset_ + compressed_read_, where_);
     compressed_read_ += n;
     z_->z.next_in = reinterpret_cast<Bytef*>(in_buf_.data());
     z_->z.avail_in = static_cast<uInt>(n);
@@ -493,7 +526,7 @@ void npz_array_reader::read_bytes(char* out, std::size_t n)
 {
     RETEXO_ENSURE(n <= uncompressed_size_ - uncompressed_read_, where_ << ": read past the end of the entry");
     if (method_ == 0) {
-        pread_all(fd_, out, n, data_offset_ + uncompressed_read_, where_);
+        pread_all({fd_, memory_}, out, n, data_offset_ + uncompressed_read_, where_);
     } else {
         auto& z = z_->z;
         std::size_t done = 0;
@@ -659,9 +692,18 @@ npz_writer::npz_writer(const std::string& path, bool zip64)
     RETEXO_ENSURE(f_ != nullptr, path << ": cannot create: " << std::strerror(errno));
 }
 
+npz_writer::npz_writer(std::string* out, const std::string& name, bool zip64)
+    : path_(name), zip64_(zip64), memory_out_(out), z_(std::make_unique<npz_deflate_state>()),
+      out_buf_(std::size_t{4} << 10)
+{
+    f_ = ::open_memstream(&memory_, &memory_size_);
+    RETEXO_ENSURE(f_ != nullptr, path_ << ": cannot create: " << std::strerror(errno));
+}
+
 npz_writer::~npz_writer()
 {
     if (f_ != nullptr) std::fclose(f_);
+    std::free(memory_);
 }
 
 void npz_writer::put(const void* data, std::size_t bytes)
@@ -873,6 +915,7 @@ void npz_writer::close()
     const int rc = std::fclose(f_);
     f_ = nullptr;
     RETEXO_ENSURE(rc == 0, path_ << ": close failed: " << std::strerror(errno));
+    if (memory_out_ != nullptr) memory_out_->assign(memory_, memory_size_);
 }
 
 } // namespace retexo

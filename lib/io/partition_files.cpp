@@ -1,4 +1,6 @@
 #include <retexo/core/atomic_file.hpp>
+#include <retexo/core/hash.hpp>
+#include <retexo/io/assignment.hpp>
 #include <retexo/io/graph_file.hpp>
 #include <retexo/io/partition_files.hpp>
 

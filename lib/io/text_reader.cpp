@@ -1,5 +1,6 @@
 #include <retexo/io/text_reader.hpp>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <zlib.h>
@@ -15,9 +16,81 @@ text_reader::text_reader(std::string path, std::size_t buffer_bytes) : path_(std
     gz_ = f;
 }
 
+namespace {
+
+bool gzip_magic(std::span<const char> bytes)
+{
+    return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1F &&
+           static_cast<unsigned char>(bytes[1]) == 0x8B;
+}
+
+/// gzip data decoded as gzread decodes a file: members one after another, anything after the
+/// last member ignored, a truncated member taken as the end.  On corrupt data, `error` gets
+/// zlib's message and the text decoded before it is returned.
+std::string gunzip(std::span<const char> in, std::string& error)
+{
+    std::string out;
+    z_stream z{};
+    if (inflateInit2(&z, 16 + MAX_WBITS) != Z_OK) {
+        error = "zlib inflateInit2 failed";
+        return out;
+    }
+    std::vector<char> block(std::size_t{16} << 10);
+    bool member_done = false;
+    while (true) {
+        if (member_done) {
+            if (!gzip_magic(in)) break; // the end, or trailing garbage
+            inflateReset(&z);
+            member_done = false;
+        }
+        z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+        z.avail_in = static_cast<uInt>(std::min<std::size_t>(in.size(), 1U << 30));
+        z.next_out = reinterpret_cast<Bytef*>(block.data());
+        z.avail_out = static_cast<uInt>(block.size());
+        const uInt given = z.avail_in;
+        const int rc = inflate(&z, Z_NO_FLUSH);
+        in = in.subspan(given - z.avail_in);
+        out.append(block.data(), block.size() - z.avail_out);
+        if (rc == Z_STREAM_END) {
+            member_done = true;
+        } else if (rc == Z_BUF_ERROR) {
+            break; // no progress: the input ends inside a member
+        } else if (rc != Z_OK) {
+            error = z.msg != nullptr ? z.msg : rc == Z_MEM_ERROR ? "out of memory" : "compressed data error";
+            break;
+        }
+    }
+    inflateEnd(&z);
+    return out;
+}
+
+} // namespace
+
+text_reader::text_reader(std::string name, std::span<const char> bytes, std::size_t buffer_bytes)
+    : path_(std::move(name)), memory_(bytes)
+{
+    if (gzip_magic(bytes)) {
+        inflated_ = gunzip(bytes, memory_error_);
+        memory_ = inflated_;
+    }
+    buf_.resize(std::max<std::size_t>(std::min(buffer_bytes, memory_.size() + 1), 1));
+}
+
 text_reader::~text_reader()
 {
     if (gz_ != nullptr) gzclose(static_cast<gzFile>(gz_));
+}
+
+int text_reader::read_memory(char* out, std::size_t n)
+{
+    n = std::min<std::size_t>(n, 1U << 30);
+    // A read that reaches the corrupt data fails whole, as gzread's does (so a text shorter
+    // than the buffer fails at the first read, as a file does).
+    if (!memory_error_.empty() && n > memory_.size()) return -1;
+    n = std::min(n, memory_.size());
+    std::memcpy(out, memory_.data(), n);
+    memory_ = memory_.subspan(n);
+    return static_cast<int>(n);
 }
 
 bool text_reader::refill()
@@ -29,13 +102,20 @@ bool text_reader::refill()
     begin_ = 0;
     end_ = rest;
     if (end_ == buf_.size()) buf_.resize(buf_.size() * 2);
-    auto* f = static_cast<gzFile>(gz_);
-    const int got = gzread(f, buf_.data() + end_, static_cast<unsigned>(buf_.size() - end_));
-    if (got < 0) {
-        int code = 0;
-        const char* msg = gzerror(f, &code);
-        RETEXO_THROW(path_ << ": read error after line " << line_no_ << ": " << msg);
+    std::string msg;
+    int got = 0;
+    if (gz_ != nullptr) {
+        auto* f = static_cast<gzFile>(gz_);
+        got = gzread(f, buf_.data() + end_, static_cast<unsigned>(buf_.size() - end_));
+        if (got < 0) {
+            int code = 0;
+            msg = gzerror(f, &code);
+        }
+    } else {
+        got = read_memory(buf_.data() + end_, buf_.size() - end_);
+        if (got < 0) msg = path_ + ": " + memory_error_; // as gzerror words it
     }
+    if (got < 0) RETEXO_THROW(path_ << ": read error after line " << line_no_ << ": " << msg);
     if (got == 0) {
         eof_ = true;
         return false;
@@ -72,6 +152,11 @@ bool text_reader::next(std::string_view& line)
 std::vector<std::int64_t> read_integer_lines(const std::string& path)
 {
     text_reader in(path);
+    return read_integer_lines(in);
+}
+
+std::vector<std::int64_t> read_integer_lines(text_reader& in)
+{
     std::vector<std::int64_t> values;
     std::string_view line;
     while (in.next(line)) {

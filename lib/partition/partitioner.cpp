@@ -1,15 +1,10 @@
-#include <retexo/core/atomic_file.hpp>
-#include <retexo/core/hash.hpp>
 #include <retexo/core/rng.hpp>
 #include <retexo/graph/local_partition.hpp>
-#include <retexo/io/text_reader.hpp>
 #include <retexo/partition/partitioner.hpp>
-#include <retexo/partition/ptscotch.hpp>
 
 #include <metis.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <iomanip>
 #include <numeric>
 #include <sstream>
@@ -101,47 +96,6 @@ std::vector<part_t> partition_metis(const csr& in_edges, bool directed, part_t p
     return {part.begin(), part.end()};
 }
 
-std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, part_t parts)
-{
-    return read_assignment(path, num_nodes, parts, 0, num_nodes);
-}
-
-std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, part_t parts, node_t first, node_t count)
-{
-    text_reader in(path);
-    std::vector<part_t> a;
-    a.reserve(static_cast<std::size_t>(count));
-    node_t lines = 0;
-    std::string_view line;
-    while (in.next(line)) {
-        if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
-        const auto p = parse_number<std::int64_t>(line, in.where());
-        RETEXO_ENSURE(p >= 0 && p < parts, in.where() << ": partition id " << p << " is outside [0, " << parts << ")");
-        RETEXO_ENSURE(lines < num_nodes,
-                      path << ": more than " << num_nodes << " lines; the graph has " << num_nodes << " nodes");
-        if (lines >= first && lines - first < count) a.push_back(static_cast<part_t>(p));
-        ++lines;
-    }
-    RETEXO_ENSURE(lines == num_nodes, path << ": " << lines << " lines, but the graph has " << num_nodes
-                                           << " nodes (one partition id per node expected)");
-    return a;
-}
-
-void write_assignment(const std::string& path, std::span<const part_t> assignment)
-{
-    atomic_file out(path);
-    {
-        std::FILE* f = std::fopen(out.temp_path().c_str(), "wb");
-        RETEXO_ENSURE(f != nullptr, path << ": cannot open for writing");
-        bool ok = true;
-        for (part_t p : assignment)
-            ok = ok && std::fprintf(f, "%d\n", p) > 0;
-        ok = (std::fclose(f) == 0) && ok;
-        RETEXO_ENSURE(ok, path << ": write failed");
-    }
-    out.commit();
-}
-
 void check_no_empty_part(std::span<const part_t> assignment, part_t parts)
 {
     std::vector<node_t> count(static_cast<std::size_t>(parts), 0);
@@ -150,57 +104,6 @@ void check_no_empty_part(std::span<const part_t> assignment, part_t parts)
     for (part_t p = 0; p < parts; ++p)
         RETEXO_ENSURE(count[p] > 0,
                       "partition " << p << " of " << parts << " is empty (more partitions than the graph supports?)");
-}
-
-std::vector<part_t> make_partition(const csr& in_edges, bool directed, const partition_options& options)
-{
-    const node_t n = in_edges.num_rows();
-    std::vector<part_t> a;
-    switch (options.method) {
-    case partition_method::random:
-        a = partition_random(n, options.parts, options.seed);
-        break;
-    case partition_method::blocks:
-        a = partition_blocks(n, options.parts);
-        break;
-    case partition_method::metis:
-        a = partition_metis(in_edges, directed, options.parts, options.objective, options.seed);
-        break;
-    case partition_method::scotch:
-        a = partition_ptscotch(mpi::communicator(MPI_COMM_SELF), csr_slice{0, n, in_edges}, directed, options.parts,
-                               options.seed);
-        break;
-    case partition_method::given:
-        RETEXO_ENSURE(!options.assignment_file.empty(), "--assignment FILE is required with --method given");
-        a = read_assignment(options.assignment_file, n, options.parts);
-        break;
-    }
-    check_no_empty_part(a, options.parts);
-    return a;
-}
-
-std::uint64_t assignment_hash(std::span<const part_t> assignment, part_t parts)
-{
-    fnv1a h;
-    h.feed(static_cast<std::uint32_t>(parts));
-    h.feed(static_cast<std::uint32_t>(assignment.size()));
-    for (part_t p : assignment)
-        h.feed(static_cast<std::uint32_t>(p));
-    return h.value();
-}
-
-std::string hash_to_hex(std::uint64_t h)
-{
-    std::ostringstream s;
-    s << std::hex << std::setw(16) << std::setfill('0') << h;
-    return s.str();
-}
-
-std::uint64_t hash_from_hex(const std::string& hex)
-{
-    RETEXO_ENSURE(hex.size() == 16 && hex.find_first_not_of("0123456789abcdef") == std::string::npos,
-                  "'" << hex << "' is not a 16-digit hexadecimal assignment hash");
-    return std::stoull(hex, nullptr, 16);
 }
 
 partition_stats compute_partition_stats(const csr& in_edges, std::span<const split> membership,

@@ -237,7 +237,7 @@ else
 fi
 
 # Placement: rank 0 warns on stderr, with the fix, when OpenMP threads are crowded onto CPUs
-# (apps/placement.hpp); legitimate placements get no warning; the warning changes no output.
+# (include/retexo/comm/placement.hpp); legitimate placements get no warning; the warning changes no output.
 # expect_quiet REGEX -- command...: exit 0 and REGEX not in stdout+stderr.
 expect_quiet() {
   local regex=$1

@@ -2,7 +2,7 @@
 #include "support/test_support.hpp"
 
 #include <retexo/comm/halo_plan.hpp>
-#include <retexo/partition/generate.hpp>
+#include <retexo/graph/generate.hpp>
 #include <retexo/partition/partitioner.hpp>
 
 #include <chrono>

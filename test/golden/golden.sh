@@ -123,7 +123,7 @@ run cora-gcn-options-np3 3 --data ../../data/cora.h5 --partition random --model 
   --rounds 6,4,3 --hidden 16,12,8 --lr 0.01,0.02,0.005 --dropout 0.5,0.3,0 --weight-decay 5e-4,0,1e-3 \
   --optimizer adam,adamw,sgd --norm layer,none,layer --lr-schedule linear,constant,linear --select loss \
   --batch-size 100 --patience 2 --track-test --no-overlap --normalize-features "${outputs[@]}"
-run cora-gat-options-np3 3 --data ../../data/cora.h5 --partition random --model gat --heads 4 --hidden 16,8 \
+run cora-gat-options-np3 3 --data ../../data/cora.h5 --partition random --model gat --heads 4 --stages 2 --hidden 16,8 \
   --rounds 5 --batch-size 120 --select loss --norm none --no-overlap --deterministic --mode retexo "${outputs[@]}"
 run cora-sagepool-logits3-np3 3 --data ../../data/cora.h5 --partition blocks --model sage-pool --variant logits \
   --stages 3 --rounds 3 --hidden 12 --mode retexo "${outputs[@]}"

@@ -1,7 +1,7 @@
 #include "support/test_support.hpp"
 
+#include <retexo/graph/generate.hpp>
 #include <retexo/io/graph_file.hpp>
-#include <retexo/partition/generate.hpp>
 
 #include <omp.h>
 

@@ -4,7 +4,7 @@
 // against a random partition's, gives each MPI rank one partition, trains a 2-stage RETEXO
 // GCN and prints the accuracy and the bytes each purpose moved.  No files are read or written.
 //   mpirun -np 2 retexo_example
-#include <retexo/partition/generate.hpp>
+#include <retexo/graph/generate.hpp>
 #include <retexo/partition/partitioner.hpp>
 #include <retexo/partition/ptscotch.hpp>
 #include <retexo/train/retexo.hpp>

@@ -1,8 +1,8 @@
 #include "support/gradcheck.hpp"
 #include "support/test_support.hpp"
 
+#include <retexo/graph/generate.hpp>
 #include <retexo/kernels/aggregate.hpp>
-#include <retexo/partition/generate.hpp>
 
 #include <omp.h>
 

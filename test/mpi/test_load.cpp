@@ -2,8 +2,10 @@
 // raised on every rank.
 #include "support/test_support.hpp"
 
+#include <retexo/core/hash.hpp>
 #include <retexo/ingest/load.hpp>
 #include <retexo/ingest/owner_shard.hpp>
+#include <retexo/io/assignment.hpp>
 #include <retexo/io/graph_file.hpp>
 #include <retexo/io/ogb.hpp>
 #include <retexo/io/partition_files.hpp>

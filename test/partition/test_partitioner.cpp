@@ -1,9 +1,11 @@
 #include "support/test_support.hpp"
 
+#include <retexo/core/hash.hpp>
+#include <retexo/graph/generate.hpp>
+#include <retexo/io/assignment.hpp>
 #include <retexo/io/graph_file.hpp>
 #include <retexo/io/ogb.hpp>
 #include <retexo/io/partition_files.hpp>
-#include <retexo/partition/generate.hpp>
 #include <retexo/partition/partitioner.hpp>
 
 #include <filesystem>

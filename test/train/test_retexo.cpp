@@ -2,8 +2,8 @@
 // stage, the logits variant never sends raw features.
 #include "support/test_support.hpp"
 
+#include <retexo/graph/generate.hpp>
 #include <retexo/ingest/load.hpp>
-#include <retexo/partition/generate.hpp>
 #include <retexo/partition/partitioner.hpp>
 #include <retexo/train/retexo.hpp>
 

@@ -2,7 +2,7 @@
 // and the byte ledger counts what the halo exchanges move.
 #include "support/test_support.hpp"
 
-#include <retexo/partition/generate.hpp>
+#include <retexo/graph/generate.hpp>
 #include <retexo/partition/partitioner.hpp>
 #include <retexo/train/standard.hpp>
 

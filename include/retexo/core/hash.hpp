@@ -4,9 +4,12 @@
 /// value on every platform.  Identifies partition assignments, checkpointed inputs and initial
 /// parameters.
 
+#include <retexo/core/types.hpp>
+
 #include <cstdint>
 #include <cstring>
 #include <span>
+#include <string>
 
 namespace retexo {
 
@@ -36,5 +39,13 @@ public:
 private:
     std::uint64_t h_ = 0xcbf29ce484222325ULL;
 };
+
+/// FNV-1a 64-bit hash of (parts, num_nodes, assignment): identifies an assignment so that a
+/// run, a checkpoint or a partition file made for another one is detected.
+std::uint64_t assignment_hash(std::span<const part_t> assignment, part_t parts);
+/// 16 lower-case hexadecimal digits, as files and messages show a hash.
+std::string hash_to_hex(std::uint64_t h);
+/// The inverse of hash_to_hex; throws unless `hex` is 16 such digits.
+std::uint64_t hash_from_hex(const std::string& hex);
 
 } // namespace retexo

@@ -52,7 +52,5 @@ private:
 
 /// The whole graph in memory.
 graph generate_csbm(const csbm_options& options);
-/// Stream the graph into an HDF5 graph file (features written in row blocks).
-graph_info generate_csbm_file(const csbm_options& options, const std::string& path);
 
 } // namespace retexo

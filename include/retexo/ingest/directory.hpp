@@ -7,6 +7,7 @@
 /// rank ever holds an array over all nodes.
 
 #include <retexo/comm/communicator.hpp>
+#include <retexo/core/hash.hpp>
 #include <retexo/graph/csr.hpp>
 
 #include <string>

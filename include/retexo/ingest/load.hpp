@@ -5,8 +5,8 @@
 /// synthetic graph.  Errors on any rank are agreed on, so every rank fails together.
 
 #include <retexo/comm/communicator.hpp>
+#include <retexo/graph/generate.hpp>
 #include <retexo/graph/local_partition.hpp>
-#include <retexo/partition/generate.hpp>
 #include <retexo/partition/partitioner.hpp>
 
 namespace retexo {
@@ -15,7 +15,7 @@ struct data_options {
     /// Partitioned directory (manifest.json), graph file (.h5), or empty for the embedded
     /// default graph.
     std::string data;
-    /// With a graph file or the embedded graph: random | metis | scotch | blocks | <assignment file>.
+    /// With a graph file or the embedded graph: random | metis | scotch | blocks | `<assignment file>`.
     std::string partition = "random";
     metis_objective objective = metis_objective::vol;
     std::uint64_t seed = 42;

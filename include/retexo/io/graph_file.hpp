@@ -3,6 +3,7 @@
 /// The HDF5 graph format (specified in data/FORMAT.md): reading and streaming writing.
 
 #include <retexo/core/atomic_file.hpp>
+#include <retexo/graph/generate.hpp>
 #include <retexo/graph/graph.hpp>
 #include <retexo/io/features.hpp>
 #include <retexo/io/hdf5.hpp>
@@ -24,6 +25,9 @@ public:
     /// Features are stored dense or sparse (io/features.hpp), whatever the blocks given.
     graph_file_writer(const std::string& path, const graph_info& info,
                       feature_storage storage = feature_storage::dense);
+    /// Write into `file`, created empty by the caller (e.g. h5::file::create_in_memory), who
+    /// keeps it: commit() checks completeness and flushes, and `file` stays open.
+    graph_file_writer(h5::file& file, const graph_info& info, feature_storage storage = feature_storage::dense);
     ~graph_file_writer();
 
     /// Write the CSR, labels and the split; sizes must match the info given at construction.
@@ -35,9 +39,11 @@ public:
     void commit();
 
 private:
+    void write_header(feature_storage storage);
     graph_info info_;
-    atomic_file out_;
-    std::optional<h5::file> file_;
+    std::optional<atomic_file> out_;   ///< a file of our own, moved into place on commit()
+    std::optional<h5::file> own_file_; ///< that file, open
+    h5::file* file_ = nullptr;         ///< the file written (own_file_ or the caller's)
     std::optional<feature_writer> features_;
     bool structure_written_ = false;
 };
@@ -49,6 +55,9 @@ void write_graph(const graph& g, const std::string& path);
 class graph_file_reader {
 public:
     explicit graph_file_reader(const std::string& path); ///< checks layout and shapes
+    /// A graph file already open, e.g. a file image in memory (h5::file::open_image); the
+    /// same checks, messages naming file.path().
+    explicit graph_file_reader(h5::file file);
 
     const graph_info& info() const noexcept { return info_; }
     const std::string& path() const noexcept { return file_.path(); }
@@ -83,5 +92,11 @@ private:
 
 /// Read a whole graph (features in row blocks) and validate it.
 graph read_graph(const std::string& path);
+/// The same from an open reader (e.g. of a file image in memory).
+graph read_graph(const graph_file_reader& reader);
+
+/// Stream a synthetic graph (graph/generate.hpp) into an HDF5 graph file, features written
+/// in row blocks, so that memory stays that of the structure whatever the feature size.
+graph_info generate_csbm_file(const csbm_options& options, const std::string& path);
 
 } // namespace retexo

@@ -64,6 +64,15 @@ public:
     static file create(const std::string& path, const std::string& display_path = {});
     /// Open or create with the MPI-IO driver, collectively over `comm` (parallel HDF5).
     static file create_parallel(const std::string& path, MPI_Comm comm, const std::string& display_path = {});
+    /// Open a file image held in memory read-only, with HDF5's core driver: nothing touches
+    /// the disk (tests, fuzzing).  The bytes are copied; `display_path` names the file in
+    /// error messages, which are those of open() (no "cannot open": there is no file).
+    static file open_image(std::span<const char> image, const std::string& display_path);
+    /// Create a file in memory (core driver, no backing store) written as create() writes;
+    /// image() gives its bytes.  Meant for small files (tests, fuzzing).
+    static file create_in_memory(const std::string& display_path);
+    /// The file's bytes (flushed first): what open_image() reads.
+    std::vector<char> image() const;
 
     hid_t id() const noexcept { return h_.get(); }
     const std::string& path() const noexcept { return display_; }

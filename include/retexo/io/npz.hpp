@@ -37,6 +37,10 @@ class npz_array_reader {
 public:
     /// Open array `name` (the entry name.npy) of the archive at `path`.
     npz_array_reader(const std::string& path, const std::string& name);
+    /// Open array `name` of an archive held in memory, which must outlive the reader; `path`
+    /// stands for the archive in error messages.  Nothing touches the disk; the archive is
+    /// parsed by the same code as a file's (tests, fuzzing).
+    npz_array_reader(const std::string& path, std::span<const char> archive, const std::string& name);
     ~npz_array_reader();
     npz_array_reader(const npz_array_reader&) = delete;
     npz_array_reader& operator=(const npz_array_reader&) = delete;
@@ -64,11 +68,13 @@ public:
 private:
     template <typename T>
     std::size_t read_as(std::span<T> out);
+    void open_entry(const std::string& path, const std::string& name);
     void read_bytes(char* out, std::size_t n);
     void fill_input();
 
     std::string where_;
-    int fd_ = -1;
+    int fd_ = -1;                  ///< the archive's file, or -1 when it is in memory_
+    std::span<const char> memory_; ///< the archive held in memory
     std::uint16_t method_ = 0;
     std::uint32_t crc_expected_ = 0, crc_ = 0;
     bool crc_valid_ = true; ///< every byte so far went through the CRC (no seek over data)
@@ -95,6 +101,9 @@ public:
     /// zip64: also write the ZIP64 end-of-central-directory records (needed past 4 GiB or 65535
     /// entries, which are detected anyway).
     explicit npz_writer(const std::string& path, bool zip64 = false);
+    /// Write the archive into memory: close() stores it in *out (which must outlive the
+    /// writer); `name` stands for it in error messages.  Nothing touches the disk.
+    npz_writer(std::string* out, const std::string& name, bool zip64 = false);
     ~npz_writer();
     npz_writer(const npz_writer&) = delete;
     npz_writer& operator=(const npz_writer&) = delete;
@@ -131,6 +140,9 @@ private:
     std::string path_;
     std::FILE* f_ = nullptr;
     bool zip64_ = false;
+    std::string* memory_out_ = nullptr; ///< memory mode: f_ is an open_memstream over memory_
+    char* memory_ = nullptr;
+    std::size_t memory_size_ = 0;
     std::vector<entry> entries_;
     bool open_entry_ = false;
     std::unique_ptr<struct npz_deflate_state> z_;

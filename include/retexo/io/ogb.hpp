@@ -1,8 +1,8 @@
 #pragma once
 /// @file ogb.hpp
 /// Reader for the OGB node-property-prediction raw layout (../shared/datasets/FORMAT.md):
-/// raw/{edge,node-feat,node-label,num-node-list,num-edge-list}.csv[.gz] and
-/// split/<name>/{train,valid,test}.csv[.gz].  Every file is streamed through zlib.
+/// `raw/{edge,node-feat,node-label,num-node-list,num-edge-list}.csv[.gz]` and
+/// `split/<name>/{train,valid,test}.csv[.gz]`.  Every file is streamed through zlib.
 /// The binary layout of OGB's binary=True datasets (ogbn-papers100M) is read too when
 /// raw/data.npz is present: data.npz holds edge_index (2, E), node_feat (N, F) float16/32/64,
 /// num_nodes_list and num_edges_list; raw/node-label.npz holds node_label (N, 1), where NaN
@@ -11,6 +11,7 @@
 #include <retexo/graph/graph.hpp>
 #include <retexo/io/features.hpp>
 
+#include <map>
 #include <optional>
 
 namespace retexo {
@@ -46,5 +47,19 @@ ogb_report convert_ogb(const std::string& dir, const std::string& out_path, cons
 
 /// Split names present under dir/split.
 std::vector<std::string> ogb_splits(const std::string& dir);
+
+/// An OGB raw directory held in memory: its files' contents by path relative to it
+/// ("raw/edge.csv", "raw/data.npz", "split/s/train.csv", "meta.json", ...).  `name` stands for
+/// the directory in error messages (its files are name/raw/edge.csv, ...) and names the graph
+/// as a directory's name does.
+struct ogb_memory_dir {
+    std::string name = "memory";
+    std::map<std::string, std::string> files;
+};
+
+/// convert_ogb on a directory held in memory, the graph file made in memory too: `image`
+/// receives its bytes (h5::file::open_image reads them).  Nothing touches the disk, and the
+/// files are read by the same code as a directory's (tests, fuzzing).
+ogb_report convert_ogb(const ogb_memory_dir& dir, std::vector<char>& image, const ogb_options& options = {});
 
 } // namespace retexo

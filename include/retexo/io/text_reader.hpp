@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,11 +20,16 @@ namespace retexo {
 class text_reader {
 public:
     explicit text_reader(std::string path, std::size_t buffer_bytes = std::size_t{4} << 20);
+    /// Read the text held in `bytes`, which must outlive the reader; `name` stands for the file
+    /// in error messages.  Nothing touches the disk and the buffer is no larger than the text
+    /// (tests, fuzzing); the lines come out of the same code as a file's.  gzip text (`bytes`
+    /// starting with the gzip magic) is decompressed whole here, read as gzread reads a file.
+    text_reader(std::string name, std::span<const char> bytes, std::size_t buffer_bytes = std::size_t{4} << 20);
     text_reader(const text_reader&) = delete;
     text_reader& operator=(const text_reader&) = delete;
     ~text_reader();
 
-    /// Next line without its newline (and without a trailing '\r'); false at end of file.
+    /// Next line without its newline (and without a trailing `\r`); false at end of file.
     bool next(std::string_view& line);
     /// 1-based number of the line last returned.
     std::int64_t line_number() const noexcept { return line_no_; }
@@ -33,8 +39,12 @@ public:
 
 private:
     bool refill();
+    int read_memory(char* out, std::size_t n);
     std::string path_;
     void* gz_ = nullptr;
+    std::span<const char> memory_; ///< the memory reader's text not yet read
+    std::string inflated_;         ///< the memory reader's text, when `bytes` was gzip
+    std::string memory_error_;     ///< zlib's message if that gzip data is corrupt after memory_
     std::vector<char> buf_;
     std::size_t begin_ = 0, end_ = 0;
     bool eof_ = false;
@@ -77,5 +87,7 @@ std::size_t parse_csv_numbers(std::string_view line, const std::string& where, s
 
 /// Read a file holding one integer per line (split files, assignment files, counts).
 std::vector<std::int64_t> read_integer_lines(const std::string& path);
+/// The same from an open reader (a file, or text in memory); blank lines are skipped.
+std::vector<std::int64_t> read_integer_lines(text_reader& in);
 
 } // namespace retexo

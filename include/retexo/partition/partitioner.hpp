@@ -2,9 +2,10 @@
 /// @file partitioner.hpp
 /// Node -> partition assignments: random (seeded, balanced), METIS k-way (edge-cut or
 /// communication-volume objective), PT-Scotch k-way min-cut (ptscotch.hpp; distributed when
-/// the graph is), contiguous blocks, or a given assignment file (line i = partition of node
-/// i, as gpmetis writes it), plus partition statistics and the hash that identifies an
-/// assignment.
+/// the graph is) and contiguous blocks, plus partition statistics.  Assignment files (line i
+/// = partition of node i, as gpmetis writes them) and make_partition, which also reads the
+/// given one, are in io/assignment.hpp; the hash that identifies an assignment in
+/// core/hash.hpp.
 
 #include <retexo/core/names.hpp>
 #include <retexo/graph/graph.hpp>
@@ -54,26 +55,8 @@ std::vector<part_t> partition_blocks(node_t num_nodes, part_t parts);
 /// METIS_PartGraphKway on the symmetrised graph without self loops.
 std::vector<part_t> partition_metis(const csr& in_edges, bool directed, part_t parts, metis_objective objective,
                                     std::uint64_t seed);
-/// Read an assignment file (plain or .gz; one partition id per line) and check its length
-/// equals num_nodes and every id is in [0, parts).
-std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, part_t parts);
-/// Entries [first, first + count) of an assignment file, streamed: the whole file is checked
-/// (num_nodes lines, ids in [0, parts)) but only those entries are kept.
-std::vector<part_t> read_assignment(const std::string& path, node_t num_nodes, part_t parts, node_t first,
-                                    node_t count);
-/// Write an assignment file atomically.
-void write_assignment(const std::string& path, std::span<const part_t> assignment);
-/// Dispatch on options.method (scotch: PT-Scotch in this process alone).  Throws if any
-/// partition would be empty.
-std::vector<part_t> make_partition(const csr& in_edges, bool directed, const partition_options& options);
 /// Throws naming the first empty partition.
 void check_no_empty_part(std::span<const part_t> assignment, part_t parts);
-
-/// FNV-1a 64-bit hash of (parts, num_nodes, assignment): identifies an assignment so that a
-/// run, a checkpoint or a partition file made for another one is detected.
-std::uint64_t assignment_hash(std::span<const part_t> assignment, part_t parts);
-std::string hash_to_hex(std::uint64_t h);
-std::uint64_t hash_from_hex(const std::string& hex);
 
 struct part_stats {
     node_t owned = 0;
