@@ -1,3 +1,5 @@
+// The MPI wrappers of comm/communicator.hpp: environment, datatypes, the byte-counting
+// collectives and the agreement on errors.
 #include <retexo/comm/communicator.hpp>
 
 #include <algorithm>

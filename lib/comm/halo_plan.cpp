@@ -1,3 +1,4 @@
+// Building a partition's halo plan (who sends which rows to whom) and its exchanges.
 #include <retexo/comm/halo_plan.hpp>
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Files that appear only when complete: written under a temporary name, then renamed.
 #include <retexo/core/atomic_file.hpp>
 
 #include <filesystem>

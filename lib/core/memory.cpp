@@ -1,3 +1,4 @@
+// Handing freed heap back to the operating system between a run's phases.
 #include <retexo/core/memory.hpp>
 
 #include <cstdlib> // defines __GLIBC__ under glibc

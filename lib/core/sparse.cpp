@@ -1,3 +1,4 @@
+// CSR matrices of node features: building, slicing, stacking and conversion to dense.
 #include <retexo/core/sparse.hpp>
 
 #include <algorithm>

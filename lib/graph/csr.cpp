@@ -1,3 +1,4 @@
+// The in-edge CSR: construction from edge lists, transposes, row splits.
 #include <retexo/graph/csr.hpp>
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// The contextual stochastic block model generator (counter-based draws: a seed fixes the graph).
 #include <retexo/core/rng.hpp>
 #include <retexo/graph/generate.hpp>
 

@@ -1,3 +1,4 @@
+// Whole graphs: split membership, random splits (per-class training nodes), validation.
 #include <retexo/graph/graph.hpp>
 
 #include <retexo/core/rng.hpp>

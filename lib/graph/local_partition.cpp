@@ -1,3 +1,4 @@
+// A rank's partition cut from a whole graph: owned rows, halo rows, local CSR.
 #include <retexo/core/hash.hpp>
 #include <retexo/graph/local_partition.hpp>
 

@@ -1,3 +1,4 @@
+// RETEXO checkpoints: one HDF5 file per rank, written atomically, checked on resume.
 #include <retexo/core/atomic_file.hpp>
 #include <retexo/core/hash.hpp>
 #include <retexo/io/checkpoint.hpp>

@@ -1,3 +1,4 @@
+// Node features in HDF5 files, dense or CSR, read and written in row blocks.
 #include <retexo/io/features.hpp>
 
 namespace retexo {

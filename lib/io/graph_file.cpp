@@ -1,3 +1,4 @@
+// The HDF5 graph file: streaming writer, reader of slices and of the whole graph.
 #include <retexo/graph/generate.hpp>
 #include <retexo/io/graph_file.hpp>
 

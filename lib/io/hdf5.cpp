@@ -1,3 +1,4 @@
+// Thin HDF5 wrappers: files (on disk or as in-memory images), datasets, attributes.
 #include <retexo/io/hdf5.hpp>
 
 #include <atomic>

@@ -1,3 +1,4 @@
+// Streaming reader and writer of .npz archives (stored or deflated, ZIP64, .npy 1-3).
 #include <retexo/io/npz.hpp>
 
 #include <algorithm>

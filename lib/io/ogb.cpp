@@ -1,3 +1,4 @@
+// The OGB raw layout (CSV or binary .npz) converted to an HDF5 graph file, streaming.
 #include <retexo/io/graph_file.hpp>
 #include <retexo/io/npz.hpp>
 #include <retexo/io/ogb.hpp>

@@ -1,3 +1,4 @@
+// What retexo_mpi writes: model files and every node's predictions, gathered by id.
 #include <retexo/core/atomic_file.hpp>
 #include <retexo/io/hdf5.hpp>
 #include <retexo/io/outputs.hpp>

@@ -1,3 +1,4 @@
+// The partitioned directory: manifest, assignment and one part file per partition.
 #include <retexo/core/atomic_file.hpp>
 #include <retexo/core/hash.hpp>
 #include <retexo/io/assignment.hpp>

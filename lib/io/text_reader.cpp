@@ -1,3 +1,4 @@
+// Line readers of plain or gzip text, from files or from memory, with file:line messages.
 #include <retexo/io/text_reader.hpp>
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Neighbour aggregation (sum, mean, GCN, max) over local CSR plans, forward and backward.
 #include <retexo/kernels/aggregate.hpp>
 
 #include <algorithm>

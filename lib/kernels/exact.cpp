@@ -1,3 +1,4 @@
+// Exact (fixed-point) sums and products: the same bits at any rank and thread count.
 #include <retexo/kernels/exact.hpp>
 
 #include <algorithm>

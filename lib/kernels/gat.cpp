@@ -1,3 +1,4 @@
+// GAT attention: edge scores, softmax per destination, weighted sums, and their gradients.
 #include <retexo/kernels/exact.hpp>
 #include <retexo/kernels/gat.hpp>
 

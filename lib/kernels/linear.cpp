@@ -1,3 +1,4 @@
+// The linear map through oneDNN (dense) or sparse x dense products, and its gradients.
 #include <retexo/kernels/linear.hpp>
 
 #include <oneapi/dnnl/dnnl.hpp>

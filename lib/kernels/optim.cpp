@@ -1,3 +1,4 @@
+// The optimisers (Adam, AdamW, SGD) instantiated for float and double parameters.
 #include <retexo/kernels/optim.hpp>
 
 namespace retexo {

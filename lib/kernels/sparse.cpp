@@ -1,3 +1,4 @@
+// Sparse x dense products (forward, weight gradient), dropout on stored values, row gathers.
 #include <retexo/kernels/exact.hpp>
 #include <retexo/kernels/sparse.hpp>
 

@@ -1,3 +1,4 @@
+// GCN, GraphSAGE and GAT layers: messages, aggregation, combine, and their backward passes.
 #include <retexo/kernels/dense.hpp>
 #include <retexo/nn/layers.hpp>
 

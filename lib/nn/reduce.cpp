@@ -1,3 +1,4 @@
+// Weight and bias gradients in fast or exact (fixed-point) form, and the scale exact sums use.
 #include <retexo/kernels/dense.hpp>
 #include <retexo/nn/reduce.hpp>
 

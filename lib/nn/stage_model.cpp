@@ -1,3 +1,4 @@
+// The RETEXO stage model: the layer's transform, LayerNorm, ReLU and the classifier head.
 #include <retexo/kernels/sparse.hpp>
 #include <retexo/nn/stage_model.hpp>
 

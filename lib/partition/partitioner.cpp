@@ -1,3 +1,4 @@
+// Partitioners (random, METIS, blocks) and partition statistics.
 #include <retexo/core/rng.hpp>
 #include <retexo/graph/local_partition.hpp>
 #include <retexo/partition/partitioner.hpp>

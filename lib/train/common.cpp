@@ -1,3 +1,4 @@
+// What both trainers share: the rank context, gradient sync, losses and accuracies, the run meter.
 #include <retexo/core/hash.hpp>
 #include <retexo/kernels/loss.hpp>
 #include <retexo/train/common.hpp>

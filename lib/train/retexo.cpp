@@ -1,3 +1,4 @@
+// The RETEXO trainer: stages trained one after another, each on inputs exchanged once.
 #include <retexo/core/hash.hpp>
 #include <retexo/core/memory.hpp>
 #include <retexo/io/checkpoint.hpp>
@@ -222,7 +223,7 @@ private:
         return s.all_train ? s.all_train->rows : ctx_.train_rows;
     }
     /// The mean loss of a step over n_global rows (an all-reduce unless gathered).
-    double step_loss(const retexo_stage& s, const loss_result& lr, std::int64_t n_global);
+    double step_loss(const retexo_stage& s, const loss_result& loss, std::int64_t n_global);
     /// Cross-fitting: the folds of the stage's training rows and each model's share.
     void assign_folds(retexo_stage& s, int k);
     double train_round(retexo_stage& s, int round);
@@ -575,10 +576,10 @@ double retexo_run::train_round(retexo_stage& s, int round)
         if (s.graph && s.batches > 1) batch_plan = s.model().make_plan(ctx_.train_graph, batch_rows[b]);
         const nn::layer_plan* plan = !s.graph ? nullptr : s.batches > 1 ? &*batch_plan : &s.plans_train[0];
         const auto n_global = std::max<std::int64_t>(1, counts[b]);
-        const loss_result lr = model_step(s, s.model(), batch_rows[b], plan, n_global);
+        const loss_result loss = model_step(s, s.model(), batch_rows[b], plan, n_global);
         sync_and_step();
         round_loss +=
-            step_loss(s, lr, n_global) * static_cast<double>(counts[b]) / static_cast<double>(ctx_.global_train);
+            step_loss(s, loss, n_global) * static_cast<double>(counts[b]) / static_cast<double>(ctx_.global_train);
     }
     return round_loss;
 }
@@ -603,19 +604,19 @@ loss_result retexo_run::model_step(retexo_stage& s, nn::stage_model& m, const st
         labels[i] =
             s.all_train ? s.all_train->labels[static_cast<std::size_t>(p.rows[i])] : ctx_.part.labels[p.rows[i]];
     }
-    loss_result lr;
+    loss_result loss;
     ctx_.comm.checked([&] {
-        lr = softmax_cross_entropy(p.logits.data(), C_, labels, seq, 1.0F / static_cast<float>(n_global),
-                                   p.d_logits.data(), loss_k_);
+        loss = softmax_cross_entropy(p.logits.data(), C_, labels, seq, 1.0F / static_cast<float>(n_global),
+                                     p.d_logits.data(), loss_k_);
     });
     m.backward(p, step_, s.all_train ? local_mode_ : mode_, add_halo);
-    return lr;
+    return loss;
 }
 
-double retexo_run::step_loss(const retexo_stage& s, const loss_result& lr, std::int64_t n_global)
+double retexo_run::step_loss(const retexo_stage& s, const loss_result& loss, std::int64_t n_global)
 {
     phase_timer::scope sc(meter_.timer, "sync"); // an all-reduce unless the rows are gathered
-    return s.all_train ? mean_loss(lr, n_global, loss_k_) : reduce_loss(ctx_.comm, lr, n_global, loss_k_);
+    return s.all_train ? mean_loss(loss, n_global, loss_k_) : reduce_loss(ctx_.comm, loss, n_global, loss_k_);
 }
 
 void retexo_run::gather_training_rows(retexo_stage& s)

@@ -1,3 +1,4 @@
+// Label spreading over the last stage's predictions, alpha chosen on validation.
 #include <retexo/kernels/aggregate.hpp>
 #include <retexo/train/smooth.hpp>
 

@@ -1,3 +1,4 @@
+// A RETEXO stage's one exchange of inputs: sparse or dense wire, fp32/bf16/int8, column blocks.
 #include <retexo/comm/overlap.hpp>
 #include <retexo/kernels/quantize.hpp>
 #include <retexo/kernels/sparse.hpp>

@@ -1,3 +1,4 @@
+// The standard distributed trainer: a halo exchange per layer, forward and backward, every epoch.
 #include <retexo/comm/overlap.hpp>
 #include <retexo/kernels/dense.hpp>
 #include <retexo/kernels/loss.hpp>
