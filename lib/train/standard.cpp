@@ -3,11 +3,11 @@
 #include <retexo/kernels/dense.hpp>
 #include <retexo/kernels/loss.hpp>
 #include <retexo/kernels/sparse.hpp>
+#include <retexo/nn/standard_model.hpp>
 #include <retexo/train/standard.hpp>
 
 #include <cmath>
 #include <map>
-#include <optional>
 
 namespace retexo::train {
 
@@ -37,46 +37,22 @@ double sparse_input_density(const rank_context& ctx)
     return cells > 0 ? std::max(static_cast<double>(nnz) / cells, 1e-9) : 0;
 }
 
-struct standard_model {
-    std::vector<nn::gnn_layer<float>> layers;
-    // A plan depends on the layer kind, heads and graph only, all alike across layers: one
-    // plan serves every layer (at products scale each costs about half a GB per rank).
-    std::optional<nn::layer_plan> plan;      // over the graph training sees
-    std::optional<nn::layer_plan> eval_plan; // over the whole graph (inductive only)
-    activation act;
-
-    standard_model(const rank_context& ctx, const standard_options& o)
-    {
-        const int F = ctx.part.global.num_features, C = ctx.part.global.num_classes;
-        act = o.model == nn::layer_kind::gat ? activation::elu : activation::relu;
-        const double density = sparse_input_density(ctx);
-        for (int l = 0; l < o.layers; ++l) {
-            const int in = l == 0 ? F : o.hidden;
-            const bool last = l == o.layers - 1;
-            const int out = last ? C : o.hidden;
-            nn::layer_options lo;
-            lo.heads = o.heads;
-            lo.concat = !last;           // GAT: hidden layers concatenate heads, the output layer averages them
-            if (l == 0 && density > 0) { // sparse features: the cheaper order for these shapes
-                lo.sparse_input_density = density;
-                lo.mean_in_degree = static_cast<double>(ctx.part.global.num_edges) /
-                                    static_cast<double>(std::max<node_t>(1, ctx.part.global.num_nodes));
-            }
-            layers.emplace_back(o.model, in, out, lo, o.seed, static_cast<std::uint64_t>(l));
-        }
-        plan = layers.front().make_plan(ctx.train_graph, ctx.owned_rows);
-        if (ctx.inductive) eval_plan = layers.front().make_plan(ctx.graph, ctx.owned_rows);
-    }
-
-    std::vector<parameter<float>*> parameters()
-    {
-        std::vector<parameter<float>*> ps;
-        for (auto& l : layers)
-            for (auto* p : l.parameters())
-                ps.push_back(p);
-        return ps;
-    }
-};
+/// The model of options o over this rank's partition.
+nn::standard_model make_model(const rank_context& ctx, const standard_options& o)
+{
+    const auto& g = ctx.part.global;
+    nn::standard_model_spec spec{.kind = o.model,
+                                 .layers = o.layers,
+                                 .in = g.num_features,
+                                 .hidden = o.hidden,
+                                 .out = g.num_classes,
+                                 .heads = o.heads,
+                                 .seed = o.seed,
+                                 .sparse_input_density = sparse_input_density(ctx)};
+    if (spec.sparse_input_density > 0)
+        spec.mean_in_degree = static_cast<double>(g.num_edges) / static_cast<double>(std::max<node_t>(1, g.num_nodes));
+    return {spec, ctx.train_graph, ctx.owned_rows, ctx.inductive ? &ctx.graph : nullptr};
+}
 
 /// y = dropout(x) over the owned rows (global ids ids), stored as x is (dense or sparse).
 void dropout_into(const node_features& x, node_features& y, std::span<const node_t> ids, const dropout_key& key,
@@ -97,8 +73,8 @@ class standard_run {
 public:
     standard_run(const rank_context& ctx, const standard_options& o)
         : ctx_(ctx), o_(o), meter_(ctx), own_(ctx.part.num_owned()), local_(ctx.part.num_local()), L_(o.layers),
-          model_(ctx, o), params_(model_.parameters()), opt_(o.optimizer, params_), mode_(ctx.reduce(o.exact)),
-          ids_(ctx.part.owned_global)
+          model_(make_model(ctx, o)), params_(model_.parameters()), opt_(o.optimizer, params_),
+          mode_(ctx.reduce(o.exact)), ids_(ctx.part.owned_global)
     {
         agree_initial_parameters(ctx.comm, params_);
         const auto n = static_cast<std::size_t>(L_);
@@ -167,7 +143,7 @@ private:
     run_meter meter_; // from the start: model setup and the parameter broadcast count
     const node_t own_, local_;
     const int L_;
-    standard_model model_;
+    nn::standard_model model_;
     std::vector<parameter<float>*> params_;
     optimizer<float> opt_;
     nn::reduce_mode mode_;
