@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <tuple>
+#include <variant>
 
 namespace retexo::nn {
 
@@ -75,326 +76,366 @@ bool sparse_input_transforms_first(int in, int out, double density, double mean_
     return transform_first <= aggregate_first;
 }
 
+// ---- parts shared by the kinds
+
 template <typename T>
-gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o, std::uint64_t seed,
-                        std::uint64_t index, const std::string& name)
-    : kind_(kind), in_(in), out_(out), opt_(o)
+neighbour_transform<T>::neighbour_transform(int in, int out, bool first, const std::string& name)
+    : w(name, in, out), kernel(in, out), first(first)
+{
+}
+
+template <typename T>
+self_term<T>::self_term(int in, int out, const std::string& name) : w(name, in, out), kernel(in, out)
+{
+}
+
+template <typename T>
+pool_mlp<T>::pool_mlp(int in, int width, const std::string& tag)
+    : w(tag + "pool_weight", in, width), b(tag + "pool_bias", 1, width), kernel(in, width)
+{
+}
+
+namespace {
+
+int positive_width(int in, int out)
 {
     RETEXO_ENSURE(in > 0 && out > 0, "retexo::gnn_layer: widths must be positive, got " << in << " -> " << out);
-    const std::string tag = (name.empty() ? "layer" + std::to_string(index) : name) + ".";
+    return in;
+}
+
+/// Messages x W (transform first) or x itself (GCN, SAGE-mean).
+template <typename T, typename X>
+void transform_message(const neighbour_transform<T>& t, const X& x, matrix<T>& msg)
+{
+    if (t.first)
+        t.kernel.forward(x, t.w.value, matrix<T>(), msg);
+    else
+        msg = dense_rows(x);
+}
+
+/// message_backward of transform_message: W's gradient, and d_x if given.
+template <typename T, typename X>
+void transform_message_backward(neighbour_transform<T>& t, int in, const X& x, const message_gradients<T>& dm,
+                                matrix<T>* d_x, const reduce_mode& mode)
+{
+    const auto n = static_cast<node_t>(rows_of(x));
+    if (t.first) {
+        weight_gradient(t.w, t.kernel, x, dm.data(), mode);
+        if (d_x != nullptr) {
+            d_x->resize(n, in);
+            t.kernel.backward_data(dm.data(), n, t.w.value.data(), d_x->data());
+        }
+    } else if (d_x != nullptr) {
+        *d_x = dm;
+    }
+}
+
+/// Message gradients of every local row (c.d_msg, or c.d_msg_exact in exact mode) from the
+/// gradient of the aggregation's output rows (width mw).
+template <typename T>
+void scatter_message_gradients(const layer_plan& plan, const matrix<T>& d_agg, int mw, layer_cache<T>& c,
+                               const reduce_mode& mode)
+{
+    const bool max = plan.agg->kind() == aggregator::max;
+    if (mode.exact && std::is_same_v<T, float>) {
+        c.msg_k = mode.scale_for({static_cast<double>(plan.agg->max_weight()), static_cast<double>(max_abs_of(d_agg))});
+        c.d_msg_exact.assign(static_cast<std::size_t>(plan.num_local) * mw, 0);
+        if constexpr (std::is_same_v<T, float>)
+            plan.agg->backward_exact(d_agg.data(), mw, c.msg_k, c.d_msg_exact.data(), max ? c.argmax.data() : nullptr);
+    } else {
+        plan.agg->backward(d_agg, c.d_msg, max ? &c.argmax : nullptr);
+    }
+}
+
+/// The backward pass of the neighbour part agg (W after it, or none when W came first):
+/// W's gradient, and the message gradients when need_messages.
+template <typename T>
+void neighbour_backward(neighbour_transform<T>& t, const layer_plan& plan, layer_cache<T>& c, const matrix<T>& d_out,
+                        int mw, bool need_messages, const reduce_mode& mode)
+{
+    if (t.first) {
+        if (need_messages) scatter_message_gradients(plan, d_out, mw, c, mode);
+        return;
+    }
+    const auto n = static_cast<Eigen::Index>(plan.rows.size());
+    weight_gradient(t.w, t.kernel, c.agg.data(), d_out.data(), n, mode);
+    if (need_messages) {
+        matrix<T> d_agg(n, mw);
+        t.kernel.backward_data(d_out.data(), n, t.w.value.data(), d_agg.data());
+        scatter_message_gradients(plan, d_agg, mw, c, mode);
+    }
+}
+
+int pool_width(int in, const layer_options& o)
+{
+    return o.pool_width > 0 ? o.pool_width : std::min(in, 512); // GraphSAGE-pool default width
+}
+
+int gat_head_dim(int out, const layer_options& o)
+{
+    RETEXO_ENSURE(o.heads >= 1, "--heads must be positive, got " << o.heads);
+    if (!o.concat) return out;
+    RETEXO_ENSURE(out % o.heads == 0, "GAT: width " << out << " is not divisible by " << o.heads << " heads");
+    return out / o.heads;
+}
+
+} // namespace
+
+template <typename T>
+layer_core<T>::layer_core(int in, int out, const std::string& tag)
+    : in(positive_width(in, out)), out(out), b(tag + "bias", 1, out)
+{
+}
+
+// ---- GCN
+
+template <typename T>
+gcn_layer<T>::gcn_layer(int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index,
+                        const std::string& tag)
+    : core_(in, out, tag), t_(in, out, transforms_first(in, out, o), tag + "weight")
+{
+    init_glorot(t_.w, in, out, seed, index * 16);
+}
+
+template <typename T>
+void gcn_layer<T>::plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const
+{
+    p.agg.emplace(*g.in_edges, g.num_local,
+                  aggregation_options{.kind = aggregator::gcn, .in_degree = g.in_degree, .rows = rows});
+}
+
+template <typename T>
+template <typename X>
+void gcn_layer<T>::message(const X& x, layer_cache<T>&, matrix<T>& msg) const
+{
+    transform_message(t_, x, msg);
+}
+
+template <typename T>
+template <typename X>
+void gcn_layer<T>::combine(const layer_plan&, const matrix<T>&, const X&, layer_cache<T>& c, matrix<T>& out) const
+{
+    if (t_.first) {
+        out = std::move(c.agg); // the backward pass does not read it: free it
+        release(c.agg);
+        out.rowwise() += core_.b.value.row(0);
+    } else {
+        t_.kernel.forward(c.agg, t_.w.value, core_.b.value, out);
+    }
+}
+
+template <typename T>
+template <typename X>
+void gcn_layer<T>::combine_backward(const layer_plan& plan, const X&, layer_cache<T>& c, const matrix<T>& d_out,
+                                    bool need_messages, const reduce_mode& mode)
+{
+    neighbour_backward(t_, plan, c, d_out, msg_width(), need_messages, mode);
+}
+
+template <typename T>
+template <typename X>
+void gcn_layer<T>::message_backward(const X& x, const matrix<T>&, const message_gradients<T>& dm, layer_cache<T>&,
+                                    matrix<T>* d_x, const reduce_mode& mode)
+{
+    transform_message_backward(t_, core_.in, x, dm, d_x, mode);
+}
+
+// ---- GraphSAGE
+
+template <typename T>
+sage_layer<T>::sage_layer(bool pool, int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index,
+                          const std::string& tag)
+    : core_(in, out, tag),
+      t_(pool ? pool_width(in, o) : in, out, !pool && transforms_first(in, out, o), tag + "neigh_weight"),
+      self_(in, out, tag + "self_weight")
+{
     const std::uint64_t base = index * 16;
-    switch (kind) {
-    case layer_kind::gcn:
-        transform_first_ = transforms_first(in, out, o);
-        w_ = parameter<T>(tag + "weight", in, out);
-        init_glorot(w_, in, out, seed, base);
-        lin_.emplace(in, out);
-        break;
-    case layer_kind::sage_mean:
-        transform_first_ = transforms_first(in, out, o);
-        w_ = parameter<T>(tag + "neigh_weight", in, out);
-        w_self_ = parameter<T>(tag + "self_weight", in, out);
-        init_glorot(w_, in, out, seed, base);
-        init_glorot(w_self_, in, out, seed, base + 4);
-        lin_.emplace(in, out);
-        lin_self_.emplace(in, out);
-        break;
-    case layer_kind::sage_pool:
-        pool_ = o.pool_width > 0 ? o.pool_width : std::min(in, 512); // GraphSAGE-pool default width
-        w_pool_ = parameter<T>(tag + "pool_weight", in, pool_);
-        b_pool_ = parameter<T>(tag + "pool_bias", 1, pool_);
-        init_glorot(w_pool_, in, pool_, seed, base + 1);
-        lin_pool_.emplace(in, pool_);
-        w_ = parameter<T>(tag + "neigh_weight", pool_, out);
-        w_self_ = parameter<T>(tag + "self_weight", in, out);
-        init_glorot(w_, pool_, out, seed, base);
-        init_glorot(w_self_, in, out, seed, base + 4);
-        lin_.emplace(pool_, out);
-        lin_self_.emplace(in, out);
-        break;
-    case layer_kind::gat:
-        RETEXO_ENSURE(o.heads >= 1, "--heads must be positive, got " << o.heads);
-        heads_ = o.heads;
-        if (o.concat) {
-            RETEXO_ENSURE(out % heads_ == 0, "GAT: width " << out << " is not divisible by " << heads_ << " heads");
-            head_dim_ = out / heads_;
-        } else {
-            head_dim_ = out;
-        }
-        w_ = parameter<T>(tag + "weight", in, heads_ * head_dim_);
-        init_glorot(w_, in, heads_ * head_dim_, seed, base);
-        lin_.emplace(in, heads_ * head_dim_);
-        a_l_ = parameter<T>(tag + "attn_l", heads_, head_dim_);
-        a_r_ = parameter<T>(tag + "attn_r", heads_, head_dim_);
-        init_glorot(a_l_, head_dim_, 1, seed, base + 2);
-        init_glorot(a_r_, head_dim_, 1, seed, base + 3);
-        break;
+    if (pool) {
+        pool_.emplace(in, pool_width(in, o), tag);
+        init_glorot(pool_->w, in, pool_width(in, o), seed, base + 1);
     }
-    b_ = parameter<T>(tag + "bias", 1, out);
+    init_glorot(t_.w, static_cast<int>(t_.w.value.rows()), out, seed, base);
+    init_glorot(self_.w, in, out, seed, base + 4);
 }
 
 template <typename T>
-int gnn_layer<T>::msg_width() const noexcept
+int sage_layer<T>::msg_width() const noexcept
 {
-    switch (kind_) {
-    case layer_kind::gcn:
-    case layer_kind::sage_mean:
-        return transform_first_ ? out_ : in_;
-    case layer_kind::sage_pool:
-        return pool_;
-    case layer_kind::gat:
-        return heads_ * head_dim_ + heads_;
-    }
-    return 0;
+    if (pool_) return static_cast<int>(pool_->w.value.cols());
+    return t_.first ? core_.out : core_.in;
 }
 
 template <typename T>
-bool gnn_layer<T>::message_is_input() const noexcept
+std::vector<parameter<T>*> sage_layer<T>::parameters()
 {
-    return (kind_ == layer_kind::gcn || kind_ == layer_kind::sage_mean) && !transform_first_;
+    if (pool_) return {&pool_->w, &pool_->b, &self_.w, &t_.w, &core_.b};
+    return {&self_.w, &t_.w, &core_.b};
 }
 
 template <typename T>
-bool gnn_layer<T>::has_message_params() const noexcept
+void sage_layer<T>::plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const
 {
-    return !message_is_input();
-}
-
-template <typename T>
-std::vector<parameter<T>*> gnn_layer<T>::parameters()
-{
-    switch (kind_) {
-    case layer_kind::gcn:
-        return {&w_, &b_};
-    case layer_kind::sage_mean:
-        return {&w_self_, &w_, &b_};
-    case layer_kind::sage_pool:
-        return {&w_pool_, &b_pool_, &w_self_, &w_, &b_};
-    case layer_kind::gat:
-        return {&w_, &a_l_, &a_r_, &b_};
-    }
-    return {};
-}
-
-template <typename T>
-layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t> rows) const
-{
-    layer_plan p;
-    p.rows.assign(rows.begin(), rows.end());
-    p.num_owned = g.num_owned;
-    p.num_local = g.num_local;
-    switch (kind_) {
-    case layer_kind::gcn:
-        p.agg.emplace(*g.in_edges, g.num_local,
-                      aggregation_options{.kind = aggregator::gcn, .in_degree = g.in_degree, .rows = rows});
-        break;
-    case layer_kind::sage_mean:
-        p.agg.emplace(*g.in_edges, g.num_local, aggregation_options{.kind = aggregator::mean, .rows = rows});
-        break;
-    case layer_kind::sage_pool:
-        p.agg.emplace(*g.in_edges, g.num_local, aggregation_options{.kind = aggregator::max, .rows = rows});
-        break;
-    case layer_kind::gat:
-        p.att.emplace(
-            *g.in_edges, g.num_local,
-            gat_options{.heads = heads_, .negative_slope = opt_.negative_slope, .self_loops = true, .rows = rows});
-        break;
-    }
-    if (p.agg) std::tie(p.interior, p.boundary) = p.agg->rows_within(g.num_owned);
-    return p;
+    p.agg.emplace(*g.in_edges, g.num_local,
+                  aggregation_options{.kind = pool_ ? aggregator::max : aggregator::mean, .rows = rows});
 }
 
 template <typename T>
 template <typename X>
-void gnn_layer<T>::message(const X& x, layer_cache<T>& c, matrix<T>& msg) const
+void sage_layer<T>::message(const X& x, layer_cache<T>& c, matrix<T>& msg) const
 {
-    RETEXO_ENSURE_DIMS("gnn_layer::message", "input width", cols_of(x), Eigen::Index{in_});
-    const matrix<T> none;
-    switch (kind_) {
-    case layer_kind::gcn:
-    case layer_kind::sage_mean:
-        if (transform_first_)
-            lin_->forward(x, w_.value, none, msg);
-        else
-            msg = dense_rows(x);
-        break;
-    case layer_kind::sage_pool:
-        lin_pool_->forward(x, w_pool_.value, b_pool_.value, c.pre);
-        msg.resize(c.pre.rows(), c.pre.cols());
-        activation_forward(activation::relu, c.pre.data(), static_cast<std::size_t>(c.pre.size()), msg.data());
-        break;
-    case layer_kind::gat: {
-        const int H = heads_, D = head_dim_, HD = H * D;
-        matrix<T> z;
-        lin_->forward(x, w_.value, none, z);
-        msg.resize(rows_of(x), HD + H);
-        msg.leftCols(HD) = z;
+    if (!pool_) {
+        transform_message(t_, x, msg);
+        return;
+    }
+    pool_->kernel.forward(x, pool_->w.value, pool_->b.value, c.pre);
+    msg.resize(c.pre.rows(), c.pre.cols());
+    activation_forward(activation::relu, c.pre.data(), static_cast<std::size_t>(c.pre.size()), msg.data());
+}
+
+template <typename T>
+template <typename X>
+void sage_layer<T>::combine(const layer_plan& plan, const matrix<T>&, const X& x_rows, layer_cache<T>& c,
+                            matrix<T>& out) const
+{
+    RETEXO_ENSURE_DIMS("gnn_layer::combine", "self rows", rows_of(x_rows), static_cast<Eigen::Index>(plan.rows.size()));
+    self_.kernel.forward(x_rows, self_.w.value, core_.b.value, out);
+    if (t_.first) {
+        out += c.agg;
+    } else {
+        matrix<T> neigh;
+        t_.kernel.forward(c.agg, t_.w.value, matrix<T>(), neigh);
+        out += neigh;
+    }
+}
+
+template <typename T>
+template <typename X>
+void sage_layer<T>::combine_backward(const layer_plan& plan, const X& x_rows, layer_cache<T>& c, const matrix<T>& d_out,
+                                     bool need_messages, const reduce_mode& mode)
+{
+    weight_gradient(self_.w, self_.kernel, x_rows, d_out.data(), mode);
+    if (need_messages) c.d_self = d_out;
+    neighbour_backward(t_, plan, c, d_out, msg_width(), need_messages, mode);
+}
+
+template <typename T>
+template <typename X>
+void sage_layer<T>::message_backward(const X& x, const matrix<T>&, const message_gradients<T>& dm, layer_cache<T>& c,
+                                     matrix<T>* d_x, const reduce_mode& mode)
+{
+    if (!pool_) {
+        transform_message_backward(t_, core_.in, x, dm, d_x, mode);
+        return;
+    }
+    const auto n = static_cast<node_t>(rows_of(x));
+    matrix<T> d_pre(n, dm.cols());
+    activation_backward(activation::relu, c.pre.data(), dm.data(), static_cast<std::size_t>(dm.size()), d_pre.data());
+    weight_gradient(pool_->w, pool_->kernel, x, d_pre.data(), mode);
+    bias_gradient(pool_->b, d_pre.data(), n, mode);
+    if (d_x != nullptr) {
+        d_x->resize(n, core_.in);
+        pool_->kernel.backward_data(d_pre.data(), n, pool_->w.value.data(), d_x->data());
+    }
+}
+
+template <typename T>
+void sage_layer<T>::add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const
+{
+    const auto n = static_cast<Eigen::Index>(plan.rows.size());
+    RETEXO_ENSURE(c.d_self.rows() == n, "retexo::gnn_layer::add_self_gradient: combine_backward did not run");
+    matrix<T> d_self(n, core_.in);
+    self_.kernel.backward_data(c.d_self.data(), n, self_.w.value.data(), d_self.data());
+    for (Eigen::Index i = 0; i < n; ++i)
+        d_x.row(plan.rows[static_cast<std::size_t>(i)]) += d_self.row(i);
+}
+
+// ---- GAT
+
+template <typename T>
+gat_layer<T>::gat_layer(int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index,
+                        const std::string& tag)
+    : core_(in, out, tag), heads_(o.heads), head_dim_(gat_head_dim(out, o)), concat_(o.concat),
+      negative_slope_(o.negative_slope), w_(tag + "weight", in, heads_ * head_dim_),
+      a_l_(tag + "attn_l", heads_, head_dim_), a_r_(tag + "attn_r", heads_, head_dim_), lin_(in, heads_ * head_dim_)
+{
+    const std::uint64_t base = index * 16;
+    init_glorot(w_, in, heads_ * head_dim_, seed, base);
+    init_glorot(a_l_, head_dim_, 1, seed, base + 2);
+    init_glorot(a_r_, head_dim_, 1, seed, base + 3);
+}
+
+template <typename T>
+void gat_layer<T>::plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const
+{
+    p.att.emplace(*g.in_edges, g.num_local,
+                  gat_options{.heads = heads_, .negative_slope = negative_slope_, .self_loops = true, .rows = rows});
+}
+
+template <typename T>
+template <typename X>
+void gat_layer<T>::message(const X& x, layer_cache<T>&, matrix<T>& msg) const
+{
+    const int H = heads_, D = head_dim_, HD = H * D;
+    matrix<T> z;
+    lin_.forward(x, w_.value, matrix<T>(), z);
+    msg.resize(rows_of(x), HD + H);
+    msg.leftCols(HD) = z;
 #pragma omp parallel for schedule(static)
-        for (Eigen::Index u = 0; u < rows_of(x); ++u)
-            for (int h = 0; h < H; ++h) {
-                T s = 0;
-                for (int d = 0; d < D; ++d)
-                    s += z(u, h * D + d) * a_l_.value(h, d);
-                msg(u, HD + h) = s;
-            }
-        break;
-    }
-    }
-}
-
-template <typename T>
-void gnn_layer<T>::aggregate_rows(const layer_plan& plan, const matrix<T>& msg_all, layer_cache<T>& c,
-                                  std::span<const node_t> rows, bool halo_ready) const
-{
-    if (!plan.agg) return;
-    RETEXO_ENSURE_DIMS("gnn_layer::aggregate_rows", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
-    RETEXO_ENSURE_DIMS("gnn_layer::aggregate_rows", "message width", msg_all.cols(), Eigen::Index{msg_width()});
-    const int w = msg_width();
-    const bool max = kind_ == layer_kind::sage_pool;
-    if (c.agg.rows() != plan.agg->num_out() || c.agg.cols() != w) c.agg.resize(plan.agg->num_out(), w);
-    if (max) c.argmax.resize(static_cast<std::size_t>(plan.agg->num_out()) * w);
-    plan.agg->forward_subset(msg_all.data(), w, c.agg.data(), max ? c.argmax.data() : nullptr, rows, 0,
-                             halo_ready ? plan.num_local : plan.num_owned);
+    for (Eigen::Index u = 0; u < rows_of(x); ++u)
+        for (int h = 0; h < H; ++h) {
+            T s = 0;
+            for (int d = 0; d < D; ++d)
+                s += z(u, h * D + d) * a_l_.value(h, d);
+            msg(u, HD + h) = s;
+        }
 }
 
 template <typename T>
 template <typename X>
-void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows, layer_cache<T>& c,
-                           matrix<T>& out, bool aggregated) const
-{
-    const auto n = static_cast<Eigen::Index>(plan.rows.size());
-    RETEXO_ENSURE_DIMS("gnn_layer::combine", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
-    RETEXO_ENSURE_DIMS("gnn_layer::combine", "message width", msg_all.cols(), Eigen::Index{msg_width()});
-    const matrix<T> none;
-    // The neighbour aggregation (gcn, sage), unless aggregate_rows() has done it.
-    auto aggregate = [&] {
-        if (!aggregated) {
-            plan.agg->forward(msg_all, c.agg, kind_ == layer_kind::sage_pool ? &c.argmax : nullptr);
-            return;
-        }
-        RETEXO_ENSURE(c.agg.rows() == plan.agg->num_out() && c.agg.cols() == msg_width(),
-                      "retexo::gnn_layer::combine: aggregate_rows was not called for this plan");
-    };
-    switch (kind_) {
-    case layer_kind::gcn:
-        aggregate();
-        if (transform_first_) {
-            out = std::move(c.agg); // the backward pass does not read it: free it
-            release(c.agg);
-            out.rowwise() += b_.value.row(0);
-        } else {
-            lin_->forward(c.agg, w_.value, b_.value, out);
-        }
-        break;
-    case layer_kind::sage_mean:
-    case layer_kind::sage_pool: {
-        RETEXO_ENSURE_DIMS("gnn_layer::combine", "self rows", rows_of(x_rows), n);
-        aggregate();
-        lin_self_->forward(x_rows, w_self_.value, b_.value, out);
-        if (transform_first_) {
-            out += c.agg;
-        } else {
-            matrix<T> neigh;
-            lin_->forward(c.agg, w_.value, none, neigh);
-            out += neigh;
-        }
-        break;
-    }
-    case layer_kind::gat: {
-        const int H = heads_, D = head_dim_, HD = H * D;
-        const Eigen::Index L = plan.num_local;
-        c.z = msg_all.leftCols(HD);
-        c.el = msg_all.rightCols(H);
-        c.er = matrix<T>::Zero(L, H);
-        for (node_t v : plan.rows)
-            for (int h = 0; h < H; ++h) {
-                T s = 0;
-                for (int d = 0; d < D; ++d)
-                    s += c.z(v, h * D + d) * a_r_.value(h, d);
-                c.er(v, h) = s;
-            }
-        c.alpha.resize(plan.att->num_edges(), H);
-        c.att.resize(n, HD);
-        plan.att->forward(c.z.data(), c.el.data(), c.er.data(), D, c.att.data(), c.alpha.data());
-        if (opt_.concat) {
-            out = c.att;
-            out.rowwise() += b_.value.row(0);
-        } else {
-            out.resize(n, D);
-            for (Eigen::Index i = 0; i < n; ++i)
-                for (int d = 0; d < D; ++d) {
-                    T s = 0;
-                    for (int h = 0; h < H; ++h)
-                        s += c.att(i, h * D + d);
-                    out(i, d) = s / static_cast<T>(H) + b_.value(0, d);
-                }
-        }
-        break;
-    }
-    }
-}
-
-template <typename T>
-template <typename X>
-void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows,
-                                    layer_cache<T>& c, const matrix<T>& d_out, bool need_messages,
-                                    const reduce_mode& mode)
-{
-    (void)msg_all;
-    const auto n = static_cast<Eigen::Index>(plan.rows.size());
-    RETEXO_ENSURE_DIMS("gnn_layer::backward", "gradient rows", d_out.rows(), n);
-    RETEXO_ENSURE_DIMS("gnn_layer::backward", "gradient width", d_out.cols(), Eigen::Index{out_});
-    RETEXO_ENSURE(need_messages || !has_message_params(),
-                  "retexo::gnn_layer::backward: message gradients are needed for the message parameters");
-    const bool exact_mode = mode.exact && std::is_same_v<T, float>;
-    const int mw = msg_width();
-    bias_gradient(b_, d_out.data(), n, mode);
-    auto scatter = [&](const matrix<T>& d_agg) {
-        if (exact_mode) {
-            c.msg_k =
-                mode.scale_for({static_cast<double>(plan.agg->max_weight()), static_cast<double>(max_abs_of(d_agg))});
-            c.d_msg_exact.assign(static_cast<std::size_t>(plan.num_local) * mw, 0);
-            if constexpr (std::is_same_v<T, float>)
-                plan.agg->backward_exact(d_agg.data(), mw, c.msg_k, c.d_msg_exact.data(),
-                                         kind_ == layer_kind::sage_pool ? c.argmax.data() : nullptr);
-        } else {
-            plan.agg->backward(d_agg, c.d_msg, kind_ == layer_kind::sage_pool ? &c.argmax : nullptr);
-        }
-    };
-    switch (kind_) {
-    case layer_kind::gcn:
-    case layer_kind::sage_mean:
-    case layer_kind::sage_pool: {
-        if (kind_ != layer_kind::gcn) {
-            weight_gradient(w_self_, *lin_self_, x_rows, d_out.data(), mode);
-            if (need_messages) c.d_self = d_out;
-        }
-        if (transform_first_) {
-            if (need_messages) scatter(d_out);
-            break;
-        }
-        weight_gradient(w_, *lin_, c.agg.data(), d_out.data(), n, mode);
-        if (need_messages) {
-            matrix<T> d_agg(n, mw);
-            lin_->backward_data(d_out.data(), n, w_.value.data(), d_agg.data());
-            scatter(d_agg);
-        }
-        break;
-    }
-    case layer_kind::gat:
-        gat_combine_backward(plan, c, d_out, exact_mode, mode);
-        break;
-    }
-}
-
-template <typename T>
-void gnn_layer<T>::gat_combine_backward(const layer_plan& plan, layer_cache<T>& c, const matrix<T>& d_out,
-                                        bool exact_mode, const reduce_mode& mode)
+void gat_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const X&, layer_cache<T>& c,
+                           matrix<T>& out) const
 {
     const auto n = static_cast<Eigen::Index>(plan.rows.size());
     const int H = heads_, D = head_dim_, HD = H * D;
+    const Eigen::Index L = plan.num_local;
+    c.z = msg_all.leftCols(HD);
+    c.el = msg_all.rightCols(H);
+    c.er = matrix<T>::Zero(L, H);
+    for (node_t v : plan.rows)
+        for (int h = 0; h < H; ++h) {
+            T s = 0;
+            for (int d = 0; d < D; ++d)
+                s += c.z(v, h * D + d) * a_r_.value(h, d);
+            c.er(v, h) = s;
+        }
+    c.alpha.resize(plan.att->num_edges(), H);
+    c.att.resize(n, HD);
+    plan.att->forward(c.z.data(), c.el.data(), c.er.data(), D, c.att.data(), c.alpha.data());
+    if (concat_) {
+        out = c.att;
+        out.rowwise() += core_.b.value.row(0);
+        return;
+    }
+    out.resize(n, D);
+    for (Eigen::Index i = 0; i < n; ++i)
+        for (int d = 0; d < D; ++d) {
+            T s = 0;
+            for (int h = 0; h < H; ++h)
+                s += c.att(i, h * D + d);
+            out(i, d) = s / static_cast<T>(H) + core_.b.value(0, d);
+        }
+}
+
+template <typename T>
+template <typename X>
+void gat_layer<T>::combine_backward(const layer_plan& plan, const X&, layer_cache<T>& c, const matrix<T>& d_out, bool,
+                                    const reduce_mode& mode)
+{
+    const bool exact_mode = mode.exact && std::is_same_v<T, float>;
+    const auto n = static_cast<Eigen::Index>(plan.rows.size());
+    const int H = heads_, D = head_dim_, HD = H * D;
     matrix<T> d_att(n, HD);
-    if (opt_.concat) {
+    if (concat_) {
         d_att = d_out;
     } else {
         for (Eigen::Index i = 0; i < n; ++i)
@@ -464,85 +505,188 @@ void gnn_layer<T>::gat_combine_backward(const layer_plan& plan, layer_cache<T>& 
 
 template <typename T>
 template <typename X>
+void gat_layer<T>::message_backward(const X& x, const matrix<T>& msg, const message_gradients<T>& dm, layer_cache<T>&,
+                                    matrix<T>* d_x, const reduce_mode& mode)
+{
+    const bool exact_mode = mode.exact && std::is_same_v<T, float>;
+    const auto n = static_cast<node_t>(rows_of(x));
+    const int H = heads_, D = head_dim_, HD = H * D;
+    matrix<T> d_z = dm.leftCols(HD);
+    const matrix<T> d_el = dm.rightCols(H);
+    a_l_.grad.setZero();
+    if (exact_mode) {
+        a_l_.exact_k = mode.scale_for({static_cast<double>(max_abs_of(d_el)), static_cast<double>(max_abs_of(msg))});
+        a_l_.exact.assign(static_cast<std::size_t>(HD), 0);
+        const double scale = std::ldexp(1.0, a_l_.exact_k);
+        for (node_t u = 0; u < n; ++u)
+            for (int h = 0; h < H; ++h)
+                for (int d = 0; d < D; ++d)
+                    a_l_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(msg(u, h * D + d)) * scale *
+                                                                       static_cast<double>(d_el(u, h)));
+    } else {
+        for (node_t u = 0; u < n; ++u)
+            for (int h = 0; h < H; ++h)
+                for (int d = 0; d < D; ++d)
+                    a_l_.grad(h, d) += d_el(u, h) * msg(u, h * D + d);
+    }
+#pragma omp parallel for schedule(static)
+    for (node_t u = 0; u < n; ++u)
+        for (int h = 0; h < H; ++h)
+            for (int d = 0; d < D; ++d)
+                d_z(u, h * D + d) += d_el(u, h) * a_l_.value(h, d);
+    weight_gradient(w_, lin_, x, d_z.data(), mode);
+    if (d_x != nullptr) {
+        d_x->resize(n, core_.in);
+        lin_.backward_data(d_z.data(), n, w_.value.data(), d_x->data());
+    }
+}
+
+// ---- any kind
+
+namespace {
+
+template <typename T>
+std::variant<gcn_layer<T>, sage_layer<T>, gat_layer<T>> make_layer(layer_kind kind, int in, int out,
+                                                                   const layer_options& o, std::uint64_t seed,
+                                                                   std::uint64_t index, const std::string& tag)
+{
+    switch (kind) {
+    case layer_kind::gcn:
+        return gcn_layer<T>(in, out, o, seed, index, tag);
+    case layer_kind::sage_mean:
+    case layer_kind::sage_pool:
+        return sage_layer<T>(kind == layer_kind::sage_pool, in, out, o, seed, index, tag);
+    case layer_kind::gat:
+        return gat_layer<T>(in, out, o, seed, index, tag);
+    }
+    RETEXO_THROW("retexo::gnn_layer: unknown layer kind " << static_cast<int>(kind));
+}
+
+} // namespace
+
+template <typename T>
+gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o, std::uint64_t seed,
+                        std::uint64_t index, const std::string& name)
+    : kind_(kind),
+      impl_(make_layer<T>(kind, in, out, o, seed, index, (name.empty() ? "layer" + std::to_string(index) : name) + "."))
+{
+}
+
+template <typename T>
+int gnn_layer<T>::in() const noexcept
+{
+    return std::visit([](const auto& l) { return l.core().in; }, impl_);
+}
+
+template <typename T>
+int gnn_layer<T>::out() const noexcept
+{
+    return std::visit([](const auto& l) { return l.core().out; }, impl_);
+}
+
+template <typename T>
+int gnn_layer<T>::msg_width() const noexcept
+{
+    return std::visit([](const auto& l) { return l.msg_width(); }, impl_);
+}
+
+template <typename T>
+bool gnn_layer<T>::message_is_input() const noexcept
+{
+    return std::visit([](const auto& l) { return l.message_is_input(); }, impl_);
+}
+
+template <typename T>
+std::vector<parameter<T>*> gnn_layer<T>::parameters()
+{
+    return std::visit([](auto& l) { return l.parameters(); }, impl_);
+}
+
+template <typename T>
+layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t> rows) const
+{
+    layer_plan p;
+    p.rows.assign(rows.begin(), rows.end());
+    p.num_owned = g.num_owned;
+    p.num_local = g.num_local;
+    std::visit([&](const auto& l) { l.plan_aggregation(g, rows, p); }, impl_);
+    if (p.agg) std::tie(p.interior, p.boundary) = p.agg->rows_within(g.num_owned);
+    return p;
+}
+
+template <typename T>
+template <typename X>
+void gnn_layer<T>::message(const X& x, layer_cache<T>& c, matrix<T>& msg) const
+{
+    RETEXO_ENSURE_DIMS("gnn_layer::message", "input width", cols_of(x), Eigen::Index{in()});
+    std::visit([&](const auto& l) { l.message(x, c, msg); }, impl_);
+}
+
+template <typename T>
+void gnn_layer<T>::aggregate_rows(const layer_plan& plan, const matrix<T>& msg_all, layer_cache<T>& c,
+                                  std::span<const node_t> rows, bool halo_ready) const
+{
+    if (!plan.agg) return;
+    RETEXO_ENSURE_DIMS("gnn_layer::aggregate_rows", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
+    RETEXO_ENSURE_DIMS("gnn_layer::aggregate_rows", "message width", msg_all.cols(), Eigen::Index{msg_width()});
+    const int w = msg_width();
+    const bool max = plan.agg->kind() == aggregator::max;
+    if (c.agg.rows() != plan.agg->num_out() || c.agg.cols() != w) c.agg.resize(plan.agg->num_out(), w);
+    if (max) c.argmax.resize(static_cast<std::size_t>(plan.agg->num_out()) * w);
+    plan.agg->forward_subset(msg_all.data(), w, c.agg.data(), max ? c.argmax.data() : nullptr, rows, 0,
+                             halo_ready ? plan.num_local : plan.num_owned);
+}
+
+template <typename T>
+template <typename X>
+void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows, layer_cache<T>& c,
+                           matrix<T>& out, bool aggregated) const
+{
+    RETEXO_ENSURE_DIMS("gnn_layer::combine", "message rows", msg_all.rows(), Eigen::Index{plan.num_local});
+    RETEXO_ENSURE_DIMS("gnn_layer::combine", "message width", msg_all.cols(), Eigen::Index{msg_width()});
+    // The neighbour aggregation (gcn, sage), unless aggregate_rows() has done it.
+    if (plan.agg && !aggregated) {
+        plan.agg->forward(msg_all, c.agg, plan.agg->kind() == aggregator::max ? &c.argmax : nullptr);
+    } else if (plan.agg) {
+        RETEXO_ENSURE(c.agg.rows() == plan.agg->num_out() && c.agg.cols() == msg_width(),
+                      "retexo::gnn_layer::combine: aggregate_rows was not called for this plan");
+    }
+    std::visit([&](const auto& l) { l.combine(plan, msg_all, x_rows, c, out); }, impl_);
+}
+
+template <typename T>
+template <typename X>
+void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>&, const X& x_rows, layer_cache<T>& c,
+                                    const matrix<T>& d_out, bool need_messages, const reduce_mode& mode)
+{
+    const auto n = static_cast<Eigen::Index>(plan.rows.size());
+    RETEXO_ENSURE_DIMS("gnn_layer::backward", "gradient rows", d_out.rows(), n);
+    RETEXO_ENSURE_DIMS("gnn_layer::backward", "gradient width", d_out.cols(), Eigen::Index{out()});
+    RETEXO_ENSURE(need_messages || !has_message_params(),
+                  "retexo::gnn_layer::backward: message gradients are needed for the message parameters");
+    std::visit(
+        [&](auto& l) {
+            bias_gradient(l.core().b, d_out.data(), n, mode);
+            l.combine_backward(plan, x_rows, c, d_out, need_messages, mode);
+        },
+        impl_);
+}
+
+template <typename T>
+template <typename X>
 void gnn_layer<T>::message_backward(const X& x, const matrix<T>& msg, layer_cache<T>& c, matrix<T>* d_x,
                                     const reduce_mode& mode)
 {
     const bool exact_mode = mode.exact && std::is_same_v<T, float>;
-    const auto n = static_cast<node_t>(rows_of(x));
-    const int mw = msg_width();
     matrix<T> converted;
-    const auto dm = message_rows(c, n, mw, exact_mode, converted);
-    switch (kind_) {
-    case layer_kind::gcn:
-    case layer_kind::sage_mean:
-        if (transform_first_) {
-            weight_gradient(w_, *lin_, x, dm.data(), mode);
-            if (d_x != nullptr) {
-                d_x->resize(n, in_);
-                lin_->backward_data(dm.data(), n, w_.value.data(), d_x->data());
-            }
-        } else if (d_x != nullptr) {
-            *d_x = dm;
-        }
-        break;
-    case layer_kind::sage_pool: {
-        matrix<T> d_pre(n, mw);
-        activation_backward(activation::relu, c.pre.data(), dm.data(), static_cast<std::size_t>(dm.size()),
-                            d_pre.data());
-        weight_gradient(w_pool_, *lin_pool_, x, d_pre.data(), mode);
-        bias_gradient(b_pool_, d_pre.data(), n, mode);
-        if (d_x != nullptr) {
-            d_x->resize(n, in_);
-            lin_pool_->backward_data(d_pre.data(), n, w_pool_.value.data(), d_x->data());
-        }
-        break;
-    }
-    case layer_kind::gat: {
-        const int H = heads_, D = head_dim_, HD = H * D;
-        matrix<T> d_z = dm.leftCols(HD);
-        const matrix<T> d_el = dm.rightCols(H);
-        a_l_.grad.setZero();
-        if (exact_mode) {
-            a_l_.exact_k =
-                mode.scale_for({static_cast<double>(max_abs_of(d_el)), static_cast<double>(max_abs_of(msg))});
-            a_l_.exact.assign(static_cast<std::size_t>(HD), 0);
-            const double scale = std::ldexp(1.0, a_l_.exact_k);
-            for (node_t u = 0; u < n; ++u)
-                for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d)
-                        a_l_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(msg(u, h * D + d)) *
-                                                                           scale * static_cast<double>(d_el(u, h)));
-        } else {
-            for (node_t u = 0; u < n; ++u)
-                for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d)
-                        a_l_.grad(h, d) += d_el(u, h) * msg(u, h * D + d);
-        }
-#pragma omp parallel for schedule(static)
-        for (node_t u = 0; u < n; ++u)
-            for (int h = 0; h < H; ++h)
-                for (int d = 0; d < D; ++d)
-                    d_z(u, h * D + d) += d_el(u, h) * a_l_.value(h, d);
-        weight_gradient(w_, *lin_, x, d_z.data(), mode);
-        if (d_x != nullptr) {
-            d_x->resize(n, in_);
-            lin_->backward_data(d_z.data(), n, w_.value.data(), d_x->data());
-        }
-        break;
-    }
-    }
+    const auto dm = message_rows(c, static_cast<node_t>(rows_of(x)), msg_width(), exact_mode, converted);
+    std::visit([&](auto& l) { l.message_backward(x, msg, dm, c, d_x, mode); }, impl_);
 }
 
 template <typename T>
 void gnn_layer<T>::add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const
 {
-    if (kind_ != layer_kind::sage_mean && kind_ != layer_kind::sage_pool) return;
-    const auto n = static_cast<Eigen::Index>(plan.rows.size());
-    RETEXO_ENSURE(c.d_self.rows() == n, "retexo::gnn_layer::add_self_gradient: combine_backward did not run");
-    matrix<T> d_self(n, in_);
-    lin_self_->backward_data(c.d_self.data(), n, w_self_.value.data(), d_self.data());
-    for (Eigen::Index i = 0; i < n; ++i)
-        d_x.row(plan.rows[static_cast<std::size_t>(i)]) += d_self.row(i);
+    std::visit([&](const auto& l) { l.add_self_gradient(plan, c, d_x); }, impl_);
 }
 
 template <typename T>
@@ -607,13 +751,37 @@ void layer_norm<T>::backward(const matrix<T>& x, const matrix<T>& dy, matrix<T>&
     }
 }
 
+template struct neighbour_transform<float>;
+template struct neighbour_transform<double>;
+template struct self_term<float>;
+template struct self_term<double>;
+template struct pool_mlp<float>;
+template struct pool_mlp<double>;
+template struct layer_core<float>;
+template struct layer_core<double>;
+template class gcn_layer<float>;
+template class gcn_layer<double>;
+template class sage_layer<float>;
+template class sage_layer<double>;
+template class gat_layer<float>;
+template class gat_layer<double>;
 template class gnn_layer<float>;
 template class gnn_layer<double>;
 template struct dense_layer<float>;
 template struct dense_layer<double>;
 
 // The input forms each layer takes: dense rows of its type, and sparse rows (float).
+#define RETEXO_KIND_INPUT(K, T, X)                                                                                     \
+    template void K<T>::message<X>(const X&, layer_cache<T>&, matrix<T>&) const;                                       \
+    template void K<T>::combine<X>(const layer_plan&, const matrix<T>&, const X&, layer_cache<T>&, matrix<T>&) const;  \
+    template void K<T>::combine_backward<X>(const layer_plan&, const X&, layer_cache<T>&, const matrix<T>&, bool,      \
+                                            const reduce_mode&);                                                       \
+    template void K<T>::message_backward<X>(const X&, const matrix<T>&, const message_gradients<T>&, layer_cache<T>&,  \
+                                            matrix<T>*, const reduce_mode&);
 #define RETEXO_LAYER_INPUT(T, X)                                                                                       \
+    RETEXO_KIND_INPUT(gcn_layer, T, X)                                                                                 \
+    RETEXO_KIND_INPUT(sage_layer, T, X)                                                                                \
+    RETEXO_KIND_INPUT(gat_layer, T, X)                                                                                 \
     template void gnn_layer<T>::message<X>(const X&, layer_cache<T>&, matrix<T>&) const;                               \
     template void gnn_layer<T>::combine<X>(const layer_plan&, const matrix<T>&, const X&, layer_cache<T>&, matrix<T>&, \
                                            bool) const;                                                                \
@@ -626,6 +794,7 @@ RETEXO_LAYER_INPUT(float, matrix_f)
 RETEXO_LAYER_INPUT(float, csr_matrix)
 RETEXO_LAYER_INPUT(double, matrix<double>)
 #undef RETEXO_LAYER_INPUT
+#undef RETEXO_KIND_INPUT
 template struct layer_norm<float>;
 template struct layer_norm<double>;
 
