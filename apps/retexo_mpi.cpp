@@ -85,14 +85,20 @@ struct app_options {
 };
 
 /// Options as program_options stores them: lists ("200,200,100": one value per stage) and names
-/// stay text until the stage count is known.
+/// stay text until the stage count is known.  Defaults: the table's text (retexo/defaults.hpp),
+/// which the metrics and model files record as written.
 struct option_text {
-    std::string objective = "vol", mode, model = "gcn", variant = "hidden", precision = "fp32", select = "accuracy";
-    std::string rounds = "200", lr = "0.01", hidden = "256", dropout, patience, weight_decay = "5e-4",
-                optimizer = "adam", norm = "none", schedule = "constant", std_optimizer = "adam", config, search_lr,
-                search_dropout, search_weight_decay, smooth_alpha, output_stage = "best";
-    int stages = static_cast<int>(train::retexo_options{}.stages.size());
-    int layers = train::standard_options{}.layers;
+    using s = std::string;
+    std::string objective = "vol", mode, model = s(defaults::model_text), variant = "hidden", precision = "fp32",
+                select = "accuracy";
+    std::string rounds = s(defaults::rounds_text), lr = s(defaults::lr_text), hidden = s(defaults::hidden_text),
+                dropout, patience, weight_decay = s(defaults::weight_decay_text),
+                optimizer = s(defaults::optimizer_text), norm = s(defaults::norm_text),
+                schedule = s(defaults::lr_schedule_text), std_optimizer = s(defaults::std_optimizer_text), config,
+                search_lr, search_dropout, search_weight_decay, smooth_alpha,
+                output_stage = s(defaults::output_stage_text);
+    int stages = defaults::stages;
+    int layers = defaults::layers;
     bool no_overlap = false;
 };
 
@@ -129,6 +135,14 @@ std::vector<T> per_stage(const std::string& option, const std::string& text, int
     return v;
 }
 
+/// "what (default: X, the last stage Y)": a per-stage option's help with the table's defaults.
+std::string last_stage_default(std::string_view what, std::string_view inner, std::string_view last)
+{
+    std::ostringstream s;
+    s << what << " (default: " << inner << ", the last stage " << last << ")";
+    return s.str();
+}
+
 /// RETEXO's choices on validation: per-stage candidate settings, label spreading.
 po::options_description selection_options(option_text& t, train::retexo_options& ro)
 {
@@ -143,11 +157,12 @@ po::options_description selection_options(option_text& t, train::retexo_options&
         "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
         "RETEXO: a search's candidate stops after N rounds without improvement (0: the stage's --patience)")(
         "smooth-alpha", po::value(&t.smooth_alpha),
-        "RETEXO: after the last stage, spread the training labels over its predictions (label spreading, "
-        "C values per halo row and step); the alpha among these candidates (a,b,...; 0 = the model's own "
-        "predictions) with the best validation accuracy is kept (default: 0,0.5,0.8,0.9; 0 alone: off)")(
-        "smooth-steps", po::value(&ro.smooth.steps)->default_value(ro.smooth.steps),
-        "RETEXO: propagation steps of --smooth-alpha")(
+        ("RETEXO: after the last stage, spread the training labels over its predictions (label spreading, "
+         "C values per halo row and step); the alpha among these candidates (a,b,...; 0 = the model's own "
+         "predictions) with the best validation accuracy is kept (0 alone: off; default: " +
+         std::string(defaults::smooth_alpha_text) + ")")
+            .c_str())("smooth-steps", po::value(&ro.smooth.steps)->default_value(ro.smooth.steps),
+                      "RETEXO: propagation steps of --smooth-alpha")(
         "output-stage", po::value(&t.output_stage)->default_value(t.output_stage),
         "RETEXO: last | best: predict with the last stage, or with the stage (each has a classifier head) "
         "of the best validation accuracy (before --smooth-alpha)");
@@ -225,8 +240,9 @@ po::options_description declare_options(option_text& t, app_options& a)
     po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,200,100)");
     d_retexo.add_options()("rounds", po::value(&t.rounds)->default_value(t.rounds),
                            "rounds per stage")("lr", po::value(&t.lr)->default_value(t.lr), "learning rate")(
-        "hidden", po::value(&t.hidden)->default_value(t.hidden),
-        "hidden width")("dropout", po::value(&t.dropout), "dropout rate (default: 0.5, the last stage 0.8)")(
+        "hidden", po::value(&t.hidden)->default_value(t.hidden), "hidden width")(
+        "dropout", po::value(&t.dropout),
+        last_stage_default("dropout rate", defaults::dropout_text, defaults::last_stage_dropout_text).c_str())(
         "weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay),
         "weight decay")("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adam | adamw | sgd")(
         "norm", po::value(&t.norm)->default_value(t.norm),
@@ -239,9 +255,10 @@ po::options_description declare_options(option_text& t, app_options& a)
         "batch-size", po::value(&ro.batch_size)->default_value(0),
         "training rows per step over all ranks (0: full batch)")(
         "patience", po::value(&t.patience),
-        "stop a stage after N rounds without a better validation score, see --select (0: never; default: 50, "
-        "the last stage 0)")("exchange-precision", po::value(&t.precision)->default_value(t.precision),
-                             "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
+        last_stage_default("stop a stage after N rounds without a better validation score, see --select (0: never)",
+                           defaults::patience_text, defaults::last_stage_patience_text)
+            .c_str())("exchange-precision", po::value(&t.precision)->default_value(t.precision),
+                      "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
         "exchange-columns", po::value(&ro.exchange.columns)->default_value(0),
         "gcn, sage: send the stage inputs this many columns at a time (0: all at once); same bytes, "
         "halo buffers one block wide (bounds memory when most nodes are halo rows)");
@@ -249,7 +266,7 @@ po::options_description declare_options(option_text& t, app_options& a)
     d_run.add_options()("inductive", po::bool_switch(&a.inductive),
                         "train without the validation and test nodes and their edges; "
                         "evaluate on the whole graph (default: transductive)")(
-        "deterministic", po::bool_switch(&ro.exact),
+        "deterministic", po::bool_switch(&ro.deterministic),
         "exact reductions: identical results for any number of ranks and threads")(
         "check-numerics", po::bool_switch(&a.check_numerics),
         "stop with an error at the first NaN/Inf in a kernel input")(
@@ -308,7 +325,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     ro.select = parse_name<train::selection>(t.select, "--select");
     ro.seed = so.seed = a.data.seed;
     ro.exchange.overlap = so.overlap = !t.no_overlap;
-    so.exact = ro.exact;
+    so.deterministic = ro.deterministic;
     so.heads = ro.heads;
     so.layers = t.layers;
     so.optimizer.kind = parse_name<optimizer_kind>(t.std_optimizer, "--std-optimizer");
@@ -330,16 +347,16 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     const auto norm = per_stage<train::normalization>("norm", t.norm, t.stages);
     const auto schedule = per_stage<train::lr_schedule>("lr-schedule", t.schedule, t.stages);
     ro.stages.clear();
-    for (std::size_t k = 0; k < static_cast<std::size_t>(t.stages); ++k)
-        ro.stages.push_back({.rounds = rounds[k],
-                             .lr = lr[k],
-                             .hidden = hidden[k],
-                             .dropout = dropout[k],
-                             .weight_decay = wd[k],
-                             .optimizer = opt[k],
-                             .norm = norm[k],
-                             .schedule = schedule[k],
-                             .patience = patience[k]});
+    for (std::size_t stage = 0; stage < static_cast<std::size_t>(t.stages); ++stage)
+        ro.stages.push_back({.rounds = rounds[stage],
+                             .lr = lr[stage],
+                             .hidden = hidden[stage],
+                             .dropout = dropout[stage],
+                             .weight_decay = wd[stage],
+                             .optimizer = opt[stage],
+                             .norm = norm[stage],
+                             .schedule = schedule[stage],
+                             .patience = patience[stage]});
     if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
     ro.output = parse_name<train::stage_output>(t.output_stage, "--output-stage");
     if (!t.smooth_alpha.empty()) ro.smooth.alpha = list_of<double>("smooth-alpha", t.smooth_alpha);

@@ -81,11 +81,11 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
         members[labels_[v]].push_back(v);
     std::vector<std::vector<double>> cum(static_cast<std::size_t>(c));
     std::vector<double> class_weight(static_cast<std::size_t>(c), 0.0);
-    for (int k = 0; k < c; ++k) {
+    for (int cls = 0; cls < c; ++cls) {
         double s = 0;
-        for (node_t v : members[k])
-            cum[k].push_back(s += weight[v]);
-        class_weight[k] = s;
+        for (node_t v : members[cls])
+            cum[cls].push_back(s += weight[v]);
+        class_weight[cls] = s;
     }
     std::vector<double> all_cum(static_cast<std::size_t>(n));
     {
@@ -96,8 +96,8 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
     std::vector<double> class_cum(static_cast<std::size_t>(c));
     {
         double s = 0;
-        for (int k = 0; k < c; ++k)
-            class_cum[k] = s += class_weight[k];
+        for (int cls = 0; cls < c; ++cls)
+            class_cum[cls] = s += class_weight[cls];
     }
 
     // Edges: u proportional to weight; v in u's class with probability h, otherwise in
@@ -137,10 +137,10 @@ csbm_generator::csbm_generator(const csbm_options& options) : opt_(options)
     const counter_rng mean_rng(opt_.seed, rng_stream::generate_means);
     means_.resize(c, opt_.features);
     const double scale = opt_.feature_signal / std::sqrt(static_cast<double>(opt_.features));
-    for (int k = 0; k < c; ++k)
+    for (int cls = 0; cls < c; ++cls)
         for (int f = 0; f < opt_.features; ++f)
-            means_(k, f) =
-                static_cast<float>(scale * mean_rng.normal(static_cast<std::uint64_t>(k) * opt_.features + f));
+            means_(cls, f) =
+                static_cast<float>(scale * mean_rng.normal(static_cast<std::uint64_t>(cls) * opt_.features + f));
 }
 
 graph_info csbm_generator::info() const

@@ -17,13 +17,13 @@ int reduce_mode::scale_for(std::initializer_list<double> local_max) const
 }
 
 template <>
-void weight_gradient<float>(parameter<float>& p, const linear_kernel& k, const float* x, const float* d, std::int64_t n,
-                            const reduce_mode& mode)
+void weight_gradient<float>(parameter<float>& p, const linear_kernel& kernel, const float* x, const float* d,
+                            std::int64_t n, const reduce_mode& mode)
 {
     const auto a = static_cast<int>(p.value.rows());
     const auto b = static_cast<int>(p.value.cols());
     if (!mode.exact) {
-        k.backward_weights(x, d, n, p.grad.data(), static_cast<decltype(p.grad.data())>(nullptr));
+        kernel.backward_weights(x, d, n, p.grad.data(), static_cast<decltype(p.grad.data())>(nullptr));
         return;
     }
     p.exact_k = mode.scale_for(
@@ -33,18 +33,18 @@ void weight_gradient<float>(parameter<float>& p, const linear_kernel& k, const f
 }
 
 template <>
-void weight_gradient<double>(parameter<double>& p, const linear_kernel& k, const double* x, const double* d,
+void weight_gradient<double>(parameter<double>& p, const linear_kernel& kernel, const double* x, const double* d,
                              std::int64_t n, const reduce_mode&)
 {
-    k.backward_weights(x, d, n, p.grad.data(), static_cast<decltype(p.grad.data())>(nullptr));
+    kernel.backward_weights(x, d, n, p.grad.data(), static_cast<decltype(p.grad.data())>(nullptr));
 }
 
-void weight_gradient(parameter<float>& p, const linear_kernel& k, const csr_matrix& x, const float* d,
+void weight_gradient(parameter<float>& p, const linear_kernel& kernel, const csr_matrix& x, const float* d,
                      const reduce_mode& mode)
 {
     const auto b = static_cast<int>(p.value.cols());
     if (!mode.exact) {
-        k.backward_weights(x, d, p.grad.data());
+        kernel.backward_weights(x, d, p.grad.data());
         return;
     }
     p.exact_k = mode.scale_for(

@@ -6,7 +6,7 @@ namespace retexo::nn {
 
 stage_model::stage_model(const stage_spec& s) : spec_(s)
 {
-    // Initialisation streams 1000 + 10 k (transform) and + 1 (head): apart from the
+    // Initialisation streams 1000 + 10 stage (transform) and + 1 (head): apart from the
     // standard trainer's layers 0, 1, ...
     const std::uint64_t init = 1000 + 10 * static_cast<std::uint64_t>(s.stage);
     const std::string name = "stage" + std::to_string(s.stage) + (s.fold >= 0 ? ".fold" + std::to_string(s.fold) : "");

@@ -17,14 +17,14 @@ namespace retexo::train {
 void retexo_options::validate() const
 {
     RETEXO_ENSURE(!stages.empty(), "--stages must be at least 1");
-    for (std::size_t k = 0; k < stages.size(); ++k) {
-        const auto& s = stages[k];
-        RETEXO_ENSURE(s.rounds >= 1, "--rounds: stage " << k << " needs at least 1 round, got " << s.rounds);
-        RETEXO_ENSURE(s.hidden >= 1, "--hidden: stage " << k << " width must be positive, got " << s.hidden);
+    for (std::size_t stage = 0; stage < stages.size(); ++stage) {
+        const auto& s = stages[stage];
+        RETEXO_ENSURE(s.rounds >= 1, "--rounds: stage " << stage << " needs at least 1 round, got " << s.rounds);
+        RETEXO_ENSURE(s.hidden >= 1, "--hidden: stage " << stage << " width must be positive, got " << s.hidden);
         RETEXO_ENSURE(s.dropout >= 0 && s.dropout < 1,
-                      "--dropout: stage " << k << " rate must be in [0, 1), got " << s.dropout);
-        RETEXO_ENSURE(s.lr > 0, "--lr: stage " << k << " must be positive, got " << s.lr);
-        RETEXO_ENSURE(s.patience >= 0, "--patience: stage " << k << " must be >= 0, got " << s.patience);
+                      "--dropout: stage " << stage << " rate must be in [0, 1), got " << s.dropout);
+        RETEXO_ENSURE(s.lr > 0, "--lr: stage " << stage << " must be positive, got " << s.lr);
+        RETEXO_ENSURE(s.patience >= 0, "--patience: stage " << stage << " must be >= 0, got " << s.patience);
         RETEXO_ENSURE(model != nn::layer_kind::gat || s.hidden % heads == 0,
                       "--hidden " << s.hidden << " must be divisible by --heads " << heads << " for GAT");
     }
@@ -73,8 +73,10 @@ bool retexo_options::replicates_rows(int ranks, std::int64_t n_train, std::int64
 std::vector<stage_options> default_stages(int count)
 {
     std::vector<stage_options> stages(static_cast<std::size_t>(std::max(count, 0)),
-                                      stage_options{.dropout = 0.5, .patience = 50});
-    if (!stages.empty()) stages.back() = stage_options{.dropout = 0.8, .patience = 0};
+                                      stage_options{.dropout = defaults::dropout, .patience = defaults::patience});
+    if (!stages.empty())
+        stages.back() =
+            stage_options{.dropout = defaults::last_stage_dropout, .patience = defaults::last_stage_patience};
     return stages;
 }
 
@@ -104,7 +106,7 @@ std::string retexo_options::describe() const
 {
     std::ostringstream d;
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
-      << " deterministic=" << exact << " batch-size=" << batch_size << " select=" << name_of(select)
+      << " deterministic=" << deterministic << " batch-size=" << batch_size << " select=" << name_of(select)
       << " exchange-precision=" << name_of(exchange.precision) << " exchange-columns=" << exchange.columns
       << " skip=" << skips() << " cross-fit=" << cross_fit
       << " replicate-train=" << (replicate_train ? (*replicate_train ? "true" : "false") : "auto");
@@ -125,9 +127,9 @@ std::string retexo_options::describe() const
             d << a << ",";
         d << " smooth-steps=" << smooth.steps;
     }
-    for (std::size_t k = 0; k < stages.size(); ++k) {
-        const auto& s = stages[k];
-        d << "; stage " << k << ": rounds=" << s.rounds << " lr=" << s.lr << " hidden=" << s.hidden
+    for (std::size_t stage = 0; stage < stages.size(); ++stage) {
+        const auto& s = stages[stage];
+        d << "; stage " << stage << ": rounds=" << s.rounds << " lr=" << s.lr << " hidden=" << s.hidden
           << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay << " optimizer=" << name_of(s.optimizer)
           << " norm=" << name_of(s.norm) << " lr-schedule=" << name_of(s.schedule) << " patience=" << s.patience;
     }
@@ -138,8 +140,8 @@ namespace {
 
 /// One stage in progress; stage_progress: what a checkpoint keeps of it.
 struct retexo_stage : stage_progress {
-    retexo_stage(int k, const stage_options& so) : k(k), so(so) {}
-    int k;
+    retexo_stage(int index, const stage_options& so) : index(index), so(so) {}
+    int index;
     stage_options so; ///< the stage's settings (a search's current candidate)
     bool last = false;
     bool mlp_only = false; ///< logits variant, stage 0: raw features never cross a partition
@@ -184,7 +186,7 @@ public:
     retexo_run(const rank_context& ctx, const retexo_options& o, const progress_fn& progress);
 
     int first_stage() const { return resumed_ ? resumed_->stage : 0; }
-    retexo_stage open_stage(int k);
+    retexo_stage open_stage(int index);
     /// The stage's inputs: its one exchange (and aggregation), then --skip's columns.
     void exchange_and_aggregate(retexo_stage& s);
     void build_model(retexo_stage& s);
@@ -225,7 +227,7 @@ private:
     /// The mean loss of a step over n_global rows (an all-reduce unless gathered).
     double step_loss(const retexo_stage& s, const loss_result& loss, std::int64_t n_global);
     /// Cross-fitting: the folds of the stage's training rows and each model's share.
-    void assign_folds(retexo_stage& s, int k);
+    void assign_folds(retexo_stage& s, int folds);
     double train_round(retexo_stage& s, int round);
     /// One model's forward and backward pass over rows; its loss.
     loss_result model_step(retexo_stage& s, nn::stage_model& m, const std::vector<node_t>& rows,
@@ -291,8 +293,9 @@ std::uint64_t digest(const node_features& x)
 
 retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const progress_fn& progress)
     : ctx_(ctx), o_(o), progress_(progress), meter_(ctx), own_(ctx.part.num_owned()), C_(ctx.part.global.num_classes),
-      mode_(ctx.reduce(o.exact)), local_mode_(mode_), loss_k_(o.exact ? loss_exponent(ctx.global_train) : -1),
-      valid_k_(o.exact ? loss_exponent(ctx.global_valid) : -1)
+      mode_(ctx.reduce(o.deterministic)), local_mode_(mode_),
+      loss_k_(o.deterministic ? loss_exponent(ctx.global_train) : -1),
+      valid_k_(o.deterministic ? loss_exponent(ctx.global_valid) : -1)
 {
     local_mode_.global_max = [](std::span<double>) {};
     const auto& part = ctx.part;
@@ -328,18 +331,18 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
     last_checkpoint_ = std::chrono::steady_clock::now();
 }
 
-retexo_stage retexo_run::open_stage(int k)
+retexo_stage retexo_run::open_stage(int index)
 {
     phase_timer::scope sc(meter_.timer, "setup");
-    retexo_stage s(k, o_.stages[static_cast<std::size_t>(k)]);
-    s.resumed = resumed_ && k == resumed_->stage && resumed_->next_round > 1;
+    retexo_stage s(index, o_.stages[static_cast<std::size_t>(index)]);
+    s.resumed = resumed_ && index == resumed_->stage && resumed_->next_round > 1;
     // Inside a resumed stage its traffic and time so far count too.
     s.start = ctx_.comm.ledger() - (s.resumed ? resumed_->current.done : byte_ledger{});
     s.t0 = std::chrono::steady_clock::now() -
            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                std::chrono::duration<double>(s.resumed ? resumed_->current.elapsed : 0.0));
-    s.last = k + 1 == static_cast<int>(o_.stages.size());
-    s.mlp_only = o_.variant == retexo_variant::logits && k == 0;
+    s.last = index + 1 == static_cast<int>(o_.stages.size());
+    s.mlp_only = o_.variant == retexo_variant::logits && index == 0;
     s.graph = !s.mlp_only && (o_.model == nn::layer_kind::sage_pool || o_.model == nn::layer_kind::gat);
     return s;
 }
@@ -358,7 +361,7 @@ void retexo_run::exchange_and_aggregate(retexo_stage& s)
     if (!s.last) carry_.h = {};
     release_free_memory(); // the stage before's buffers, before this stage's largest
 
-    if (o_.skips() && s.k > 0) {
+    if (o_.skips() && s.index > 0) {
         // Sparse raw inputs (stage 0's) stay sparse: the new columns join them as sparse rows.
         // The previous inputs are consumed on the way (the peak of a run on sparse features).
         auto with_skip = [](const node_features& x, node_features& prev) -> node_features {
@@ -404,10 +407,10 @@ void retexo_run::build_model(retexo_stage& s)
 {
     phase_timer::scope sc(meter_.timer, "setup");
     const auto& so = s.so;
-    const int k = o_.cross_fit > 1 && !s.last ? o_.cross_fit : 1;
-    s.models.reserve(static_cast<std::size_t>(k)); // params point into them
-    for (int f = 0; f < k; ++f)
-        s.models.emplace_back(nn::stage_spec{.stage = s.k,
+    const int folds = o_.cross_fit > 1 && !s.last ? o_.cross_fit : 1;
+    s.models.reserve(static_cast<std::size_t>(folds)); // params point into them
+    for (int f = 0; f < folds; ++f)
+        s.models.emplace_back(nn::stage_spec{.stage = s.index,
                                              .kind = o_.model,
                                              .graph = s.graph,
                                              .in = static_cast<int>(s.x.all.cols()),
@@ -418,7 +421,7 @@ void retexo_run::build_model(retexo_stage& s)
                                              .heads = o_.heads,
                                              .dropout = so.dropout,
                                              .seed = o_.seed,
-                                             .fold = k > 1 ? f : -1});
+                                             .fold = folds > 1 ? f : -1});
     for (auto& m : s.models) {
         auto ps = m.parameters();
         s.params.insert(s.params.end(), ps.begin(), ps.end());
@@ -429,7 +432,7 @@ void retexo_run::build_model(retexo_stage& s)
     if (!s.graph && !s.all_train &&
         o_.replicates_rows(ctx_.comm.size(), ctx_.global_train, s.x.all.cols(), params, so.rounds))
         gather_training_rows(s);
-    assign_folds(s, k);
+    assign_folds(s, folds);
     // Mini-batches: the batch of a training node is hash(global id, stage, round) mod
     // batches, the same on every partitioning.
     s.batches = o_.batch_size > 0 ? static_cast<int>((ctx_.global_train + o_.batch_size - 1) / o_.batch_size) : 1;
@@ -442,7 +445,7 @@ void retexo_run::build_model(retexo_stage& s)
     if (s.resumed) {
         const auto& cur = resumed_->current;
         RETEXO_ENSURE(cur.params.size() == s.params.size(), "checkpoint: the stage model of stage "
-                                                                << s.k << " has " << s.params.size()
+                                                                << s.index << " has " << s.params.size()
                                                                 << " tensors, the checkpoint " << cur.params.size());
         restore(s.params, cur.params);
         s.opt->first_moments() = cur.first_moments;
@@ -463,10 +466,10 @@ void retexo_run::build_model(retexo_stage& s)
     }
 }
 
-void retexo_run::assign_folds(retexo_stage& s, int k)
+void retexo_run::assign_folds(retexo_stage& s, int folds)
 {
-    s.fold_rows.assign(static_cast<std::size_t>(k), {});
-    if (k == 1) {
+    s.fold_rows.assign(static_cast<std::size_t>(folds), {});
+    if (folds == 1) {
         s.fold_rows[0] = training_rows(s);
         s.fold_count.assign(1, ctx_.global_train);
         return;
@@ -474,27 +477,28 @@ void retexo_run::assign_folds(retexo_stage& s, int k)
     // A node's fold depends on its global id only: the same folds on every partitioning.
     const counter_rng rng(o_.seed, rng_stream::folds);
     auto fold_of = [&](node_t id) {
-        return static_cast<int>(rng.below(static_cast<std::uint64_t>(id), static_cast<std::uint64_t>(k)));
+        return static_cast<int>(rng.below(static_cast<std::uint64_t>(id), static_cast<std::uint64_t>(folds)));
     };
     s.row_fold.assign(static_cast<std::size_t>(own_), -1);
     for (node_t r : ctx_.train_rows)
         s.row_fold[static_cast<std::size_t>(r)] = fold_of(local_ids_[r]);
-    std::vector<std::int64_t> in_fold(static_cast<std::size_t>(k));
+    std::vector<std::int64_t> in_fold(static_cast<std::size_t>(folds));
     const auto ids = training_ids(s);
     for (node_t r : training_rows(s)) {
         const int f = fold_of(ids[static_cast<std::size_t>(r)]);
         ++in_fold[static_cast<std::size_t>(f)];
-        for (int m = 0; m < k; ++m)
+        for (int m = 0; m < folds; ++m)
             if (m != f) s.fold_rows[static_cast<std::size_t>(m)].push_back(r);
     }
     if (s.resumed) { // counted before the checkpoint, restored with the stage's progress
-        RETEXO_ENSURE(static_cast<int>(s.fold_count.size()) == k,
-                      "checkpoint: stage " << s.k << " has " << s.fold_count.size() << " fold counts, expected " << k);
+        RETEXO_ENSURE(static_cast<int>(s.fold_count.size()) == folds, "checkpoint: stage "
+                                                                          << s.index << " has " << s.fold_count.size()
+                                                                          << " fold counts, expected " << folds);
         return;
     }
     if (!s.all_train) ctx_.comm.allreduce(std::span<std::int64_t>(in_fold), MPI_SUM, purpose::control);
-    s.fold_count.assign(static_cast<std::size_t>(k), ctx_.global_train);
-    for (int m = 0; m < k; ++m)
+    s.fold_count.assign(static_cast<std::size_t>(folds), ctx_.global_train);
+    for (int m = 0; m < folds; ++m)
         s.fold_count[static_cast<std::size_t>(m)] -= in_fold[static_cast<std::size_t>(m)];
 }
 
@@ -503,7 +507,7 @@ bool retexo_run::train_rounds(retexo_stage& s)
     for (int round = s.resumed ? resumed_->next_round : 1; round <= s.so.rounds; ++round) {
         s.rounds_done = round;
         epoch_record rec;
-        rec.stage = s.k;
+        rec.stage = s.index;
         rec.epoch = round;
         rec.loss = train_round(s, round);
         evaluate(s, rec);
@@ -528,8 +532,8 @@ double retexo_run::train_round(retexo_stage& s, int round)
     auto sync_and_step = [&] {
         if (!s.all_train) {
             phase_timer::scope sc(meter_.timer, "sync");
-            allreduce_gradients(comm, s.params, o_.exact); // every model's, in one call
-        } else if (o_.exact) {
+            allreduce_gradients(comm, s.params, o_.deterministic); // every model's, in one call
+        } else if (o_.deterministic) {
             for (auto* p : s.params) // already the whole sum
                 nn::finish_exact_gradient(*p);
         }
@@ -553,7 +557,7 @@ double retexo_run::train_round(retexo_stage& s, int round)
     if (s.batches == 1) {
         batch_rows[0] = training_rows(s);
     } else {
-        const counter_rng rng(o_.seed, rng_stream::shuffle + static_cast<std::uint64_t>(s.k) * 1000003ULL);
+        const counter_rng rng(o_.seed, rng_stream::shuffle + static_cast<std::uint64_t>(s.index) * 1000003ULL);
         const auto ids = training_ids(s);
         for (node_t r : training_rows(s))
             batch_rows[rng.below(static_cast<std::uint64_t>(ids[static_cast<std::size_t>(r)]) * 100003ULL +
@@ -637,7 +641,7 @@ void retexo_run::gather_training_rows(retexo_stage& s)
     labels = gather(labels);
     const node_features mine = s.x.for_training(ctx_.inductive).select_rows(rows);
     RETEXO_ENSURE(comm.allreduce(mine.is_sparse() ? 1 : 0, MPI_SUM, purpose::train_rows) % comm.size() == 0,
-                  "--replicate-train: the ranks hold stage " << s.k
+                  "--replicate-train: the ranks hold stage " << s.index
                                                              << "'s inputs in different storage (dense, sparse)");
     const auto n = static_cast<std::int64_t>(ids.size());
     node_features all;
@@ -735,7 +739,7 @@ bool retexo_run::checkpoint_round(retexo_stage& s, int round)
     const bool stage_over = round == s.so.rounds || (patience(s) > 0 && round - s.best_round >= patience(s));
     if (stage_over || (flags[0] == 0 && flags[1] == 0)) return false;
     retexo_checkpoint c;
-    c.stage = s.k;
+    c.stage = s.index;
     c.next_round = round + 1;
     c.carry = carry_;
     auto& cur = c.current;
@@ -797,7 +801,7 @@ void retexo_run::search(retexo_stage& s)
     // are what a run with its settings alone (and the same patience) computes.
     const std::int64_t step0 = step_;
     std::int64_t top_step = step0;
-    retexo_stage top(s.k, base); // the best candidate so far: its settings and selection
+    retexo_stage top(s.index, base); // the best candidate so far: its settings and selection
     for (std::size_t i = 0; i < n; ++i) {
         reset_model(s);
         s.so = o_.search.candidate(base, i);
@@ -850,7 +854,7 @@ void retexo_run::embed_owned(retexo_stage& s, const node_features& x, const nn::
         logits.setZero();
         hidden.setZero();
     }
-    const auto k = static_cast<float>(s.models.size());
+    const auto models = static_cast<float>(s.models.size());
     nn::stage_pass c;
     c.plan = plan;
     for (node_t r0 = 0; r0 < own_; r0 += chunk) {
@@ -868,7 +872,7 @@ void retexo_run::embed_owned(retexo_stage& s, const node_features& x, const nn::
             for (node_t i = 0; i < n; ++i) {
                 const int f = s.row_fold[static_cast<std::size_t>(c.rows[static_cast<std::size_t>(i)])];
                 if (f >= 0 && f != static_cast<int>(m)) continue;
-                const float w = f >= 0 ? 1.0F : 1.0F / k;
+                const float w = f >= 0 ? 1.0F : 1.0F / models;
                 logits.row(r0 + i) += w * c.logits.row(i);
                 if (head) hidden.row(r0 + i) += w * c.h.row(i);
             }
@@ -884,7 +888,7 @@ bool retexo_run::embed(retexo_stage& s)
     if (ctx_.inductive && !s.last)
         embed_owned(s, s.x.train, s.graph ? &*s.plan_own_train : nullptr, train_logits, train_hidden);
     stage_record sr;
-    sr.stage = s.k;
+    sr.stage = s.index;
     sr.rounds = s.rounds_done;
     sr.best_round = s.best_round;
     sr.candidates = s.candidates;
@@ -898,7 +902,7 @@ bool retexo_run::embed(retexo_stage& s)
     const bool logits_variant = o_.variant == retexo_variant::logits;
     if (o_.output == stage_output::best && !s.last && (carry_.best_stage < 0 || sr.best.valid >= carry_.best_valid)) {
         carry_.best_logits = logits;
-        carry_.best_stage = s.k;
+        carry_.best_stage = s.index;
         carry_.best_valid = sr.best.valid;
     }
     if (s.last) {
@@ -935,10 +939,10 @@ bool retexo_run::embed(retexo_stage& s)
     // A finished stage is a natural restart point: the next stage's inputs.
     phase_timer::scope sc_checkpoint(meter_.timer, "checkpoint");
     const auto& ck = o_.checkpoint;
-    bool stop = ck.stop_after_stage == s.k || (ck.stop_requested && ck.stop_requested());
+    bool stop = ck.stop_after_stage == s.index || (ck.stop_requested && ck.stop_requested());
     stop = ctx_.comm.allreduce(stop ? 1 : 0, MPI_MAX, purpose::control) != 0;
     retexo_checkpoint c;
-    c.stage = s.k + 1;
+    c.stage = s.index + 1;
     c.carry = carry_;
     write(std::move(c));
     return !stop;
@@ -960,8 +964,8 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
 {
     o.validate();
     retexo_run run(ctx, o, progress);
-    for (int k = run.first_stage(); k < static_cast<int>(o.stages.size()); ++k) {
-        retexo_stage s = run.open_stage(k);
+    for (int stage = run.first_stage(); stage < static_cast<int>(o.stages.size()); ++stage) {
+        retexo_stage s = run.open_stage(stage);
         run.exchange_and_aggregate(s); // the stage's one exchange
         if (o.search.active()) {
             run.search(s);

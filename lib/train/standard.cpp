@@ -19,7 +19,8 @@ void standard_options::validate() const
     RETEXO_ENSURE(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got " << dropout);
     RETEXO_ENSURE(eval_every >= 1, "--eval-every must be positive, got " << eval_every);
     RETEXO_ENSURE(bns_p > 0 && bns_p <= 1, "--bns-p must be in (0, 1], got " << bns_p);
-    RETEXO_ENSURE(bns_p == 1 || !exact, "--deterministic is not available with boundary node sampling (--bns-p < 1)");
+    RETEXO_ENSURE(bns_p == 1 || !deterministic,
+                  "--deterministic is not available with boundary node sampling (--bns-p < 1)");
     RETEXO_ENSURE(model != nn::layer_kind::gat || hidden % heads == 0,
                   "--hidden " << hidden << " must be divisible by --heads " << heads << " for GAT");
 }
@@ -74,7 +75,7 @@ public:
     standard_run(const rank_context& ctx, const standard_options& o)
         : ctx_(ctx), o_(o), meter_(ctx), own_(ctx.part.num_owned()), local_(ctx.part.num_local()), L_(o.layers),
           model_(make_model(ctx, o)), params_(model_.parameters()), opt_(o.optimizer, params_),
-          mode_(ctx.reduce(o.exact)), ids_(ctx.part.owned_global)
+          mode_(ctx.reduce(o.deterministic)), ids_(ctx.part.owned_global)
     {
         agree_initial_parameters(ctx.comm, params_);
         const auto n = static_cast<std::size_t>(L_);
@@ -281,7 +282,7 @@ void standard_run::backward(matrix_f d, int epoch)
         const bool need_in = l > 0;
         const bool need_msg = need_in || layer.has_message_params();
         // The messages' storage becomes their gradients' when nothing reads the messages.
-        const bool lend = need_msg && !o_.exact && !layer.backward_reads_messages();
+        const bool lend = need_msg && !o_.deterministic && !layer.backward_reads_messages();
         if (lend) c.d_msg = std::move(msgs_[li]);
         {
             phase_timer::scope s(timer, "compute");
@@ -294,7 +295,7 @@ void standard_run::backward(matrix_f d, int epoch)
             phase_timer::scope s(timer, "exchange");
             const int w = layer.msg_width();
             const auto off = static_cast<std::ptrdiff_t>(own_) * w;
-            if (o_.exact)
+            if (o_.deterministic)
                 ctx_.halo->reverse_add(c.d_msg_exact.data() + off, c.d_msg_exact.data(), w);
             else if (bns())
                 ctx_.halo->reverse_add_sampled(c.d_msg.data() + off, c.d_msg.data(), w, keep(epoch, l),
@@ -337,7 +338,7 @@ run_result standard_run::train(const progress_fn& progress)
     result.seed = o_.seed;
     double best_valid = -1;
     std::vector<matrix_f> best_params = snapshot(params_);
-    const int loss_k = o_.exact ? loss_exponent(ctx_.global_train) : -1;
+    const int loss_k = o_.deterministic ? loss_exponent(ctx_.global_train) : -1;
 
     for (int epoch = 1; epoch <= o_.epochs; ++epoch) {
         const matrix_f& logits = forward(true, epoch, purpose::halo_forward);
@@ -354,7 +355,7 @@ run_result standard_run::train(const progress_fn& progress)
         backward(std::move(d), epoch);
         {
             phase_timer::scope s(meter_.timer, "sync");
-            allreduce_gradients(comm, params_, o_.exact);
+            allreduce_gradients(comm, params_, o_.deterministic);
         }
         {
             phase_timer::scope s(meter_.timer, "compute");

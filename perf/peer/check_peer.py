@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """Checks perf/peer/peer.py's hand-written kernels against plain dense autograd on a small
 random graph: forward values and every gradient (oneDNN linear, sparse linear, aggregation,
-the GCN / mean adjacencies, GAT's gather, repeat, edge softmax and block aggregation).
+the GCN / mean adjacencies, GAT's gather, repeat, edge softmax and block aggregation), and
+its settings: the defaults table and config files read with retexo_mpi's rules.
     /usr/bin/python3 perf/peer/check_peer.py        (prints the largest errors, exits 1 on a mismatch)"""
 import os
 import sys
@@ -118,6 +119,46 @@ kept = float((m > 0).float().mean())
 print(f"{'dropout 0.3: kept fraction':40s} {kept:.4f}, scale {float(m.max()):.4f}")
 if abs(kept - 0.7) > 0.01 or abs(float(m.max()) - 1 / 0.7) > 1e-5:
     bad.append("dropout")
+
+# settings: the defaults table and config files under retexo_mpi's rules
+def settings(text):
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".cfg", delete=False) as f:
+        f.write(text)
+    try:
+        return peer.Settings(f.name)
+    finally:
+        os.unlink(f.name)
+
+
+def refused(name, text, use=lambda st: None):
+    try:
+        use(settings(text))
+    except SystemExit as e:
+        print(f"{name:40s} refused: {e}")
+        return
+    bad.append(name)
+
+
+root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+table = peer.read_config(os.path.join(root, "data", "defaults.cfg"))
+st = settings("")
+if (st.stages, st.per_stage("dropout"), st.per_stage("patience", int)) != (
+        int(table["stages"]), [float(table["dropout"])] * (int(table["stages"]) - 1) + [float(table["last-stage-dropout"])],
+        [int(table["patience"])] * (int(table["stages"]) - 1) + [int(table["last-stage-patience"])]):
+    bad.append("settings: the table's per-stage defaults")
+if settings("stages = 2\nlr = 0.1,0.02\n").per_stage("lr") != [0.1, 0.02]:
+    bad.append("settings: a list of one value per stage")
+if settings("stages = 4\nhidden = 64\n").per_stage("hidden", int) != [64] * 4:
+    bad.append("settings: one value for every stage")
+refused("settings: a short list", "stages = 3\ndropout = 0.5,0.8\n", lambda st: st.per_stage("dropout"))
+refused("settings: an unknown option", "no-such-option = 1\n")
+refused("settings: an option given twice", "lr = 0.1\nlr = 0.2\n")
+refused("settings: a line without '='", "lr 0.1\n")
+refused("settings: a bad number", "epochs = 1.5\n", lambda st: st.value("epochs", int))
+refused("settings: a bad boolean", "skip = maybe\n", lambda st: st.value("skip", bool))
+for cfg in sorted(os.listdir(os.path.join(root, "perf", "configs"))):
+    peer.Settings(os.path.join(root, "perf", "configs", cfg))  # every perf workload reads
 
 print("FAILED: " + ", ".join(bad) if bad else "all checks passed")
 sys.exit(1 if bad else 0)

@@ -5,20 +5,23 @@
         --config perf/configs/cora.cfg --epochs 100 [--rounds 100] [--json-out peer.json]
 
 Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/nn/stage_model.cpp):
-  standard gcn / sage / gat: 2 layers, hidden 256 (std-hidden), dropout on each layer's input,
-    ReLU between layers (ELU for GAT), Adam with L2 weight decay, full batch, evaluation of the
+  standard gcn / sage / gat: `layers` layers, `std-hidden` wide (default: the first stage's
+    `hidden`), dropout on each layer's input, ReLU between layers (ELU for GAT), Adam with L2 weight decay, full batch, evaluation of the
     whole graph (train / valid / test accuracy) after every epoch, the parameters of the best
     validation accuracy kept.  GCN: A_hat = D^-1/2 (A + I) D^-1/2 with d = in-degree + 1.
     SAGE: mean of the in-neighbours (0 when none), separate self and neighbour weights, one bias.
-    GAT: 8 heads, LeakyReLU(0.2) scores, softmax over in-neighbours and the node itself, heads
+    GAT: `heads` heads, LeakyReLU(0.2) scores, softmax over in-neighbours and the node itself, heads
     concatenated in the hidden layer and averaged in the output layer.  A layer whose input is
     wider than its output transforms first and aggregates the narrower rows, as retexo does.
-  retexo gcn (hidden variant, 2 stages): stage 0 aggregates A_hat X once, then trains
+  retexo gcn (hidden variant): stage 0 aggregates A_hat X once, then trains
     Linear -> [LayerNorm] -> ReLU -> dropout -> Linear on the training rows for R rounds
     (dropout on the input too), evaluating the validation rows after every round; the best
-    round is kept and every node embedded (post-ReLU hidden); stage 1 aggregates A_hat H once
-    and trains Linear -> logits the same way.
-Hyperparameters: retexo_mpi's defaults, overridden by --config (the same key = value files).
+    round is kept and every node embedded (post-ReLU hidden); the last stage aggregates A_hat H
+    once and trains Linear -> logits the same way (a middle stage as stage 0, on A_hat H).  A stage
+    stops `patience` rounds after its best validation round.
+Hyperparameters: the defaults table (data/defaults.cfg) that retexo_mpi and the library read,
+overridden by --config, a retexo_mpi config file read with retexo_mpi's rules; an option the
+peer does not implement, or a value it cannot follow (such as skip = true), is refused.
 
 Tuning (so that this is not a strawman): Debian's torch multiplies dense matrices with the
 reference BLAS (1-5 GFLOP/s), so dense products, forward and backward, go through the oneDNN
@@ -444,21 +447,81 @@ class GatAggregate(torch.autograd.Function):
 
 
 # ---------------------------------------------------------------- settings, data
+DEFAULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "data", "defaults.cfg")
+
+
 def read_config(path):
+    """`key = value` lines as retexo_mpi's --config reads them: '#' starts a comment, blank
+    lines are skipped; any other line, or a key given twice, is an error."""
     cfg = {}
-    if path:
-        for line in open(path):
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
             line = line.split("#", 1)[0].strip()
-            if line:
-                k, v = (s.strip() for s in line.split("=", 1))
-                cfg[k] = v
+            if not line:
+                continue
+            key, eq, value = (part.strip() for part in line.partition("="))
+            if not eq or not key:
+                raise SystemExit(f"peer.py: {path}:{number}: expected 'key = value', got '{line}'")
+            if key in cfg:
+                raise SystemExit(f"peer.py: {path}:{number}: option '{key}' given twice")
+            cfg[key] = value
     return cfg
 
 
-def setting(cfg, key, default, stage=None, conv=float):
-    """A retexo_mpi option: one value, or one per stage ("0.5,0.8"; the last repeats)."""
-    parts = str(cfg.get(key, default)).split(",")
-    return conv(parts[min(stage or 0, len(parts) - 1)])
+def boolean(text, option):
+    """A boolean as retexo_mpi (Boost.Program_options) reads it."""
+    t = text.lower()
+    if t in ("true", "yes", "on", "1"):
+        return True
+    if t in ("false", "no", "off", "0"):
+        return False
+    raise SystemExit(f"peer.py: --{option}: '{text}' is not a valid value")
+
+
+class Settings:
+    """retexo_mpi's options for one run: a --config file over the defaults table
+    (data/defaults.cfg), read with retexo_mpi's rules.  A key neither in the table nor in
+    EXTRA is one the peer does not implement, and refused; a per-stage list has one value
+    (every stage) or one per stage."""
+
+    # Options the peer implements whose defaults are not plain values: the standard trainer's
+    # width is the first stage's --hidden; --skip is on for the hidden variant (the peer's).
+    EXTRA = {"std-hidden", "skip"}
+
+    def __init__(self, path):
+        self.table = read_config(DEFAULTS)
+        self.table["skip"] = "true"
+        self.cfg = read_config(path) if path else {}
+        for key in self.cfg:
+            if key not in self.table and key not in self.EXTRA or key.startswith("last-stage-"):
+                raise SystemExit(f"peer.py: {path}: option '{key}' is not one the peer implements")
+        self.stages = self.value("stages", int)
+
+    def given(self, key):
+        return key in self.cfg
+
+    def value(self, key, conv=float):
+        text = self.cfg.get(key, self.table.get(key))
+        return boolean(text, key) if conv is bool else self._conv(key, text, conv)
+
+    def per_stage(self, key, conv=float):
+        """One value per RETEXO stage (the table's last-stage-<key> for the last, if it has one)."""
+        if key in self.cfg:
+            parts = [self._conv(key, v, conv) for v in self.cfg[key].split(",")]
+            if len(parts) == 1:
+                parts *= self.stages
+            if len(parts) != self.stages:
+                raise SystemExit(f"peer.py: --{key}: {len(parts)} values for {self.stages} stages")
+            return parts
+        inner = self._conv(key, self.table[key], conv)
+        last = self.table.get("last-stage-" + key)
+        return [inner] * (self.stages - 1) + [self._conv(key, last, conv) if last else inner]
+
+    def _conv(self, key, text, conv):
+        try:
+            return conv(text.strip())
+        except ValueError:
+            raise SystemExit(f"peer.py: --{key}: '{text}' is not a valid value") from None
 
 
 class Data:
@@ -575,15 +638,16 @@ def choose_input(x, width, opts, rows=None):
 
 
 # ---------------------------------------------------------------- the standard trainer
-def run_standard(d, cfg, opts):
-    hidden = setting(cfg, "std-hidden", 256, conv=int)
-    p = setting(cfg, "std-dropout", 0.5)
-    lr = setting(cfg, "std-lr", 0.01)
-    wd = setting(cfg, "std-weight-decay", 5e-4)
-    model, H, N, C = opts.model, opts.heads, d.N, d.C
-    epochs = opts.epochs or setting(cfg, "epochs", 200, conv=int)
+def run_standard(d, st, opts):
+    hidden = st.value("std-hidden", int) if st.given("std-hidden") else st.per_stage("hidden", int)[0]
+    p, lr, wd = st.value("std-dropout"), st.value("std-lr"), st.value("std-weight-decay")
+    if st.value("std-optimizer", str) != "adam":
+        raise SystemExit("peer.py: --mode standard implements std-optimizer = adam only")
+    model, H, N, C = opts.model, st.value("heads", int), d.N, d.C
+    epochs = opts.epochs or st.value("epochs", int)
+    depth = st.value("layers", int)
     t0 = time.perf_counter()
-    widths = [d.F, hidden, C]
+    widths = [d.F] + [hidden] * (depth - 1) + [C]
     x0, kind, _ = choose_input(d.X, {"gcn": hidden, "sage": 2 * hidden, "gat": hidden}[model], opts)
     if model == "gcn":
         A = gcn_adjacency(d.off, d.src, N)
@@ -592,8 +656,8 @@ def run_standard(d, cfg, opts):
     else:
         G = GatGraph(d.off, d.src, N, H)
     layers = []
-    for l in range(2):
-        fin, fout, last = widths[l], widths[l + 1], l == 1
+    for l in range(depth):
+        fin, fout, last = widths[l], widths[l + 1], l == depth - 1
         sparse_in = l == 0 and kind == "sparse"
         L = {"b": torch.zeros(fout, requires_grad=True), "tf": fin > fout, "out": fout}
         if model == "gcn":
@@ -639,9 +703,12 @@ def run_standard(d, cfg, opts):
         return att.view(N, H, D).mean(1).add_(L["b"])
 
     def forward(training):
-        h = layer(layers[0], x0, training)
-        h = F.elu(h, inplace=True) if model == "gat" else F.relu(h, inplace=True)
-        return layer(layers[1], h, training)
+        h = x0
+        for i, L in enumerate(layers):
+            h = layer(L, h, training)
+            if i + 1 < depth:
+                h = F.elu(h, inplace=True) if model == "gat" else F.relu(h, inplace=True)
+        return h
 
     labels, (tr, va, te) = d.labels, (d.split[k] for k in ("train", "valid", "test"))
     ytr = labels.index_select(0, tr)
@@ -683,11 +750,28 @@ def run_standard(d, cfg, opts):
 
 
 # ---------------------------------------------------------------- RETEXO (GCN, hidden variant)
-def run_retexo(d, cfg, opts):
+def retexo_settings(st, opts):
+    """The per-stage settings of the peer's RETEXO, refusing what it does not implement."""
     if opts.model != "gcn":
         raise SystemExit("peer.py: --mode retexo implements gcn only")
+    missing = [text for text, ok in (
+        ("skip = false", not st.value("skip", bool)), ("cross-fit = 1", st.value("cross-fit", int) == 1),
+        ("output-stage = last", st.value("output-stage", str) == "last"),
+        ("smooth-alpha = 0", st.value("smooth-alpha", str) == "0"),
+        ("optimizer = adam", set(st.per_stage("optimizer", str)) == {"adam"}),
+        ("lr-schedule = constant", set(st.per_stage("lr-schedule", str)) == {"constant"})) if not ok]
+    if missing:
+        raise SystemExit("peer.py: --mode retexo needs " + ", ".join(missing) + " (it implements no other value)")
+    rounds = [opts.rounds] * st.stages if opts.rounds else st.per_stage("rounds", int)
+    keys = ("lr", "dropout", "weight-decay", "hidden", "norm", "patience")
+    convs = (float, float, float, int, str, int)
+    return [dict(zip(("rounds",) + keys, values))
+            for values in zip(rounds, *(st.per_stage(k, c) for k, c in zip(keys, convs)))]
+
+
+def run_retexo(d, st, opts):
+    stage_settings = retexo_settings(st, opts)
     N, C = d.N, d.C
-    rounds = opts.rounds or setting(cfg, "rounds", 200, conv=int)
     labels, split = d.labels, d.split
     tr, va = split["train"], split["valid"]
     ytr, yva = labels.index_select(0, tr), labels.index_select(0, va)
@@ -695,15 +779,11 @@ def run_retexo(d, cfg, opts):
     A = gcn_adjacency(d.off, d.src, N)
     times = {"aggregate": 0.0, "setup": 0.0, "train": 0.0, "eval": 0.0, "embed": 0.0}
     times["setup"] = time.perf_counter() - t0
-    if str(cfg.get("skip", "true")).lower() in ("true", "1", "yes", "on") or int(cfg.get("cross-fit", 1)) > 1:
-        raise SystemExit("peer.py: --mode retexo implements neither skip nor cross-fit: set skip = false, cross-fit = 1")
     stages = []
     h = None  # the next stage's input: the previous stage's hidden embedding
-    for k in range(2):
-        last = k == 1
-        lr, p, wd = setting(cfg, "lr", 0.01, k), setting(cfg, "dropout", 0.5, k), setting(cfg, "weight-decay", 5e-4, k)
-        hidden = setting(cfg, "hidden", 256, k, int)
-        norm = setting(cfg, "norm", "none", k, str) == "layer"
+    for k, s in enumerate(stage_settings):
+        last = k + 1 == len(stage_settings)
+        lr, p, wd, hidden, norm = s["lr"], s["dropout"], s["weight-decay"], s["hidden"], s["norm"] == "layer"
         out = C if last else hidden
         ta = time.perf_counter()
         # the stage's one aggregation: A_hat X (sparse x sparse when X is sparse), A_hat H
@@ -753,7 +833,7 @@ def run_retexo(d, cfg, opts):
 
         times["setup"] += time.perf_counter() - tb
         best_valid, best, best_round = -1.0, None, 0
-        for rnd in range(1, rounds + 1):
+        for rnd in range(1, s["rounds"] + 1):
             t1 = time.perf_counter()
             logits, _ = forward(x_tr, True)
             loss = F.cross_entropy(logits, ytr)
@@ -769,6 +849,8 @@ def run_retexo(d, cfg, opts):
                 best = [q.detach().clone() for q in params]
             times["train"] += t2 - t1
             times["eval"] += time.perf_counter() - t2
+            if s["patience"] > 0 and rnd - best_round >= s["patience"]:
+                break
         t4 = time.perf_counter()
         with torch.no_grad():
             for q, b in zip(params, best):
@@ -778,14 +860,15 @@ def run_retexo(d, cfg, opts):
             h = hid.clone() if hid is not None else None
         acc = {s: accuracy(logits, labels, split[s]) for s in ("train", "valid", "test")}
         times["embed"] += time.perf_counter() - t4
-        stages.append({"stage": k, "input": kind, "input_density": ax_density, "best_round": best_round,
+        stages.append({"stage": k, "input": kind, "input_density": ax_density, "rounds": rnd, "best_round": best_round,
                        "lr": lr, "dropout": p, "weight_decay": wd, "hidden": hidden, "norm": norm,
                        "accuracy": acc})
         log(f"stage {k}: input {kind} (density {ax_density:.4f}), best round {best_round}, "
             f"valid {acc['valid']:.3f} test {acc['test']:.3f}")
     times["total"] = time.perf_counter() - t0
-    return {"rounds": rounds, "stages": stages, "time_s": times,
-            "ms_per_round": times["total"] / (2 * rounds) * 1e3, "accuracy": stages[-1]["accuracy"]}
+    rounds = sum(s["rounds"] for s in stages)
+    return {"rounds_total": rounds, "stages": stages, "time_s": times,
+            "ms_per_round": times["total"] / rounds * 1e3, "accuracy": stages[-1]["accuracy"]}
 
 
 def main():
@@ -793,11 +876,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True, help="HDF5 graph file (data/FORMAT.md)")
     ap.add_argument("--mode", choices=["standard", "retexo"], default="standard")
-    ap.add_argument("--model", choices=["gcn", "sage", "gat"], default="gcn")
+    ap.add_argument("--model", choices=["gcn", "sage", "gat"], help="default: the config's, else the table's")
     ap.add_argument("--config", help="retexo_mpi preset (key = value lines)")
-    ap.add_argument("--epochs", type=int, help="standard trainer epochs (default: the config's, else 200)")
-    ap.add_argument("--rounds", type=int, help="RETEXO rounds per stage (default: the config's, else 200)")
-    ap.add_argument("--heads", type=int, default=8)
+    ap.add_argument("--epochs", type=int, help="standard trainer epochs (default: the config's, else the table's)")
+    ap.add_argument("--rounds", type=int, help="RETEXO rounds per stage (default: the config's, else the table's)")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--sparse", choices=["auto", "always", "never"], default="auto",
@@ -812,8 +894,11 @@ def main():
     os.environ["OMP_NUM_THREADS"] = str(opts.threads)
     torch.set_num_threads(opts.threads)
     torch.manual_seed(opts.seed)
-    cfg = read_config(opts.config)
-    normalize = cfg.get("normalize-features", "false").lower() in ("true", "1", "yes", "on")
+    st = Settings(opts.config)
+    if st.given("model") and opts.model and st.value("model", str) != opts.model:
+        raise SystemExit(f"peer.py: {opts.config} says model = {st.value('model', str)}, --model {opts.model}")
+    opts.model = opts.model or st.value("model", str)
+    normalize = st.value("normalize-features", bool)
 
     t = time.perf_counter()
     d = Data(opts.data, normalize)
@@ -825,7 +910,7 @@ def main():
     t = time.perf_counter()
     pick_format(d)
     fmt_s = time.perf_counter() - t
-    result = run_standard(d, cfg, opts) if opts.mode == "standard" else run_retexo(d, cfg, opts)
+    result = run_standard(d, st, opts) if opts.mode == "standard" else run_retexo(d, st, opts)
     result["time_s"]["total"] += fmt_s  # choosing the sparse kernel is part of the setup
     result["time_s"]["setup"] += fmt_s
     result.update({"dataset": d.name, "data": opts.data, "mode": opts.mode, "model": opts.model,

@@ -32,6 +32,19 @@ for f in "$src"/perf/configs/*.cfg; do
   done
   echo "ok: keys of $f"
 done
+# The defaults table: every key but last-stage-* is a retexo_mpi option, and where --help shows
+# a default, it is the table's.
+while IFS='=' read -r key value; do
+  key=$(tr -d ' ' <<<"$key"); value=$(tr -d ' ' <<<"$value")
+  [[ $key == last-stage-* ]] && continue
+  line=$(grep -E -- "--$key( |$)" <<<"$help") || { echo "FAIL: data/defaults.cfg has $key, which retexo_mpi --help does not list"; failures=$((failures + 1)); continue; }
+  shown=$(sed -nE 's/.*\(=([^)]*)\).*/\1/p' <<<"$line")
+  # the same text, or the same number (a typed option prints 5e-4 as 0.0005)
+  if [[ -n $shown && $shown != "$value" ]] && ! awk -v a="$shown" -v b="$value" 'BEGIN { exit !(a + 0 == b + 0 && a ~ /^[-0-9.e]+$/) }'; then
+    echo "FAIL: retexo_mpi --help shows --$key (=$shown), data/defaults.cfg says $value"; failures=$((failures + 1))
+  fi
+done < <(grep -vE '^\s*(#|$)' "$src/data/defaults.cfg" | sed 's/#.*//')
+echo "ok: data/defaults.cfg"
 # Placement (issue #16): retexo_run.sh gives each rank its own cores for its threads, or no
 # binding when oversubscribing; the Slurm template binds only where Slurm can and never exports
 # OMP_PROC_BIND/OMP_PLACES (which pin every unbound rank's threads to the same cores).

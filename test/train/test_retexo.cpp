@@ -47,7 +47,7 @@ train::retexo_options exact_options(nn::layer_kind model, train::retexo_variant 
 {
     auto o = small_options(model);
     o.variant = variant;
-    o.exact = true;
+    o.deterministic = true;
     o.batch_size = batch;
     return o;
 }
@@ -273,7 +273,7 @@ TEST_CASE("retexo: bf16 and int8 exchanges round owned rows alike, so every rank
             DYNAMIC_SECTION(name_of(model) << (wire == train::wire_precision::bf16 ? " bf16" : " int8"))
             {
                 auto o = small_options(model);
-                o.exact = true;
+                o.deterministic = true;
                 o.exchange.precision = wire;
                 const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
                 const run_with dist(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
@@ -336,7 +336,7 @@ TEST_CASE("retexo: column-blocked stage exchanges send the same bytes and change
     SECTION("int8: each block has its own per-row scale; every rank count still agrees")
     {
         auto o = small_options(nn::layer_kind::gcn);
-        o.exact = true;
+        o.deterministic = true;
         o.exchange.precision = wire::int8;
         o.exchange.columns = 7;
         const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
@@ -398,7 +398,7 @@ TEST_CASE("retexo inductive: evaluation nodes never reach training; equal at eve
     graph g = small_graph();
     for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
         auto o = small_options(model);
-        o.exact = true;
+        o.deterministic = true;
         const auto a = partition_random(g.num_nodes(), world.size(), 2);
         const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o, true);
         const run_with dist(world, g, a, o, true);
@@ -498,7 +498,7 @@ TEST_CASE("retexo: selecting by validation loss keeps the lowest-loss round, at 
         DYNAMIC_SECTION(name_of(model))
         {
             auto o = small_options(model);
-            o.exact = true;
+            o.deterministic = true;
             o.select = train::selection::loss;
             o.stages[0].rounds = 12;
             o.stages[0].schedule = train::lr_schedule::linear;
@@ -683,7 +683,7 @@ TEST_CASE("retexo on sparse features: the dense run to rounding, exact at every 
                         if (world.size() > 1 && variant == train::retexo_variant::hidden)
                             CHECK(s.res.stages[0].bytes.sent_for(purpose::halo_forward) <
                                   d.res.stages[0].bytes.sent_for(purpose::halo_forward));
-                        o.exact = true;
+                        o.deterministic = true;
                         const run_with single(self, sparse, one, o, inductive);
                         const run_with dist(world, sparse, a, o, inductive);
                         check_identical(dist.res, single.res);

@@ -49,7 +49,7 @@ TEST_CASE("standard trainer: every rank count reproduces the single-process run 
             o.hidden = 16;
             o.heads = 2;
             o.epochs = 12;
-            o.exact = true;
+            o.deterministic = true;
             o.seed = 9;
             const auto single = run(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
             const auto dist = run(world, g, partition_random(g.num_nodes(), world.size(), 4), o);
@@ -79,7 +79,7 @@ TEST_CASE("standard trainer inductive: evaluation nodes never reach training", "
     train::standard_options o;
     o.hidden = 16;
     o.epochs = 6;
-    o.exact = true;
+    o.deterministic = true;
     const auto a = partition_random(g.num_nodes(), world.size(), 4);
     const auto single = run(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o, true);
     const auto dist = run(world, g, a, o, true);
@@ -211,7 +211,7 @@ TEST_CASE("standard trainer: first-layer feature rows sent once give the resendi
                         o.model = model;
                         o.hidden = 32; // wider than the 24 features: the first layer aggregates them first
                         o.epochs = 5;
-                        o.exact = exact;
+                        o.deterministic = exact;
                         const auto once = run(world, *g, a, o, inductive);
                         o.resend_features = true;
                         const auto resent = run(world, *g, a, o, inductive);
@@ -273,7 +273,7 @@ TEST_CASE("standard trainer on sparse features: the dense run to rounding, and e
                 // it by cost: aggregating the 10%-dense 24-wide inputs first here), and with it
                 // which messages cross.
                 CHECK(s.bytes.sent_for(purpose::gradients) == d.bytes.sent_for(purpose::gradients));
-                o.exact = true;
+                o.deterministic = true;
                 const auto single = run(
                     self, sparse, std::vector<part_t>(static_cast<std::size_t>(sparse.num_nodes()), 0), o, inductive);
                 const auto dist = run(world, sparse, a, o, inductive);

@@ -70,6 +70,16 @@ E parse_name(std::string_view text, std::string_view option = {})
                  << "unknown " << table.noun << " '" << text << "' (expected " << name_list<E>() << ")");
 }
 
+/// The value named `text`, at compile time: a name not in E's table does not compile.  For
+/// constant names, such as the defaults table's (retexo/defaults.hpp).
+template <named_enum E>
+consteval E named(std::string_view text)
+{
+    for (const auto& [value, name] : names_of(E{}).entries)
+        if (name == text) return value;
+    throw "retexo::named: not a name of this enum";
+}
+
 /// The name of a value (its first name in the table).
 template <named_enum E>
 std::string name_of(E value)

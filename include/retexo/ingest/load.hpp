@@ -5,6 +5,7 @@
 /// synthetic graph.  Errors on any rank are agreed on, so every rank fails together.
 
 #include <retexo/comm/communicator.hpp>
+#include <retexo/defaults.hpp>
 #include <retexo/graph/generate.hpp>
 #include <retexo/graph/local_partition.hpp>
 #include <retexo/partition/partitioner.hpp>
@@ -18,9 +19,9 @@ struct data_options {
     /// With a graph file or the embedded graph: random | metis | scotch | blocks | `<assignment file>`.
     std::string partition = "random";
     metis_objective objective = metis_objective::vol;
-    std::uint64_t seed = 42;
+    std::uint64_t seed = defaults::seed;
     /// Scale each node's features to sum 1 (rows with a zero sum stay zero).
-    bool normalize_features = false;
+    bool normalize_features = defaults::normalize_features;
     /// With a graph file: false leaves the features out (lp.features empty), for a tool that
     /// streams them from the file itself (retexo_partition).
     bool read_features = true;

@@ -19,6 +19,7 @@
 /// the node's own beside its neighbours' mean, for every model: raw features never leave
 /// their rank, only C values per boundary node per stage do.
 
+#include <retexo/defaults.hpp>
 #include <retexo/train/common.hpp>
 #include <retexo/train/smooth.hpp>
 #include <retexo/train/stage_exchange.hpp>
@@ -69,23 +70,25 @@ constexpr name_table<stage_output, 2> names_of(stage_output)
 
 /// Settings of one stage.
 struct stage_options {
-    int rounds = 200;
-    double lr = 0.01;
-    int hidden = 256;
-    double dropout = 0.5;
-    double weight_decay = 5e-4;
-    optimizer_kind optimizer = optimizer_kind::adam;
-    normalization norm = normalization::none;
-    lr_schedule schedule = lr_schedule::constant;
-    int patience = 0; ///< stop the stage after this many rounds without improvement (0: never)
+    int rounds = defaults::rounds;
+    double lr = defaults::lr;
+    int hidden = defaults::hidden;
+    double dropout = defaults::dropout;
+    double weight_decay = defaults::weight_decay;
+    optimizer_kind optimizer = named<optimizer_kind>(defaults::optimizer);
+    normalization norm = named<normalization>(defaults::norm);
+    lr_schedule schedule = named<lr_schedule>(defaults::lr_schedule);
+    /// Stop the stage after this many rounds without improvement (0: never; default_stages
+    /// sets the table's, defaults::patience and defaults::last_stage_patience).
+    int patience = 0;
 };
 
-/// The default stages of a `count`-stage run, chosen on cora and citeseer (validation) and
-/// checked on graphs held out of that choice (README, Accuracy): every stage but the last
-/// with dropout 0.5 and stopped 50 rounds after its best validation round (what it passes on
-/// is the best round's embedding; its gradient all-reduce is most of RETEXO's bytes), the
-/// last stage with dropout 0.8 and all its rounds (on few labels the last stage fits the
-/// training nodes within a few rounds; the heavier dropout holds it back).
+/// The default stages of a `count`-stage run (data/defaults.cfg), chosen on cora and citeseer
+/// (validation) and checked on graphs held out of that choice (docs/results.md, Accuracy):
+/// every stage but the last with dropout 0.5 and stopped 50 rounds after its best validation
+/// round (what it passes on is the best round's embedding; its gradient all-reduce is most of
+/// RETEXO's bytes), the last stage with dropout 0.8 and all its rounds (on few labels the last
+/// stage fits the training nodes within a few rounds; the heavier dropout holds it back).
 std::vector<stage_options> default_stages(int count);
 
 /// Candidate settings for every stage, chosen on validation.  A stage trains each candidate
@@ -125,12 +128,13 @@ struct checkpoint_options {
 };
 
 struct retexo_options {
-    nn::layer_kind model = nn::layer_kind::gcn;
+    nn::layer_kind model = named<nn::layer_kind>(defaults::model);
     retexo_variant variant = retexo_variant::hidden;
-    std::vector<stage_options> stages = default_stages(3);
-    int heads = 8; ///< gat
-    std::uint64_t seed = 42;
-    bool exact = false; ///< results independent of the partitioning
+    std::vector<stage_options> stages = default_stages(defaults::stages);
+    int heads = defaults::heads; ///< gat
+    std::uint64_t seed = defaults::seed;
+    bool deterministic =
+        false;          ///< --deterministic: exact reductions (nn/reduce.hpp), results independent of ranks and threads
     int batch_size = 0; ///< training rows per step over all ranks (0: full batch)
     selection select = selection::accuracy;
     /// How stage inputs cross the network: wire precision; GCN / GraphSAGE-mean: in blocks
@@ -154,16 +158,16 @@ struct retexo_options {
     /// model f's embedding into the next stage, one its model never fitted; every other node
     /// the mean of the models'.  All models' gradients travel in one all-reduce per round.
     /// 1: one model per stage.
-    int cross_fit = 1;
+    int cross_fit = defaults::cross_fit;
     /// Settings each stage chooses among on validation.  Checkpoints are then taken at stage
     /// ends only (validate() refuses --checkpoint-every-min and --max-hours with a search).
     stage_search search;
     /// Label spreading of the last stage's predictions over the graph, alpha chosen on
     /// validation (train/smooth.hpp); alpha 0 is the model's own predictions, so the choice
     /// never scores lower on validation than the model.  Off when smooth.alpha is empty.
-    smooth_options smooth{.alpha = {0, 0.5, 0.8, 0.9}};
+    smooth_options smooth{.alpha = {defaults::smooth_alpha.begin(), defaults::smooth_alpha.end()}};
     /// The run's predictions (before label spreading).
-    stage_output output = stage_output::best;
+    stage_output output = named<stage_output>(defaults::output_stage);
     /// Stages that train on per-node rows (gcn, sage, the logits variant's stage 0; GAT and
     /// SAGE-pool stages train on neighbourhoods and all-reduce as before) can gather every
     /// rank's training rows (their stage inputs, ids and labels) onto every rank once per

@@ -11,6 +11,7 @@
 /// width.  alpha is chosen among candidates on validation accuracy (0: the model's own
 /// predictions, no traffic).
 
+#include <retexo/defaults.hpp>
 #include <retexo/train/common.hpp>
 
 #include <vector>
@@ -20,7 +21,7 @@ namespace retexo::train {
 struct smooth_options {
     /// Candidates for alpha in [0, 1); empty: off.  0 keeps the model's predictions.
     std::vector<double> alpha;
-    int steps = 10; ///< propagation steps per candidate
+    int steps = defaults::smooth_steps; ///< propagation steps per candidate
     bool enabled() const { return !alpha.empty(); }
     void validate() const;
 };

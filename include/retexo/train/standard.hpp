@@ -8,20 +8,24 @@
 /// BNS-GCN baseline: each epoch each layer exchanges only a random fraction bns_p of the
 /// boundary nodes (the same sample forward and backward), scaled by 1/bns_p.
 
+#include <retexo/defaults.hpp>
 #include <retexo/train/common.hpp>
 
 namespace retexo::train {
 
 struct standard_options {
-    nn::layer_kind model = nn::layer_kind::gcn;
-    int layers = 2;
-    int hidden = 256;
-    int heads = 8; ///< gat
-    int epochs = 200;
-    double dropout = 0.5;
-    optimizer_options optimizer{.kind = optimizer_kind::adam, .lr = 0.01, .weight_decay = 5e-4};
-    std::uint64_t seed = 42;
-    bool exact = false; ///< results independent of the partitioning (exact.hpp)
+    nn::layer_kind model = named<nn::layer_kind>(defaults::model);
+    int layers = defaults::layers;
+    int hidden = defaults::hidden; ///< the first RETEXO stage's
+    int heads = defaults::heads;   ///< gat
+    int epochs = defaults::epochs;
+    double dropout = defaults::std_dropout;
+    optimizer_options optimizer{.kind = named<optimizer_kind>(defaults::std_optimizer),
+                                .lr = defaults::std_lr,
+                                .weight_decay = defaults::std_weight_decay};
+    std::uint64_t seed = defaults::seed;
+    bool deterministic =
+        false;          ///< --deterministic: exact reductions (nn/reduce.hpp), results independent of ranks and threads
     int eval_every = 1; ///< evaluate (and select the best model) every N epochs
     double bns_p = 1.0; ///< BNS-GCN: keep rate of boundary nodes per epoch and layer (1: standard)
     /// Aggregate the rows whose neighbours are all owned while each layer's halo rows are in
