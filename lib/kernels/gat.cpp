@@ -7,6 +7,20 @@
 
 namespace retexo {
 
+namespace {
+
+/// Prefetch row `row` (W values) of m: the row an edge four ahead reads, so that it arrives
+/// while the current edge is summed.
+template <typename T>
+inline void prefetch_row(const T* m, node_t row, int W)
+{
+    const char* p = reinterpret_cast<const char*>(m + static_cast<std::ptrdiff_t>(row) * W);
+    for (std::size_t b = 0; b < W * sizeof(T); b += 64)
+        __builtin_prefetch(p + b);
+}
+
+} // namespace
+
 gat_attention::gat_attention(const csr& g, node_t num_src, const gat_options& o)
     : heads_(o.heads), slope_(o.negative_slope), num_src_(num_src)
 {
@@ -71,11 +85,7 @@ void gat_attention::forward(const T* z, const T* el, const T* er, int head_dim, 
             for (int h = 0; h < H; ++h)
                 sum[h] = T(1) / sum[h];
             for (offset_t e = e0; e < e1; ++e) {
-                if (e + 4 < e1) {
-                    const char* p = reinterpret_cast<const char*>(z + static_cast<std::ptrdiff_t>(src[e + 4]) * W);
-                    for (std::size_t b = 0; b < W * sizeof(T); b += 64)
-                        __builtin_prefetch(p + b);
-                }
+                if (e + 4 < e1) prefetch_row(z, src[e + 4], W);
                 const T* zu = z + static_cast<std::ptrdiff_t>(src[e]) * W;
                 T* a = alpha + e * H;
                 for (int h = 0; h < H; ++h) {
@@ -113,11 +123,7 @@ void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T
             std::fill(dot_sum.begin(), dot_sum.end(), T(0));
             // d_alpha_e[h] = <d_out_v[h], z_u[h]>, all heads of an edge from one row read.
             for (offset_t e = e0; e < e1; ++e) {
-                if (e + 4 < e1) {
-                    const char* p = reinterpret_cast<const char*>(z + static_cast<std::ptrdiff_t>(src[e + 4]) * W);
-                    for (std::size_t b = 0; b < W * sizeof(T); b += 64)
-                        __builtin_prefetch(p + b);
-                }
+                if (e + 4 < e1) prefetch_row(z, src[e + 4], W);
                 const T* zu = z + static_cast<std::ptrdiff_t>(src[e]) * W;
                 T* ds = d_score + e * H;
                 const T* a = alpha + e * H;
@@ -167,10 +173,7 @@ void gat_attention::backward(const T* z, const T* el, const T* er, const T* alph
         std::fill(gl, gl + H, T(0));
         for (offset_t t = back_.offsets[u]; t < back_.offsets[u + 1]; ++t) {
             if (t + 4 < back_.offsets[u + 1]) {
-                const char* p =
-                    reinterpret_cast<const char*>(d_out + static_cast<std::ptrdiff_t>(back_out_[t + 4]) * W);
-                for (std::size_t b = 0; b < W * sizeof(T); b += 64)
-                    __builtin_prefetch(p + b);
+                prefetch_row(d_out, back_out_[t + 4], W);
                 __builtin_prefetch(alpha + static_cast<std::ptrdiff_t>(back_.sources[t + 4]) * H);
                 __builtin_prefetch(d_score + static_cast<std::ptrdiff_t>(back_.sources[t + 4]) * H);
             }
