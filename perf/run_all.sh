@@ -116,8 +116,8 @@ if [[ -f $ovg ]]; then
 fi
 
 # 7. Against a tuned PyTorch peer (perf/peer/peer.py: oneDNN GEMMs, sparse inputs, passive
-#    waiting), back to back on the same files: every shared dataset x standard GCN / SAGE /
-#    GAT and RETEXO GCN, np 1, 100 epochs / rounds (about 20 minutes; QUICK: cora, one run each).
+#    waiting), back to back on the same files: every shared dataset x standard and RETEXO GCN /
+#    SAGE / GAT with the defaults, np 1, 100 epochs / rounds per stage (QUICK: cora, one run each).
 log "peer baseline"
 if [[ $quick == 1 ]]; then
   DATASETS=cora REPS=1 H5_DIR=$out "$root/perf/peer/compare.sh" "$out/peer" >"$out/peer.log" 2>&1 || log "failed: see $out/peer.log"

@@ -97,6 +97,23 @@ for fmt in ("coo", "csr"):
         close(f"[{fmt}] GAT (D={D}) forward", out, out2)
         for nm, a, b in zip(("d z", "d attn_l", "d attn_r"), grads, grads2):
             close(f"[{fmt}] GAT (D={D}) {nm}", a, b)
+        # the same attention over some destination rows only (RETEXO's GAT stages)
+        rows = torch.tensor([7, 0, 31, 12, 39])
+        Gr = peer.GatGraph(off, src, N, H, rows=rows)
+        zz = z.view(N, H, D)
+        el, er_r = (zz * al).sum(-1), (zz * ar).sum(-1).index_select(0, rows)
+        e_r = F.leaky_relu(peer.Gather.apply(el, Gr.src, Gr.Pt) + peer.Repeat.apply(er_r, Gr.lens), 0.2)
+        out_r = peer.GatAggregate.apply(peer.EdgeSoftmax.apply(e_r, Gr.lens), z, Gr)
+        grads_r = torch.autograd.grad(out_r, (z, al, ar), gout[rows])
+        zz2 = z2.view(N, H, D)
+        el2, er2 = (zz2 * al2).sum(-1), (zz2 * ar2).sum(-1)
+        s = F.leaky_relu(er2.t()[:, :, None] + el2.t()[:, None, :], 0.2)
+        alpha = torch.softmax(s.masked_fill(~mask, float("-inf")), -1)
+        out2 = torch.einsum("hvu,uhd->vhd", alpha, zz2).reshape(N, H * D)
+        grads2_r = torch.autograd.grad(out2[rows], (z2, al2, ar2), gout[rows])
+        close(f"[{fmt}] GAT (D={D}) on rows forward", out_r, out2[rows].detach())
+        for nm, a, b in zip(("d z", "d attn_l", "d attn_r"), grads_r, grads2_r):
+            close(f"[{fmt}] GAT (D={D}) on rows {nm}", a, b)
 
 # oneDNN linear (and the torch alternative picked per shape)
 for n, k, m in ((50, 30, 7), (300, 64, 40)):

@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
 # retexo against a tuned PyTorch peer baseline (perf/peer/peer.py), back to back on the same
 # HDF5 files: cora, citeseer, facebook, chameleon, amazon-computers (those present in
-# ../shared/datasets) x {standard GCN, SAGE, GAT, RETEXO GCN}; one process, every core for its
+# ../shared/datasets) x {standard, RETEXO} x {GCN, SAGE, GAT}; one process, every core for its
 # OpenMP threads on both sides (retexo: mpirun -np 1 without core binding; passive waiting;
-# glibc's huge-page tunable, which retexo_run.sh sets for retexo, for the peer too), the workloads of
-# perf/configs, 100 epochs / 100 rounds per stage, seed 1.  Each side's time is the
+# glibc's huge-page tunable, which retexo_run.sh sets for retexo, for the peer too), the defaults
+# (data/defaults.cfg; both sides read it) with every RETEXO stage running all its rounds
+# (patience = 0: the same work on both sides), 100 epochs / 100 rounds per stage, seed 1.
+# PRESETS=perf: the workloads of perf/configs instead.  Each side's time is the
 # best of 3 runs, retexo and peer alternating (one run each for a cell whose first run takes
 # longer than LONG_S seconds).  Writes OUT/peer.md, OUT/peer.json and OUT/runs/*.json.
 #   perf/peer/compare.sh OUT
 # Duration on this 2-core VM: about 20 minutes.  Runs whose JSON exists are kept, so removing
 # some cells' runs/* files and calling it again re-measures only those (meta.json accumulates).
 # Environment: RETEXO_BUILD_DIR (default build/), DATASET_DIR, H5_DIR (converted graphs,
-# default OUT/data), DATASETS, MODELS ("standard:gcn standard:sage standard:gat retexo:gcn"),
+# default OUT/data), DATASETS, MODELS (default: all six), PRESETS (defaults | perf),
 # REPS (3), LONG_S (60), EPOCHS (100), ROUNDS (100), THREADS (all cores).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -20,7 +22,8 @@ build=${RETEXO_BUILD_DIR:-$root/build}
 dsdir=${DATASET_DIR:-$root/../shared/datasets}
 h5dir=${H5_DIR:-$out/data}
 datasets=${DATASETS:-cora citeseer facebook chameleon amazon-computers}
-models=${MODELS:-standard:gcn standard:sage standard:gat retexo:gcn}
+models=${MODELS:-standard:gcn standard:sage standard:gat retexo:gcn retexo:sage retexo:gat}
+presets=${PRESETS:-defaults}
 reps=${REPS:-3}
 epochs=${EPOCHS:-100}
 rounds=${ROUNDS:-100}
@@ -68,13 +71,12 @@ for ds in "${present[@]}"; do
     mode=${mm%%:*} model=${mm##*:}
     preset=$root/perf/configs/$ds-$model.cfg
     [[ -f $preset ]] || preset=$root/perf/configs/$ds.cfg
-    cfg=(); [[ -f $preset ]] && cfg=(--config "$preset")
-    if [[ $mode == retexo ]]; then # what the peer implements: no --skip, no cross-fitting
-      mkdir -p "$out/cfg"
-      { [[ -f $preset ]] && grep -Ev '^(skip|cross-fit) *=' "$preset"; printf 'skip = false\ncross-fit = 1\n'; } \
-        >"$out/cfg/$ds-$model.cfg"
-      cfg=(--config "$out/cfg/$ds-$model.cfg")
-    fi
+    [[ $presets == perf && -f $preset ]] || preset=/dev/null
+    # Both sides: every stage all its rounds; no cross-fitting (the peer does not implement it).
+    mkdir -p "$out/cfg"
+    { grep -Ev '^(patience|cross-fit) *=' "$preset" || true; printf 'patience = 0\ncross-fit = 1\n'; } \
+      >"$out/cfg/$ds-$model.cfg"
+    cfg=(--config "$out/cfg/$ds-$model.cfg")
     log "$ds $mode $model (${preset##*/})"
     for rep in $(seq 1 "$reps"); do
       base=$out/runs/$ds.$mode-$model
@@ -113,9 +115,10 @@ EOF
 done
 
 "$py" - "$out/meta.json" "$((  $(date +%s) - start ))" "$threads" "$reps" "$epochs" "$rounds" "$cpus" \
-  "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" "${present[*]}" "$models" "${loads[*]}" <<'EOF'
+  "$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)" "${present[*]}" "$models" "${loads[*]}" \
+  "$presets" <<'EOF'
 import json, os, statistics, sys
-p, dur, th, reps, ep, ro, cpus, head, ds, models, loads = sys.argv[1:]
+p, dur, th, reps, ep, ro, cpus, head, ds, models, loads, presets = sys.argv[1:]
 ld = [float(x) for x in loads.split()]
 old = json.load(open(p)) if os.path.exists(p) else {}  # an earlier call measured the cells kept
 ld += old.get("load_samples", [])
@@ -126,7 +129,7 @@ models = " ".join(union(old.get("models", []), models.split()))
 load = f"min {min(ld):.2f}, median {statistics.median(ld):.2f}, max {max(ld):.2f}" if ld else ""
 json.dump({"duration_s": int(dur), "threads": int(th), "reps": int(reps), "epochs": int(ep), "rounds": int(ro),
            "retexo_cpus": cpus, "head": head, "datasets": ds.split(), "models": models.split(), "load": load,
-           "load_samples": ld},
+           "load_samples": ld, "presets": presets},
           open(p, "w"))
 EOF
 "$py" "$root/perf/peer/summarize.py" "$out" >/dev/null

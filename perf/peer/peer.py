@@ -13,12 +13,18 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     GAT: `heads` heads, LeakyReLU(0.2) scores, softmax over in-neighbours and the node itself, heads
     concatenated in the hidden layer and averaged in the output layer.  A layer whose input is
     wider than its output transforms first and aggregates the narrower rows, as retexo does.
-  retexo gcn (hidden variant): stage 0 aggregates A_hat X once, then trains
-    Linear -> [LayerNorm] -> ReLU -> dropout -> Linear on the training rows for R rounds
-    (dropout on the input too), evaluating the validation rows after every round; the best
-    round is kept and every node embedded (post-ReLU hidden); the last stage aggregates A_hat H
-    once and trains Linear -> logits the same way (a middle stage as stage 0, on A_hat H).  A stage
-    stops `patience` rounds after its best validation round.
+  retexo gcn / sage / gat (hidden variant, `stages` stages): stage k's input is, with H the raw
+    features (k = 0) or stage k-1's hidden embedding, A_hat H (gcn) or [H | mean of the
+    in-neighbours' H] (sage), aggregated once; or H itself (gat, whose attention layer over
+    every node's input aggregates every round); with `skip`, stage k-1's input beside it.
+    Input blocks stay in their own layout (sparse features stay sparse; each block its own
+    weight block).  A stage trains transform -> [LayerNorm] -> ReLU -> dropout -> Linear head
+    on the training rows (dropout on the input too; the last stage's transform gives the
+    logits), evaluating the validation rows after every round; the best round is kept and every
+    node embedded (post-ReLU hidden).  A stage stops `patience` rounds after its best round.
+    output-stage = best predicts with the stage of the best validation accuracy; smooth-alpha
+    spreads the training labels over the predictions (retexo's train/smooth.hpp), alpha chosen
+    on validation.
 Hyperparameters: the defaults table (data/defaults.cfg) that retexo_mpi and the library read,
 overridden by --config, a retexo_mpi config file read with retexo_mpi's rules; an option the
 peer does not implement, or a value it cannot follow (such as skip = true), is refused.
@@ -281,9 +287,9 @@ class Linear:
     through DenseLinear (W stored [out, in]).  `parts` output blocks of width fout, each its
     own Glorot matrix (SAGE's self and neighbour weights in one pass over x)."""
 
-    def __init__(self, fin, fout, sparse_input, bias=True, parts=1):
+    def __init__(self, fin, fout, sparse_input, bias=True, parts=1, fan_in=None):
         self.sparse = sparse_input
-        w = torch.cat([glorot(fin, fout, (fin, fout)) for _ in range(parts)], 1)
+        w = torch.cat([glorot(fan_in or fin, fout, (fin, fout)) for _ in range(parts)], 1)
         self.w = (w if sparse_input else w.t().contiguous()).requires_grad_()
         self.b = torch.zeros(fout * parts, requires_grad=True) if bias else None
 
@@ -377,25 +383,32 @@ class EdgeSoftmax(torch.autograd.Function):
 
 
 class GatGraph:
-    """Edges with self loops sorted by (destination, source), and the (node, head) block
-    structure that aggregates all heads in one sparse product."""
+    """The in-edges of destination rows (all N, or `rows`) with self loops, sorted by
+    (destination, source), and the (node, head) block structure that aggregates all heads in
+    one sparse product.  Sources are all N nodes."""
 
-    def __init__(self, off, src, N, H):
-        deg = off[1:] - off[:-1]
+    def __init__(self, off, src, N, H, rows=None):
+        self.rows = rows
+        dests = torch.arange(N) if rows is None else rows
+        n = dests.numel()
+        lo, deg = off[dests], off[dests + 1] - off[dests]
         self.lens = deg + 1
-        dst = torch.repeat_interleave(torch.arange(N), deg)
-        row = torch.cat([dst, torch.arange(N)])
-        col = torch.cat([src, torch.arange(N)])
+        start = torch.zeros(n, dtype=torch.int64)
+        start[1:] = torch.cumsum(deg, 0)[:-1]
+        pos = torch.arange(int(deg.sum())) + torch.repeat_interleave(lo - start, deg)
+        dst = torch.repeat_interleave(torch.arange(n), deg)
+        row = torch.cat([dst, torch.arange(n)])
+        col = torch.cat([src[pos], dests])
         order = torch.argsort(row * N + col)
         self.src, self.dst = col[order], row[order]
         E = self.src.numel()
-        self.E, self.N, self.H = E, N, H
+        self.E, self.n, self.N, self.H = E, n, N, H
         # source x edge selector (the gradient of x[src])
         t = torch.argsort(self.src * E + torch.arange(E))
         self.Pt = coo_unsafe(torch.stack([self.src[t], t]), torch.ones(E), (N, E))._coalesced_(True)
         # block matrix: entry (v*H + h, u*H + h) = alpha[e, h] for edge e = u -> v; entries
         # ordered by (v, h, u)
-        eoff = torch.zeros(N + 1, dtype=torch.int64)
+        eoff = torch.zeros(n + 1, dtype=torch.int64)
         eoff[1:] = torch.cumsum(self.lens, 0)
         k = torch.arange(E) - eoff[self.dst]  # position of e within its destination's edges
         be = torch.arange(E).repeat_interleave(H)
@@ -405,14 +418,14 @@ class GatGraph:
         brow = (self.dst[be] * H + bh)[o]
         bcol = (self.src[be] * H + bh)[o]
         self.b_idx = torch.stack([brow, bcol])
-        t = torch.argsort(bcol * (N * H) + brow)
+        t = torch.argsort(bcol * (n * H) + brow)
         self.bt_perm, self.bt_idx = t, torch.stack([bcol[t], brow[t]])
 
     def block(self, alpha):
         v = alpha.reshape(-1)[self.b_perm]
-        n = self.N * self.H
-        return (coo_unsafe(self.b_idx, v, (n, n))._coalesced_(True),
-                coo_unsafe(self.bt_idx, v[self.bt_perm], (n, n))._coalesced_(True))
+        n, m = self.n * self.H, self.N * self.H
+        return (coo_unsafe(self.b_idx, v, (n, m))._coalesced_(True),
+                coo_unsafe(self.bt_idx, v[self.bt_perm], (m, n))._coalesced_(True))
 
 
 class GatAggregate(torch.autograd.Function):
@@ -426,7 +439,7 @@ class GatAggregate(torch.autograd.Function):
         Bm, Bt = G.block(alpha)
         ctx.G, ctx.Bt, ctx.D = G, Bt, D
         ctx.save_for_backward(z)
-        return spmm(Bm, z.reshape(N * H, D)).reshape(N, H * D)
+        return spmm(Bm, z.reshape(N * H, D)).reshape(G.n, H * D)
 
     @staticmethod
     def backward(ctx, g):
@@ -434,7 +447,7 @@ class GatAggregate(torch.autograd.Function):
         G, D = ctx.G, ctx.D
         N, H, E = G.N, G.H, G.E
         g = g.contiguous()
-        dz = spmm(ctx.Bt, g.reshape(N * H, D)).reshape(N, H * D)
+        dz = spmm(ctx.Bt, g.reshape(G.n * H, D)).reshape(N, H * D)
         # d alpha[e, h] = <g[dst_e, h], z[src_e, h]>, in chunks of edges that stay in cache
         da = torch.empty(E, H)
         step = max(1, (1 << 20) // (H * D))
@@ -602,14 +615,14 @@ def pick_format(d):
     Sparse.fmt = best[0]
 
 
-def choose_input(x, width, opts, rows=None):
-    """An Input for products of the fixed x (dense) by [*, width] weights: sparse below the
-    density threshold when that is faster (forward and weight gradient timed on `rows`)."""
-    S = None
-    d = np.count_nonzero(x.numpy()) / max(1, x.numel())
+def choose_input(x, width, opts, rows=None, S=None):
+    """An Input for products of the fixed x (dense; S: the same as a Sparse, if at hand) by
+    [*, width] weights: sparse below the density threshold when that is faster (forward and
+    weight gradient timed on `rows`)."""
+    d = S.nnz / max(1, x.numel()) if S is not None else np.count_nonzero(x.numpy()) / max(1, x.numel())
     kind = "dense"
     if opts.sparse != "never" and d < opts.density_threshold:
-        S = Sparse.from_dense(x)
+        S = S if S is not None else Sparse.from_dense(x)
         kind = "sparse"
         if opts.sparse == "auto":
             xs = x if rows is None else x.index_select(0, rows)
@@ -752,12 +765,10 @@ def run_standard(d, st, opts):
 # ---------------------------------------------------------------- RETEXO (GCN, hidden variant)
 def retexo_settings(st, opts):
     """The per-stage settings of the peer's RETEXO, refusing what it does not implement."""
-    if opts.model != "gcn":
-        raise SystemExit("peer.py: --mode retexo implements gcn only")
+    if opts.model not in ("gcn", "sage", "gat"):
+        raise SystemExit(f"peer.py: --mode retexo implements gcn, sage and gat, not {opts.model}")
     missing = [text for text, ok in (
-        ("skip = false", not st.value("skip", bool)), ("cross-fit = 1", st.value("cross-fit", int) == 1),
-        ("output-stage = last", st.value("output-stage", str) == "last"),
-        ("smooth-alpha = 0", st.value("smooth-alpha", str) == "0"),
+        ("cross-fit = 1", st.value("cross-fit", int) == 1),
         ("optimizer = adam", set(st.per_stage("optimizer", str)) == {"adam"}),
         ("lr-schedule = constant", set(st.per_stage("lr-schedule", str)) == {"constant"})) if not ok]
     if missing:
@@ -769,106 +780,218 @@ def retexo_settings(st, opts):
             for values in zip(rounds, *(st.per_stage(k, c) for k, c in zip(keys, convs)))]
 
 
+def sparse_product(A, X):
+    """A X for sparse A (adjacency) and sparse X, as a Sparse."""
+    Am = A.m if Sparse.fmt == "coo" else coo_unsafe(A.idx, A.val, A.shape)._coalesced_(True)
+    P = torch.sparse.mm(Am, coo_unsafe(X.idx, X.val, X.shape)._coalesced_(True)).coalesce()
+    r, c = P.indices()
+    crow = torch.zeros(A.shape[0] + 1, dtype=torch.int64)
+    crow[1:] = torch.cumsum(torch.bincount(r, minlength=A.shape[0]), 0)
+    return Sparse(crow, c, P.values(), (A.shape[0], X.shape[1]))
+
+
+class Block:
+    """A block of a stage's fixed input columns, over every node: dense, or sparse where the
+    stage's products by it are faster (choose_input), and its training and validation rows."""
+
+    def __init__(self, x, out, opts, tr, va, S=None):
+        self.input, self.kind, self.density = choose_input(x, out, opts, rows=tr, S=S)
+        self.width = x.shape[1]
+        self.rows = {"all": self.input, "train": self.take(tr), "valid": self.take(va)}
+
+    def take(self, idx):
+        if self.kind == "sparse":
+            return Input(sparse=self.input.sparse.rows(idx))
+        return Input(dense=self.input.dense.index_select(0, idx))
+
+
+class BlockLinear:
+    """x W + b over the blocks of an input, one weight block each (Glorot over the whole width)."""
+
+    def __init__(self, blocks, fout, bias=True):
+        fan_in = sum(b.width for b in blocks)
+        self.lins = [Linear(b.width, fout, b.kind == "sparse", bias=False, fan_in=fan_in) for b in blocks]
+        self.b = torch.zeros(fout, requires_grad=True) if bias else None
+
+    def params(self):
+        return [q for lin in self.lins for q in lin.params()] + ([self.b] if self.b is not None else [])
+
+    def __call__(self, xs, p, training):
+        y = self.lins[0](xs[0], p, training)
+        for lin, x in zip(self.lins[1:], xs[1:]):
+            y = y + lin(x, p, training)
+        return y + self.b if self.b is not None else y
+
+
+def stage_blocks(d, k, model, h, prev, A, M, out, opts, split):
+    """The blocks of stage k's input: A_hat H (gcn), [H | mean H] (sage) or H (gat, which
+    aggregates every round), with H the raw features (stage 0) or the previous stage's hidden
+    embedding; then the previous stage's blocks (skip).  Sparse raw features are multiplied
+    sparse x sparse."""
+    tr, va = split["train"], split["valid"]
+    x = d.X if k == 0 else h
+    sparse_x = k == 0 and d.density < opts.density_threshold and opts.sparse != "never"
+    Xs = Sparse.from_dense(x) if sparse_x else None
+
+    def aggregated(Adj):
+        if Xs is None:
+            return Block(spmm(Adj.m, x), out, opts, tr, va)
+        S = sparse_product(Adj, Xs)
+        return Block(S.to_dense(), out, opts, tr, va, S=S)
+
+    own = [] if model == "gcn" else [Block(x, out, opts, tr, va, S=Xs)]
+    new = [aggregated(A)] if model == "gcn" else own + ([aggregated(M)] if model == "sage" else [])
+    return new + prev
+
+
 def run_retexo(d, st, opts):
+    """RETEXO's hidden variant, stage after stage (see the module's docstring)."""
     stage_settings = retexo_settings(st, opts)
-    N, C = d.N, d.C
+    model, H, N, C = opts.model, st.value("heads", int), d.N, d.C
+    skip, output_best = st.value("skip", bool), st.value("output-stage", str) == "best"
+    alphas = [float(a) for a in st.value("smooth-alpha", str).split(",")]
     labels, split = d.labels, d.split
     tr, va = split["train"], split["valid"]
     ytr, yva = labels.index_select(0, tr), labels.index_select(0, va)
     t0 = time.perf_counter()
     A = gcn_adjacency(d.off, d.src, N)
-    times = {"aggregate": 0.0, "setup": 0.0, "train": 0.0, "eval": 0.0, "embed": 0.0}
-    times["setup"] = time.perf_counter() - t0
-    stages = []
-    h = None  # the next stage's input: the previous stage's hidden embedding
+    M = mean_adjacency(d.off, d.src, N) if model == "sage" else None
+    graphs = {r: GatGraph(d.off, d.src, N, H, rows=None if r == "all" else split[r])
+              for r in ("all", "train", "valid")} if model == "gat" else None
+    times = {"aggregate": 0.0, "setup": time.perf_counter() - t0, "train": 0.0, "eval": 0.0, "embed": 0.0,
+             "smooth": 0.0}
+    stages, h, prev, best = [], None, [], None
     for k, s in enumerate(stage_settings):
         last = k + 1 == len(stage_settings)
-        lr, p, wd, hidden, norm = s["lr"], s["dropout"], s["weight-decay"], s["hidden"], s["norm"] == "layer"
+        p, hidden, norm = s["dropout"], s["hidden"], s["norm"] == "layer"
         out = C if last else hidden
         ta = time.perf_counter()
-        # the stage's one aggregation: A_hat X (sparse x sparse when X is sparse), A_hat H
-        ax_density = 1.0
-        if k == 0 and d.density < opts.density_threshold and opts.sparse != "never":
-            Xs = Sparse.from_dense(d.X)
-            Am = A.m if Sparse.fmt == "coo" else coo_unsafe(A.idx, A.val, A.shape)._coalesced_(True)
-            AX = torch.sparse.mm(Am, coo_unsafe(Xs.idx, Xs.val, Xs.shape)._coalesced_(True)).coalesce()
-            r, c = AX.indices()
-            crow = torch.zeros(N + 1, dtype=torch.int64)
-            crow[1:] = torch.cumsum(torch.bincount(r, minlength=N), 0)
-            S = Sparse(crow, c, AX.values(), (N, d.F))
-            ax_density = S.nnz / (N * d.F)
-            ax = S.to_dense() if ax_density >= opts.density_threshold or opts.sparse == "auto" else None
-        else:
-            S, ax = None, SpAgg.apply(d.X if k == 0 else h, A)
+        blocks = stage_blocks(d, k, model, h, prev if skip else [], A, M, out, opts, split)
+        times["aggregate"] += time.perf_counter() - ta
         tb = time.perf_counter()
-        # the layout of the stage's input rows: sparse where that multiplies faster
-        kind = "dense"
-        if S is not None and ax_density < opts.density_threshold:
-            kind = "sparse" if opts.sparse == "always" else choose_input(ax, out, opts, rows=tr)[1]
-        if kind == "sparse":
-            x_tr, x_va, x_all = Input(sparse=S.rows(tr)), Input(sparse=S.rows(va)), Input(sparse=S)
-        else:
-            x_tr, x_va, x_all = Input(dense=ax.index_select(0, tr)), Input(dense=ax.index_select(0, va)), Input(dense=ax)
-        width = d.F if k == 0 else h.shape[1]
-        times["aggregate"] += tb - ta
-        lin = Linear(width, out, kind == "sparse")
-        params = lin.params()
-        ln = head = None
-        if not last:
-            if norm:
-                ln = (torch.ones(hidden, requires_grad=True), torch.zeros(hidden, requires_grad=True))
-                params += list(ln)
-            head = Linear(hidden, C, False)
-            params += head.params()
-        opt = torch.optim.Adam(params, lr=lr, weight_decay=wd, foreach=True)
-
-        def forward(x, training):
-            t = lin(x, p, training)
-            if last:
-                return t, None
-            if ln is not None:
-                t = F.layer_norm(t, (hidden,), ln[0], ln[1], 1e-5)
-            hid = F.relu(t, inplace=ln is not None)
-            return head(hid, p, training), hid
-
+        stage = RetexoStage(blocks, model, out, hidden, last, norm, p, C, H, graphs)
+        opt = torch.optim.Adam(stage.params, lr=s["lr"], weight_decay=s["weight-decay"], foreach=True)
         times["setup"] += time.perf_counter() - tb
-        best_valid, best, best_round = -1.0, None, 0
+        best_valid, best_params, best_round = -1.0, None, 0
         for rnd in range(1, s["rounds"] + 1):
             t1 = time.perf_counter()
-            logits, _ = forward(x_tr, True)
+            logits, _ = stage.forward("train", True)
             loss = F.cross_entropy(logits, ytr)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             t2 = time.perf_counter()
             with torch.inference_mode():
-                lv, _ = forward(x_va, False)
+                lv, _ = stage.forward("valid", False)
                 valid = float((lv.argmax(1) == yva).float().mean())
             if valid > best_valid:
                 best_valid, best_round = valid, rnd
-                best = [q.detach().clone() for q in params]
+                best_params = [q.detach().clone() for q in stage.params]
             times["train"] += t2 - t1
             times["eval"] += time.perf_counter() - t2
             if s["patience"] > 0 and rnd - best_round >= s["patience"]:
                 break
         t4 = time.perf_counter()
         with torch.no_grad():
-            for q, b in zip(params, best):
+            for q, b in zip(stage.params, best_params):
                 q.copy_(b)
         with torch.inference_mode():
-            logits, hid = forward(x_all, False)
+            logits, hid = stage.forward("all", False)
             h = hid.clone() if hid is not None else None
-        acc = {s: accuracy(logits, labels, split[s]) for s in ("train", "valid", "test")}
+        acc = {r: accuracy(logits, labels, split[r]) for r in ("train", "valid", "test")}
+        if output_best and (best is None or (acc["valid"] > best[1] if last else acc["valid"] >= best[1])):
+            best = (logits, acc["valid"], acc)
+        prev = blocks
         times["embed"] += time.perf_counter() - t4
-        stages.append({"stage": k, "input": kind, "input_density": ax_density, "rounds": rnd, "best_round": best_round,
-                       "lr": lr, "dropout": p, "weight_decay": wd, "hidden": hidden, "norm": norm,
-                       "accuracy": acc})
-        log(f"stage {k}: input {kind} (density {ax_density:.4f}), best round {best_round}, "
+        stages.append({"stage": k, "inputs": [b.kind for b in blocks], "input_density": [b.density for b in blocks],
+                       "rounds": rnd, "best_round": best_round, "lr": s["lr"], "dropout": p,
+                       "weight_decay": s["weight-decay"], "hidden": hidden, "norm": norm, "accuracy": acc})
+        log(f"stage {k}: inputs {[b.kind for b in blocks]}, best round {best_round}, "
             f"valid {acc['valid']:.3f} test {acc['test']:.3f}")
+    final_logits, final = (best[0], best[2]) if output_best else (logits, acc)
+    t5 = time.perf_counter()
+    chosen, final = smooth(d, A, final_logits, final, alphas, st.value("smooth-steps", int))
+    times["smooth"] = time.perf_counter() - t5
     times["total"] = time.perf_counter() - t0
     rounds = sum(s["rounds"] for s in stages)
-    return {"rounds_total": rounds, "stages": stages, "time_s": times,
-            "ms_per_round": times["total"] / rounds * 1e3, "accuracy": stages[-1]["accuracy"]}
+    return {"rounds_total": rounds, "stages": stages, "smooth_alpha": chosen, "time_s": times,
+            "ms_per_round": times["total"] / rounds * 1e3, "accuracy": final}
+
+
+class RetexoStage:
+    """One stage's model: a transform of the stage's input blocks (a linear map, or for GAT an
+    attention layer over every node's input), then, unless last, [LayerNorm] -> ReLU -> dropout
+    -> a linear head to the classes; dropout on the transform's input too."""
+
+    def __init__(self, blocks, model, out, hidden, last, norm, p, C, H, graphs):
+        self.blocks, self.last, self.p, self.hidden, self.graphs = blocks, last, p, hidden, graphs
+        self.gat = model == "gat"
+        if self.gat:
+            self.H, self.D = H, (out if last else out // H)
+            self.lin = BlockLinear(blocks, H * self.D, bias=False)
+            self.al = glorot(self.D, 1, (H, self.D)).requires_grad_()
+            self.ar = glorot(self.D, 1, (H, self.D)).requires_grad_()
+            self.b = torch.zeros(out, requires_grad=True)
+            self.params = self.lin.params() + [self.al, self.ar, self.b]
+        else:
+            self.lin = BlockLinear(blocks, out)
+            self.params = self.lin.params()
+        self.ln = self.head = None
+        if not last:
+            if norm:
+                self.ln = (torch.ones(hidden, requires_grad=True), torch.zeros(hidden, requires_grad=True))
+                self.params += list(self.ln)
+            self.head = Linear(hidden, C, False)
+            self.params += self.head.params()
+
+    def transform(self, rows, training):
+        if not self.gat:
+            return self.lin([b.rows[rows] for b in self.blocks], self.p, training)
+        G = self.graphs[rows]
+        z = self.lin([b.rows["all"] for b in self.blocks], self.p, training)  # every node's message
+        zz = z.view(-1, self.H, self.D)
+        el = (zz * self.al).sum(-1)
+        er = (zz if G.rows is None else zz.index_select(0, G.rows)) * self.ar
+        e = F.leaky_relu(Gather.apply(el, G.src, G.Pt) + Repeat.apply(er.sum(-1), G.lens), 0.2)
+        att = GatAggregate.apply(EdgeSoftmax.apply(e, G.lens), z, G)
+        if self.last:
+            return att.view(-1, self.H, self.D).mean(1) + self.b
+        return att + self.b
+
+    def forward(self, rows, training):
+        t = self.transform(rows, training)
+        if self.last:
+            return t, None
+        if self.ln is not None:
+            t = F.layer_norm(t, (self.hidden,), self.ln[0], self.ln[1], 1e-5)
+        hid = F.relu(t, inplace=self.ln is not None)
+        return self.head(hid, self.p, training), hid
+
+
+def smooth(d, A, logits, acc, alphas, steps):
+    """Label spreading of the predictions, alpha chosen on validation (retexo's
+    train/smooth.hpp): G0 = softmax with the training rows one-hot, then `steps` times
+    G = (1 - a) G0 + a A_hat G, every nonzero candidate side by side."""
+    active = sorted({a for a in alphas if a > 0}, key=alphas.index)
+    if not active:
+        return 0.0, acc
+    C = logits.shape[1]
+    with torch.inference_mode():
+        g0 = torch.softmax(logits, 1)
+        tr = d.split["train"]
+        g0[tr] = F.one_hot(d.labels.index_select(0, tr), C).float()
+        g0s = g0.repeat(1, len(active))
+        scale = torch.tensor(active).repeat_interleave(C)
+        g = g0s
+        for _ in range(steps):
+            g = (1 - scale) * g0s + scale * spmm(A.m, g)
+        best = None
+        for a in alphas:
+            scores = logits if a == 0 else g[:, active.index(a) * C:(active.index(a) + 1) * C]
+            got = {r: accuracy(scores, d.labels, d.split[r]) for r in ("train", "valid", "test")}
+            if best is None or got["valid"] > best[1]["valid"]:
+                best = (a, got)
+    return best
 
 
 def main():
