@@ -18,7 +18,7 @@ command -v "$tidy" >/dev/null || { echo "run_clang_tidy: $tidy not found (apt-ge
 
 # compile_commands.json for every target (configure only; the build is not needed).
 "$root/cmake/install-deps.sh" --test
-cmake -S "$root" -B "$build" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON \
+cmake -S "$root" -B "$build" -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DRETEXO_UNITY=OFF \
       -DRETEXO_BUILD_APPS=ON -DRETEXO_BUILD_TESTS=ON -DRETEXO_BUILD_PERF=ON >/dev/null
 
 # The project's sources in the compilation database, then the ones outside the default
