@@ -76,32 +76,61 @@ bool sparse_input_transforms_first(int in, int out, double density, double mean_
     return transform_first <= aggregate_first;
 }
 
-// ---- parts shared by the kinds
+// ---- the kinds, private to this file (gnn_layer holds one)
 
-template <typename T>
-neighbour_transform<T>::neighbour_transform(int in, int out, bool first, const std::string& name)
-    : w(name, in, out), kernel(in, out), first(first)
-{
-}
-
-template <typename T>
-self_term<T>::self_term(int in, int out, const std::string& name) : w(name, in, out), kernel(in, out)
-{
-}
-
-template <typename T>
-pool_mlp<T>::pool_mlp(int in, int width, const std::string& tag)
-    : w(tag + "pool_weight", in, width), b(tag + "pool_bias", 1, width), kernel(in, width)
-{
-}
-
-namespace {
+namespace kinds {
 
 int positive_width(int in, int out)
 {
     RETEXO_ENSURE(in > 0 && out > 0, "retexo::gnn_layer: widths must be positive, got " << in << " -> " << out);
     return in;
 }
+
+/// The neighbour transform W of GCN and SAGE-mean: before the aggregation (messages are x W)
+/// when that is narrower or, for sparse inputs, cheaper; else after it (messages are x).
+template <typename T>
+struct neighbour_transform {
+    parameter<T> w;
+    linear_kernel kernel;
+    bool first = false; ///< messages are x W
+    neighbour_transform(int in, int out, bool first, const std::string& name)
+        : w(name, in, out), kernel(in, out), first(first)
+    {
+    }
+};
+
+/// GraphSAGE's self term x W_self (mean and max-pool).
+template <typename T>
+struct self_term {
+    parameter<T> w;
+    linear_kernel kernel;
+    self_term(int in, int out, const std::string& name) : w(name, in, out), kernel(in, out) {}
+};
+
+/// GraphSAGE-pool's message MLP: ReLU(x W_pool + b_pool).
+template <typename T>
+struct pool_mlp {
+    parameter<T> w, b;
+    linear_kernel kernel;
+    pool_mlp(int in, int width, const std::string& tag)
+        : w(tag + "pool_weight", in, width), b(tag + "pool_bias", 1, width), kernel(in, width)
+    {
+    }
+};
+
+/// The message gradients of a layer's rows, as reals (n x msg_width).
+template <typename T>
+using message_gradients = Eigen::Map<const matrix<T>>;
+
+/// The parts every kind has: widths and the output bias.
+template <typename T>
+struct layer_core {
+    int in, out;
+    parameter<T> b;
+    layer_core(int in, int out, const std::string& tag) : in(positive_width(in, out)), out(out), b(tag + "bias", 1, out)
+    {
+    }
+};
 
 /// Messages x W (transform first) or x itself (GCN, SAGE-mean).
 template <typename T, typename X>
@@ -179,427 +208,434 @@ int gat_head_dim(int out, const layer_options& o)
     return out / o.heads;
 }
 
-} // namespace
-
+/// GCN: out = A_hat (x W) + b, with W before or after the aggregation (neighbour_transform).
 template <typename T>
-layer_core<T>::layer_core(int in, int out, const std::string& tag)
-    : in(positive_width(in, out)), out(out), b(tag + "bias", 1, out)
-{
-}
-
-// ---- GCN
-
-template <typename T>
-gcn_layer<T>::gcn_layer(int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index,
-                        const std::string& tag)
-    : core_(in, out, tag), t_(in, out, transforms_first(in, out, o), tag + "weight")
-{
-    init_glorot(t_.w, in, out, seed, index * 16);
-}
-
-template <typename T>
-void gcn_layer<T>::plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const
-{
-    p.agg.emplace(*g.in_edges, g.num_local,
-                  aggregation_options{.kind = aggregator::gcn, .in_degree = g.in_degree, .rows = rows});
-}
-
-template <typename T>
-template <typename X>
-void gcn_layer<T>::message(const X& x, layer_cache<T>&, matrix<T>& msg) const
-{
-    transform_message(t_, x, msg);
-}
-
-template <typename T>
-template <typename X>
-void gcn_layer<T>::combine(const layer_plan&, const matrix<T>&, const X&, layer_cache<T>& c, matrix<T>& out) const
-{
-    if (t_.first) {
-        out = std::move(c.agg); // the backward pass does not read it: free it
-        release(c.agg);
-        out.rowwise() += core_.b.value.row(0);
-    } else {
-        t_.kernel.forward(c.agg, t_.w.value, core_.b.value, out);
+class gcn_layer {
+public:
+    gcn_layer(int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index, const std::string& tag)
+        : core_(in, out, tag), t_(in, out, transforms_first(in, out, o), tag + "weight")
+    {
+        init_glorot(t_.w, in, out, seed, index * 16);
     }
-}
-
-template <typename T>
-template <typename X>
-void gcn_layer<T>::combine_backward(const layer_plan& plan, const X&, layer_cache<T>& c, const matrix<T>& d_out,
-                                    bool need_messages, const reduce_mode& mode)
-{
-    neighbour_backward(t_, plan, c, d_out, msg_width(), need_messages, mode);
-}
-
-template <typename T>
-template <typename X>
-void gcn_layer<T>::message_backward(const X& x, const matrix<T>&, const message_gradients<T>& dm, layer_cache<T>&,
-                                    matrix<T>* d_x, const reduce_mode& mode)
-{
-    transform_message_backward(t_, core_.in, x, dm, d_x, mode);
-}
-
-// ---- GraphSAGE
-
-template <typename T>
-sage_layer<T>::sage_layer(bool pool, int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index,
-                          const std::string& tag)
-    : core_(in, out, tag),
-      t_(pool ? pool_width(in, o) : in, out, !pool && transforms_first(in, out, o), tag + "neigh_weight"),
-      self_(in, out, tag + "self_weight")
-{
-    const std::uint64_t base = index * 16;
-    if (pool) {
-        pool_.emplace(in, pool_width(in, o), tag);
-        init_glorot(pool_->w, in, pool_width(in, o), seed, base + 1);
+    const layer_core<T>& core() const noexcept { return core_; }
+    layer_core<T>& core() noexcept { return core_; }
+    int msg_width() const noexcept { return t_.first ? core_.out : core_.in; }
+    bool message_is_input() const noexcept { return !t_.first; }
+    std::vector<parameter<T>*> parameters() { return {&t_.w, &core_.b}; }
+    void plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const
+    {
+        p.agg.emplace(*g.in_edges, g.num_local,
+                      aggregation_options{.kind = aggregator::gcn, .in_degree = g.in_degree, .rows = rows});
     }
-    init_glorot(t_.w, static_cast<int>(t_.w.value.rows()), out, seed, base);
-    init_glorot(self_.w, in, out, seed, base + 4);
-}
-
-template <typename T>
-int sage_layer<T>::msg_width() const noexcept
-{
-    if (pool_) return static_cast<int>(pool_->w.value.cols());
-    return t_.first ? core_.out : core_.in;
-}
-
-template <typename T>
-std::vector<parameter<T>*> sage_layer<T>::parameters()
-{
-    if (pool_) return {&pool_->w, &pool_->b, &self_.w, &t_.w, &core_.b};
-    return {&self_.w, &t_.w, &core_.b};
-}
-
-template <typename T>
-void sage_layer<T>::plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const
-{
-    p.agg.emplace(*g.in_edges, g.num_local,
-                  aggregation_options{.kind = pool_ ? aggregator::max : aggregator::mean, .rows = rows});
-}
-
-template <typename T>
-template <typename X>
-void sage_layer<T>::message(const X& x, layer_cache<T>& c, matrix<T>& msg) const
-{
-    if (!pool_) {
+    template <typename X>
+    void message(const X& x, layer_cache<T>&, matrix<T>& msg) const
+    {
         transform_message(t_, x, msg);
-        return;
     }
-    pool_->kernel.forward(x, pool_->w.value, pool_->b.value, c.pre);
-    msg.resize(c.pre.rows(), c.pre.cols());
-    activation_forward(activation::relu, c.pre.data(), static_cast<std::size_t>(c.pre.size()), msg.data());
-}
-
-template <typename T>
-template <typename X>
-void sage_layer<T>::combine(const layer_plan& plan, const matrix<T>&, const X& x_rows, layer_cache<T>& c,
-                            matrix<T>& out) const
-{
-    RETEXO_ENSURE_DIMS("gnn_layer::combine", "self rows", rows_of(x_rows), static_cast<Eigen::Index>(plan.rows.size()));
-    self_.kernel.forward(x_rows, self_.w.value, core_.b.value, out);
-    if (t_.first) {
-        out += c.agg;
-    } else {
-        matrix<T> neigh;
-        t_.kernel.forward(c.agg, t_.w.value, matrix<T>(), neigh);
-        out += neigh;
-    }
-}
-
-template <typename T>
-template <typename X>
-void sage_layer<T>::combine_backward(const layer_plan& plan, const X& x_rows, layer_cache<T>& c, const matrix<T>& d_out,
-                                     bool need_messages, const reduce_mode& mode)
-{
-    weight_gradient(self_.w, self_.kernel, x_rows, d_out.data(), mode);
-    if (need_messages) c.d_self = d_out;
-    neighbour_backward(t_, plan, c, d_out, msg_width(), need_messages, mode);
-}
-
-template <typename T>
-template <typename X>
-void sage_layer<T>::message_backward(const X& x, const matrix<T>&, const message_gradients<T>& dm, layer_cache<T>& c,
-                                     matrix<T>* d_x, const reduce_mode& mode)
-{
-    if (!pool_) {
-        transform_message_backward(t_, core_.in, x, dm, d_x, mode);
-        return;
-    }
-    const auto n = static_cast<node_t>(rows_of(x));
-    matrix<T> d_pre(n, dm.cols());
-    activation_backward(activation::relu, c.pre.data(), dm.data(), static_cast<std::size_t>(dm.size()), d_pre.data());
-    weight_gradient(pool_->w, pool_->kernel, x, d_pre.data(), mode);
-    bias_gradient(pool_->b, d_pre.data(), n, mode);
-    if (d_x != nullptr) {
-        d_x->resize(n, core_.in);
-        pool_->kernel.backward_data(d_pre.data(), n, pool_->w.value.data(), d_x->data());
-    }
-}
-
-template <typename T>
-void sage_layer<T>::add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const
-{
-    const auto n = static_cast<Eigen::Index>(plan.rows.size());
-    RETEXO_ENSURE(c.d_self.rows() == n, "retexo::gnn_layer::add_self_gradient: combine_backward did not run");
-    matrix<T> d_self(n, core_.in);
-    self_.kernel.backward_data(c.d_self.data(), n, self_.w.value.data(), d_self.data());
-    for (Eigen::Index i = 0; i < n; ++i)
-        d_x.row(plan.rows[static_cast<std::size_t>(i)]) += d_self.row(i);
-}
-
-// ---- GAT
-
-template <typename T>
-gat_layer<T>::gat_layer(int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index,
-                        const std::string& tag)
-    : core_(in, out, tag), heads_(o.heads), head_dim_(gat_head_dim(out, o)), concat_(o.concat),
-      negative_slope_(o.negative_slope), w_(tag + "weight", in, heads_ * head_dim_),
-      a_l_(tag + "attn_l", heads_, head_dim_), a_r_(tag + "attn_r", heads_, head_dim_), lin_(in, heads_ * head_dim_)
-{
-    const std::uint64_t base = index * 16;
-    init_glorot(w_, in, heads_ * head_dim_, seed, base);
-    init_glorot(a_l_, head_dim_, 1, seed, base + 2);
-    init_glorot(a_r_, head_dim_, 1, seed, base + 3);
-}
-
-template <typename T>
-void gat_layer<T>::plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const
-{
-    p.att.emplace(*g.in_edges, g.num_local,
-                  gat_options{.heads = heads_, .negative_slope = negative_slope_, .self_loops = true, .rows = rows});
-}
-
-template <typename T>
-template <typename X>
-void gat_layer<T>::message(const X& x, layer_cache<T>&, matrix<T>& msg) const
-{
-    const int H = heads_, D = head_dim_, HD = H * D;
-    matrix<T> z;
-    lin_.forward(x, w_.value, matrix<T>(), z);
-    msg.resize(rows_of(x), HD + H);
-    msg.leftCols(HD) = z;
-#pragma omp parallel for schedule(static)
-    for (Eigen::Index u = 0; u < rows_of(x); ++u)
-        for (int h = 0; h < H; ++h) {
-            T s = 0;
-            for (int d = 0; d < D; ++d)
-                s += z(u, h * D + d) * a_l_.value(h, d);
-            msg(u, HD + h) = s;
-        }
-}
-
-template <typename T>
-template <typename X>
-void gat_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, const X&, layer_cache<T>& c,
-                           matrix<T>& out) const
-{
-    const auto n = static_cast<Eigen::Index>(plan.rows.size());
-    const int H = heads_, D = head_dim_, HD = H * D;
-    const Eigen::Index L = plan.num_local;
-    c.z = msg_all.leftCols(HD);
-    c.el = msg_all.rightCols(H);
-    c.er = matrix<T>::Zero(L, H);
-    for (node_t v : plan.rows)
-        for (int h = 0; h < H; ++h) {
-            T s = 0;
-            for (int d = 0; d < D; ++d)
-                s += c.z(v, h * D + d) * a_r_.value(h, d);
-            c.er(v, h) = s;
-        }
-    c.alpha.resize(plan.att->num_edges(), H);
-    c.att.resize(n, HD);
-    plan.att->forward(c.z.data(), c.el.data(), c.er.data(), D, c.att.data(), c.alpha.data());
-    if (concat_) {
-        out = c.att;
-        out.rowwise() += core_.b.value.row(0);
-        return;
-    }
-    out.resize(n, D);
-    for (Eigen::Index i = 0; i < n; ++i)
-        for (int d = 0; d < D; ++d) {
-            T s = 0;
-            for (int h = 0; h < H; ++h)
-                s += c.att(i, h * D + d);
-            out(i, d) = s / static_cast<T>(H) + core_.b.value(0, d);
-        }
-}
-
-template <typename T>
-template <typename X>
-void gat_layer<T>::combine_backward(const layer_plan& plan, const X&, layer_cache<T>& c, const matrix<T>& d_out, bool,
-                                    const reduce_mode& mode)
-{
-    const bool exact_mode = mode.exact && std::is_same_v<T, float>;
-    const auto n = static_cast<Eigen::Index>(plan.rows.size());
-    const int H = heads_, D = head_dim_, HD = H * D;
-    matrix<T> d_att(n, HD);
-    if (concat_) {
-        d_att = d_out;
-    } else {
-        for (Eigen::Index i = 0; i < n; ++i)
-            for (int h = 0; h < H; ++h)
-                for (int d = 0; d < D; ++d)
-                    d_att(i, h * D + d) = d_out(i, d) / static_cast<T>(H);
-    }
-    const Eigen::Index L = plan.num_local;
-    c.d_score.resize(plan.att->num_edges(), H);
-    matrix<T> d_er(L, H);
-    // a_r only sees the destination rows: sum over plan rows of d_er[v] z[v].
-    auto attn_r_gradient = [&] {
-        a_r_.grad.setZero();
-        if (exact_mode) {
-            a_r_.exact_k =
-                mode.scale_for({static_cast<double>(max_abs_of(d_er)), static_cast<double>(max_abs_of(c.z))});
-            a_r_.exact.assign(static_cast<std::size_t>(HD), 0);
-            const double scale = std::ldexp(1.0, a_r_.exact_k);
-            for (node_t v : plan.rows)
-                for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d)
-                        a_r_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(c.z(v, h * D + d)) *
-                                                                           scale * static_cast<double>(d_er(v, h)));
+    template <typename X>
+    void combine(const layer_plan&, const matrix<T>&, const X&, layer_cache<T>& c, matrix<T>& out) const
+    {
+        if (t_.first) {
+            out = std::move(c.agg); // the backward pass does not read it: free it
+            release(c.agg);
+            out.rowwise() += core_.b.value.row(0);
         } else {
-            for (node_t v : plan.rows)
-                for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d)
-                        a_r_.grad(h, d) += d_er(v, h) * c.z(v, h * D + d);
+            t_.kernel.forward(c.agg, t_.w.value, core_.b.value, out);
         }
-    };
-    if (exact_mode) {
-        if constexpr (std::is_same_v<T, float>) {
-            const double zmax = max_abs_of(c.z);
-            const double amax = std::max(1.0, static_cast<double>(max_abs_of(a_r_.value)));
-            c.msg_k = mode.scale_for({static_cast<double>(max_abs_of(d_att)), std::max(1.0, 2.0 * D * zmax) * amax});
-            std::vector<std::int64_t> acc_z(static_cast<std::size_t>(L) * HD, 0),
-                acc_el(static_cast<std::size_t>(L) * H, 0);
-            plan.att->backward_exact(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, c.msg_k,
-                                     acc_z.data(), acc_el.data(), d_er.data(), c.d_score.data());
-            // z also feeds er of the destination rows: add d_er a_r, term by term.
-            const double scale = std::ldexp(1.0, c.msg_k);
-            for (node_t v : plan.rows)
-                for (int h = 0; h < H; ++h)
-                    for (int d = 0; d < D; ++d)
-                        acc_z[static_cast<std::size_t>(v) * HD + h * D + d] += static_cast<std::int64_t>(
-                            static_cast<double>(d_er(v, h)) * scale * static_cast<double>(a_r_.value(h, d)));
-            c.d_msg_exact.resize(static_cast<std::size_t>(L) * (HD + H));
-            for (Eigen::Index u = 0; u < L; ++u) {
-                std::copy_n(acc_z.data() + u * HD, HD, c.d_msg_exact.data() + u * (HD + H));
-                std::copy_n(acc_el.data() + u * H, H, c.d_msg_exact.data() + u * (HD + H) + HD);
-            }
-        }
-    } else {
-        matrix<T> d_z(L, HD), d_el(L, H);
-        plan.att->backward(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, d_z.data(),
-                           d_el.data(), d_er.data(), c.d_score.data());
-        for (node_t v : plan.rows)
-            for (int h = 0; h < H; ++h)
-                for (int d = 0; d < D; ++d)
-                    d_z(v, h * D + d) += d_er(v, h) * a_r_.value(h, d);
-        c.d_msg.resize(L, HD + H);
-        c.d_msg.leftCols(HD) = d_z;
-        c.d_msg.rightCols(H) = d_el;
     }
-    attn_r_gradient();
-}
+    template <typename X>
+    void combine_backward(const layer_plan& plan, const X&, layer_cache<T>& c, const matrix<T>& d_out,
+                          bool need_messages, const reduce_mode& mode)
+    {
+        neighbour_backward(t_, plan, c, d_out, msg_width(), need_messages, mode);
+    }
+    template <typename X>
+    void message_backward(const X& x, const matrix<T>&, const message_gradients<T>& dm, layer_cache<T>&, matrix<T>* d_x,
+                          const reduce_mode& mode)
+    {
+        transform_message_backward(t_, core_.in, x, dm, d_x, mode);
+    }
+    void add_self_gradient(const layer_plan&, const layer_cache<T>&, matrix<T>&) const {}
 
+private:
+    layer_core<T> core_;
+    neighbour_transform<T> t_;
+};
+
+/// GraphSAGE: out = x W_self + agg(messages) W_neigh + b; mean of x (W_neigh before or after,
+/// as GCN's), or max of pool_mlp(x) (W_neigh after).
 template <typename T>
-template <typename X>
-void gat_layer<T>::message_backward(const X& x, const matrix<T>& msg, const message_gradients<T>& dm, layer_cache<T>&,
-                                    matrix<T>* d_x, const reduce_mode& mode)
-{
-    const bool exact_mode = mode.exact && std::is_same_v<T, float>;
-    const auto n = static_cast<node_t>(rows_of(x));
-    const int H = heads_, D = head_dim_, HD = H * D;
-    matrix<T> d_z = dm.leftCols(HD);
-    const matrix<T> d_el = dm.rightCols(H);
-    a_l_.grad.setZero();
-    if (exact_mode) {
-        a_l_.exact_k = mode.scale_for({static_cast<double>(max_abs_of(d_el)), static_cast<double>(max_abs_of(msg))});
-        a_l_.exact.assign(static_cast<std::size_t>(HD), 0);
-        const double scale = std::ldexp(1.0, a_l_.exact_k);
-        for (node_t u = 0; u < n; ++u)
-            for (int h = 0; h < H; ++h)
-                for (int d = 0; d < D; ++d)
-                    a_l_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(msg(u, h * D + d)) * scale *
-                                                                       static_cast<double>(d_el(u, h)));
-    } else {
-        for (node_t u = 0; u < n; ++u)
-            for (int h = 0; h < H; ++h)
-                for (int d = 0; d < D; ++d)
-                    a_l_.grad(h, d) += d_el(u, h) * msg(u, h * D + d);
+class sage_layer {
+public:
+    sage_layer(bool pool, int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index,
+               const std::string& tag)
+        : core_(in, out, tag),
+          t_(pool ? pool_width(in, o) : in, out, !pool && transforms_first(in, out, o), tag + "neigh_weight"),
+          self_(in, out, tag + "self_weight")
+    {
+        const std::uint64_t base = index * 16;
+        if (pool) {
+            pool_.emplace(in, pool_width(in, o), tag);
+            init_glorot(pool_->w, in, pool_width(in, o), seed, base + 1);
+        }
+        init_glorot(t_.w, static_cast<int>(t_.w.value.rows()), out, seed, base);
+        init_glorot(self_.w, in, out, seed, base + 4);
     }
+    const layer_core<T>& core() const noexcept { return core_; }
+    layer_core<T>& core() noexcept { return core_; }
+    int msg_width() const noexcept
+    {
+        if (pool_) return static_cast<int>(pool_->w.value.cols());
+        return t_.first ? core_.out : core_.in;
+    }
+    bool message_is_input() const noexcept { return !pool_ && !t_.first; }
+    std::vector<parameter<T>*> parameters()
+    {
+        if (pool_) return {&pool_->w, &pool_->b, &self_.w, &t_.w, &core_.b};
+        return {&self_.w, &t_.w, &core_.b};
+    }
+    void plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const
+    {
+        p.agg.emplace(*g.in_edges, g.num_local,
+                      aggregation_options{.kind = pool_ ? aggregator::max : aggregator::mean, .rows = rows});
+    }
+    template <typename X>
+    void message(const X& x, layer_cache<T>& c, matrix<T>& msg) const
+    {
+        if (!pool_) {
+            transform_message(t_, x, msg);
+            return;
+        }
+        pool_->kernel.forward(x, pool_->w.value, pool_->b.value, c.pre);
+        msg.resize(c.pre.rows(), c.pre.cols());
+        activation_forward(activation::relu, c.pre.data(), static_cast<std::size_t>(c.pre.size()), msg.data());
+    }
+    template <typename X>
+    void combine(const layer_plan& plan, const matrix<T>&, const X& x_rows, layer_cache<T>& c, matrix<T>& out) const
+    {
+        RETEXO_ENSURE_DIMS("gnn_layer::combine", "self rows", rows_of(x_rows),
+                           static_cast<Eigen::Index>(plan.rows.size()));
+        self_.kernel.forward(x_rows, self_.w.value, core_.b.value, out);
+        if (t_.first) {
+            out += c.agg;
+        } else {
+            matrix<T> neigh;
+            t_.kernel.forward(c.agg, t_.w.value, matrix<T>(), neigh);
+            out += neigh;
+        }
+    }
+    template <typename X>
+    void combine_backward(const layer_plan& plan, const X& x_rows, layer_cache<T>& c, const matrix<T>& d_out,
+                          bool need_messages, const reduce_mode& mode)
+    {
+        weight_gradient(self_.w, self_.kernel, x_rows, d_out.data(), mode);
+        if (need_messages) c.d_self = d_out;
+        neighbour_backward(t_, plan, c, d_out, msg_width(), need_messages, mode);
+    }
+    template <typename X>
+    void message_backward(const X& x, const matrix<T>&, const message_gradients<T>& dm, layer_cache<T>& c,
+                          matrix<T>* d_x, const reduce_mode& mode)
+    {
+        if (!pool_) {
+            transform_message_backward(t_, core_.in, x, dm, d_x, mode);
+            return;
+        }
+        const auto n = static_cast<node_t>(rows_of(x));
+        matrix<T> d_pre(n, dm.cols());
+        activation_backward(activation::relu, c.pre.data(), dm.data(), static_cast<std::size_t>(dm.size()),
+                            d_pre.data());
+        weight_gradient(pool_->w, pool_->kernel, x, d_pre.data(), mode);
+        bias_gradient(pool_->b, d_pre.data(), n, mode);
+        if (d_x != nullptr) {
+            d_x->resize(n, core_.in);
+            pool_->kernel.backward_data(d_pre.data(), n, pool_->w.value.data(), d_x->data());
+        }
+    }
+    void add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const
+    {
+        const auto n = static_cast<Eigen::Index>(plan.rows.size());
+        RETEXO_ENSURE(c.d_self.rows() == n, "retexo::gnn_layer::add_self_gradient: combine_backward did not run");
+        matrix<T> d_self(n, core_.in);
+        self_.kernel.backward_data(c.d_self.data(), n, self_.w.value.data(), d_self.data());
+        for (Eigen::Index i = 0; i < n; ++i)
+            d_x.row(plan.rows[static_cast<std::size_t>(i)]) += d_self.row(i);
+    }
+
+private:
+    layer_core<T> core_;
+    std::optional<pool_mlp<T>> pool_;
+    neighbour_transform<T> t_;
+    self_term<T> self_;
+};
+
+/// GAT: H attention heads over the in-neighbours and the node itself, concatenated or
+/// averaged; messages are [z = x W | el = <z, a_l>].
+template <typename T>
+class gat_layer {
+public:
+    gat_layer(int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index, const std::string& tag)
+        : core_(in, out, tag), heads_(o.heads), head_dim_(gat_head_dim(out, o)), concat_(o.concat),
+          negative_slope_(o.negative_slope), w_(tag + "weight", in, heads_ * head_dim_),
+          a_l_(tag + "attn_l", heads_, head_dim_), a_r_(tag + "attn_r", heads_, head_dim_), lin_(in, heads_ * head_dim_)
+    {
+        const std::uint64_t base = index * 16;
+        init_glorot(w_, in, heads_ * head_dim_, seed, base);
+        init_glorot(a_l_, head_dim_, 1, seed, base + 2);
+        init_glorot(a_r_, head_dim_, 1, seed, base + 3);
+    }
+    const layer_core<T>& core() const noexcept { return core_; }
+    layer_core<T>& core() noexcept { return core_; }
+    int msg_width() const noexcept { return heads_ * head_dim_ + heads_; }
+    bool message_is_input() const noexcept { return false; }
+    std::vector<parameter<T>*> parameters() { return {&w_, &a_l_, &a_r_, &core_.b}; }
+    void plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const
+    {
+        p.att.emplace(
+            *g.in_edges, g.num_local,
+            gat_options{.heads = heads_, .negative_slope = negative_slope_, .self_loops = true, .rows = rows});
+    }
+    template <typename X>
+    void message(const X& x, layer_cache<T>&, matrix<T>& msg) const
+    {
+        const int H = heads_, D = head_dim_, HD = H * D;
+        matrix<T> z;
+        lin_.forward(x, w_.value, matrix<T>(), z);
+        msg.resize(rows_of(x), HD + H);
+        msg.leftCols(HD) = z;
 #pragma omp parallel for schedule(static)
-    for (node_t u = 0; u < n; ++u)
-        for (int h = 0; h < H; ++h)
-            for (int d = 0; d < D; ++d)
-                d_z(u, h * D + d) += d_el(u, h) * a_l_.value(h, d);
-    weight_gradient(w_, lin_, x, d_z.data(), mode);
-    if (d_x != nullptr) {
-        d_x->resize(n, core_.in);
-        lin_.backward_data(d_z.data(), n, w_.value.data(), d_x->data());
+        for (Eigen::Index u = 0; u < rows_of(x); ++u)
+            for (int h = 0; h < H; ++h) {
+                T s = 0;
+                for (int d = 0; d < D; ++d)
+                    s += z(u, h * D + d) * a_l_.value(h, d);
+                msg(u, HD + h) = s;
+            }
     }
-}
+    template <typename X>
+    void combine(const layer_plan& plan, const matrix<T>& msg_all, const X&, layer_cache<T>& c, matrix<T>& out) const
+    {
+        const auto n = static_cast<Eigen::Index>(plan.rows.size());
+        const int H = heads_, D = head_dim_, HD = H * D;
+        const Eigen::Index L = plan.num_local;
+        c.z = msg_all.leftCols(HD);
+        c.el = msg_all.rightCols(H);
+        c.er = matrix<T>::Zero(L, H);
+        for (node_t v : plan.rows)
+            for (int h = 0; h < H; ++h) {
+                T s = 0;
+                for (int d = 0; d < D; ++d)
+                    s += c.z(v, h * D + d) * a_r_.value(h, d);
+                c.er(v, h) = s;
+            }
+        c.alpha.resize(plan.att->num_edges(), H);
+        c.att.resize(n, HD);
+        plan.att->forward(c.z.data(), c.el.data(), c.er.data(), D, c.att.data(), c.alpha.data());
+        if (concat_) {
+            out = c.att;
+            out.rowwise() += core_.b.value.row(0);
+            return;
+        }
+        out.resize(n, D);
+        for (Eigen::Index i = 0; i < n; ++i)
+            for (int d = 0; d < D; ++d) {
+                T s = 0;
+                for (int h = 0; h < H; ++h)
+                    s += c.att(i, h * D + d);
+                out(i, d) = s / static_cast<T>(H) + core_.b.value(0, d);
+            }
+    }
+    template <typename X>
+    void combine_backward(const layer_plan& plan, const X&, layer_cache<T>& c, const matrix<T>& d_out, bool,
+                          const reduce_mode& mode)
+    {
+        const bool exact_mode = mode.exact && std::is_same_v<T, float>;
+        const auto n = static_cast<Eigen::Index>(plan.rows.size());
+        const int H = heads_, D = head_dim_, HD = H * D;
+        matrix<T> d_att(n, HD);
+        if (concat_) {
+            d_att = d_out;
+        } else {
+            for (Eigen::Index i = 0; i < n; ++i)
+                for (int h = 0; h < H; ++h)
+                    for (int d = 0; d < D; ++d)
+                        d_att(i, h * D + d) = d_out(i, d) / static_cast<T>(H);
+        }
+        const Eigen::Index L = plan.num_local;
+        c.d_score.resize(plan.att->num_edges(), H);
+        matrix<T> d_er(L, H);
+        // a_r only sees the destination rows: sum over plan rows of d_er[v] z[v].
+        auto attn_r_gradient = [&] {
+            a_r_.grad.setZero();
+            if (exact_mode) {
+                a_r_.exact_k =
+                    mode.scale_for({static_cast<double>(max_abs_of(d_er)), static_cast<double>(max_abs_of(c.z))});
+                a_r_.exact.assign(static_cast<std::size_t>(HD), 0);
+                const double scale = std::ldexp(1.0, a_r_.exact_k);
+                for (node_t v : plan.rows)
+                    for (int h = 0; h < H; ++h)
+                        for (int d = 0; d < D; ++d)
+                            a_r_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(c.z(v, h * D + d)) *
+                                                                               scale * static_cast<double>(d_er(v, h)));
+            } else {
+                for (node_t v : plan.rows)
+                    for (int h = 0; h < H; ++h)
+                        for (int d = 0; d < D; ++d)
+                            a_r_.grad(h, d) += d_er(v, h) * c.z(v, h * D + d);
+            }
+        };
+        if (exact_mode) {
+            if constexpr (std::is_same_v<T, float>) {
+                const double zmax = max_abs_of(c.z);
+                const double amax = std::max(1.0, static_cast<double>(max_abs_of(a_r_.value)));
+                c.msg_k =
+                    mode.scale_for({static_cast<double>(max_abs_of(d_att)), std::max(1.0, 2.0 * D * zmax) * amax});
+                std::vector<std::int64_t> acc_z(static_cast<std::size_t>(L) * HD, 0),
+                    acc_el(static_cast<std::size_t>(L) * H, 0);
+                plan.att->backward_exact(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, c.msg_k,
+                                         acc_z.data(), acc_el.data(), d_er.data(), c.d_score.data());
+                // z also feeds er of the destination rows: add d_er a_r, term by term.
+                const double scale = std::ldexp(1.0, c.msg_k);
+                for (node_t v : plan.rows)
+                    for (int h = 0; h < H; ++h)
+                        for (int d = 0; d < D; ++d)
+                            acc_z[static_cast<std::size_t>(v) * HD + h * D + d] += static_cast<std::int64_t>(
+                                static_cast<double>(d_er(v, h)) * scale * static_cast<double>(a_r_.value(h, d)));
+                c.d_msg_exact.resize(static_cast<std::size_t>(L) * (HD + H));
+                for (Eigen::Index u = 0; u < L; ++u) {
+                    std::copy_n(acc_z.data() + u * HD, HD, c.d_msg_exact.data() + u * (HD + H));
+                    std::copy_n(acc_el.data() + u * H, H, c.d_msg_exact.data() + u * (HD + H) + HD);
+                }
+            }
+        } else {
+            matrix<T> d_z(L, HD), d_el(L, H);
+            plan.att->backward(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, d_z.data(),
+                               d_el.data(), d_er.data(), c.d_score.data());
+            for (node_t v : plan.rows)
+                for (int h = 0; h < H; ++h)
+                    for (int d = 0; d < D; ++d)
+                        d_z(v, h * D + d) += d_er(v, h) * a_r_.value(h, d);
+            c.d_msg.resize(L, HD + H);
+            c.d_msg.leftCols(HD) = d_z;
+            c.d_msg.rightCols(H) = d_el;
+        }
+        attn_r_gradient();
+    }
+    template <typename X>
+    void message_backward(const X& x, const matrix<T>& msg, const message_gradients<T>& dm, layer_cache<T>&,
+                          matrix<T>* d_x, const reduce_mode& mode)
+    {
+        const bool exact_mode = mode.exact && std::is_same_v<T, float>;
+        const auto n = static_cast<node_t>(rows_of(x));
+        const int H = heads_, D = head_dim_, HD = H * D;
+        matrix<T> d_z = dm.leftCols(HD);
+        const matrix<T> d_el = dm.rightCols(H);
+        a_l_.grad.setZero();
+        if (exact_mode) {
+            a_l_.exact_k =
+                mode.scale_for({static_cast<double>(max_abs_of(d_el)), static_cast<double>(max_abs_of(msg))});
+            a_l_.exact.assign(static_cast<std::size_t>(HD), 0);
+            const double scale = std::ldexp(1.0, a_l_.exact_k);
+            for (node_t u = 0; u < n; ++u)
+                for (int h = 0; h < H; ++h)
+                    for (int d = 0; d < D; ++d)
+                        a_l_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(msg(u, h * D + d)) *
+                                                                           scale * static_cast<double>(d_el(u, h)));
+        } else {
+            for (node_t u = 0; u < n; ++u)
+                for (int h = 0; h < H; ++h)
+                    for (int d = 0; d < D; ++d)
+                        a_l_.grad(h, d) += d_el(u, h) * msg(u, h * D + d);
+        }
+#pragma omp parallel for schedule(static)
+        for (node_t u = 0; u < n; ++u)
+            for (int h = 0; h < H; ++h)
+                for (int d = 0; d < D; ++d)
+                    d_z(u, h * D + d) += d_el(u, h) * a_l_.value(h, d);
+        weight_gradient(w_, lin_, x, d_z.data(), mode);
+        if (d_x != nullptr) {
+            d_x->resize(n, core_.in);
+            lin_.backward_data(d_z.data(), n, w_.value.data(), d_x->data());
+        }
+    }
+    void add_self_gradient(const layer_plan&, const layer_cache<T>&, matrix<T>&) const {}
+
+private:
+    layer_core<T> core_;
+    int heads_, head_dim_;
+    bool concat_;
+    double negative_slope_;
+    parameter<T> w_, a_l_, a_r_;
+    linear_kernel lin_;
+};
+
+} // namespace kinds
 
 // ---- any kind
 
-namespace {
-
+/// The layer's kind: one class per kind, each with only its own parameters.
 template <typename T>
-std::variant<gcn_layer<T>, sage_layer<T>, gat_layer<T>> make_layer(layer_kind kind, int in, int out,
-                                                                   const layer_options& o, std::uint64_t seed,
-                                                                   std::uint64_t index, const std::string& tag)
-{
-    switch (kind) {
-    case layer_kind::gcn:
-        return gcn_layer<T>(in, out, o, seed, index, tag);
-    case layer_kind::sage_mean:
-    case layer_kind::sage_pool:
-        return sage_layer<T>(kind == layer_kind::sage_pool, in, out, o, seed, index, tag);
-    case layer_kind::gat:
-        return gat_layer<T>(in, out, o, seed, index, tag);
-    }
-    RETEXO_THROW("retexo::gnn_layer: unknown layer kind " << static_cast<int>(kind));
-}
+struct gnn_layer<T>::impl {
+    std::variant<kinds::gcn_layer<T>, kinds::sage_layer<T>, kinds::gat_layer<T>> kind;
 
-} // namespace
+    static impl make(layer_kind kind, int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index,
+                     const std::string& tag)
+    {
+        switch (kind) {
+        case layer_kind::gcn:
+            return {kinds::gcn_layer<T>(in, out, o, seed, index, tag)};
+        case layer_kind::sage_mean:
+        case layer_kind::sage_pool:
+            return {kinds::sage_layer<T>(kind == layer_kind::sage_pool, in, out, o, seed, index, tag)};
+        case layer_kind::gat:
+            return {kinds::gat_layer<T>(in, out, o, seed, index, tag)};
+        }
+        RETEXO_THROW("retexo::gnn_layer: unknown layer kind " << static_cast<int>(kind));
+    }
+};
 
 template <typename T>
 gnn_layer<T>::gnn_layer(layer_kind kind, int in, int out, const layer_options& o, std::uint64_t seed,
                         std::uint64_t index, const std::string& name)
-    : kind_(kind),
-      impl_(make_layer<T>(kind, in, out, o, seed, index, (name.empty() ? "layer" + std::to_string(index) : name) + "."))
+    : kind_(kind), impl_(std::make_unique<impl>(impl::make(
+                       kind, in, out, o, seed, index, (name.empty() ? "layer" + std::to_string(index) : name) + ".")))
 {
 }
 
 template <typename T>
+gnn_layer<T>::gnn_layer(gnn_layer&&) noexcept = default;
+template <typename T>
+gnn_layer<T>& gnn_layer<T>::operator=(gnn_layer&&) noexcept = default;
+template <typename T>
+gnn_layer<T>::~gnn_layer() = default;
+
+template <typename T>
 int gnn_layer<T>::in() const noexcept
 {
-    return std::visit([](const auto& l) { return l.core().in; }, impl_);
+    return std::visit([](const auto& l) { return l.core().in; }, impl_->kind);
 }
 
 template <typename T>
 int gnn_layer<T>::out() const noexcept
 {
-    return std::visit([](const auto& l) { return l.core().out; }, impl_);
+    return std::visit([](const auto& l) { return l.core().out; }, impl_->kind);
 }
 
 template <typename T>
 int gnn_layer<T>::msg_width() const noexcept
 {
-    return std::visit([](const auto& l) { return l.msg_width(); }, impl_);
+    return std::visit([](const auto& l) { return l.msg_width(); }, impl_->kind);
 }
 
 template <typename T>
 bool gnn_layer<T>::message_is_input() const noexcept
 {
-    return std::visit([](const auto& l) { return l.message_is_input(); }, impl_);
+    return std::visit([](const auto& l) { return l.message_is_input(); }, impl_->kind);
 }
 
 template <typename T>
 std::vector<parameter<T>*> gnn_layer<T>::parameters()
 {
-    return std::visit([](auto& l) { return l.parameters(); }, impl_);
+    return std::visit([](auto& l) { return l.parameters(); }, impl_->kind);
 }
 
 template <typename T>
@@ -609,7 +645,7 @@ layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t>
     p.rows.assign(rows.begin(), rows.end());
     p.num_owned = g.num_owned;
     p.num_local = g.num_local;
-    std::visit([&](const auto& l) { l.plan_aggregation(g, rows, p); }, impl_);
+    std::visit([&](const auto& l) { l.plan_aggregation(g, rows, p); }, impl_->kind);
     if (p.agg) std::tie(p.interior, p.boundary) = p.agg->rows_within(g.num_owned);
     return p;
 }
@@ -619,7 +655,7 @@ template <typename X>
 void gnn_layer<T>::message(const X& x, layer_cache<T>& c, matrix<T>& msg) const
 {
     RETEXO_ENSURE_DIMS("gnn_layer::message", "input width", cols_of(x), Eigen::Index{in()});
-    std::visit([&](const auto& l) { l.message(x, c, msg); }, impl_);
+    std::visit([&](const auto& l) { l.message(x, c, msg); }, impl_->kind);
 }
 
 template <typename T>
@@ -651,7 +687,7 @@ void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, con
         RETEXO_ENSURE(c.agg.rows() == plan.agg->num_out() && c.agg.cols() == msg_width(),
                       "retexo::gnn_layer::combine: aggregate_rows was not called for this plan");
     }
-    std::visit([&](const auto& l) { l.combine(plan, msg_all, x_rows, c, out); }, impl_);
+    std::visit([&](const auto& l) { l.combine(plan, msg_all, x_rows, c, out); }, impl_->kind);
 }
 
 template <typename T>
@@ -669,7 +705,7 @@ void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>&, co
             bias_gradient(l.core().b, d_out.data(), n, mode);
             l.combine_backward(plan, x_rows, c, d_out, need_messages, mode);
         },
-        impl_);
+        impl_->kind);
 }
 
 template <typename T>
@@ -680,13 +716,13 @@ void gnn_layer<T>::message_backward(const X& x, const matrix<T>& msg, layer_cach
     const bool exact_mode = mode.exact && std::is_same_v<T, float>;
     matrix<T> converted;
     const auto dm = message_rows(c, static_cast<node_t>(rows_of(x)), msg_width(), exact_mode, converted);
-    std::visit([&](auto& l) { l.message_backward(x, msg, dm, c, d_x, mode); }, impl_);
+    std::visit([&](auto& l) { l.message_backward(x, msg, dm, c, d_x, mode); }, impl_->kind);
 }
 
 template <typename T>
 void gnn_layer<T>::add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const
 {
-    std::visit([&](const auto& l) { l.add_self_gradient(plan, c, d_x); }, impl_);
+    std::visit([&](const auto& l) { l.add_self_gradient(plan, c, d_x); }, impl_->kind);
 }
 
 template <typename T>
@@ -751,37 +787,13 @@ void layer_norm<T>::backward(const matrix<T>& x, const matrix<T>& dy, matrix<T>&
     }
 }
 
-template struct neighbour_transform<float>;
-template struct neighbour_transform<double>;
-template struct self_term<float>;
-template struct self_term<double>;
-template struct pool_mlp<float>;
-template struct pool_mlp<double>;
-template struct layer_core<float>;
-template struct layer_core<double>;
-template class gcn_layer<float>;
-template class gcn_layer<double>;
-template class sage_layer<float>;
-template class sage_layer<double>;
-template class gat_layer<float>;
-template class gat_layer<double>;
 template class gnn_layer<float>;
 template class gnn_layer<double>;
 template struct dense_layer<float>;
 template struct dense_layer<double>;
 
 // The input forms each layer takes: dense rows of its type, and sparse rows (float).
-#define RETEXO_KIND_INPUT(K, T, X)                                                                                     \
-    template void K<T>::message<X>(const X&, layer_cache<T>&, matrix<T>&) const;                                       \
-    template void K<T>::combine<X>(const layer_plan&, const matrix<T>&, const X&, layer_cache<T>&, matrix<T>&) const;  \
-    template void K<T>::combine_backward<X>(const layer_plan&, const X&, layer_cache<T>&, const matrix<T>&, bool,      \
-                                            const reduce_mode&);                                                       \
-    template void K<T>::message_backward<X>(const X&, const matrix<T>&, const message_gradients<T>&, layer_cache<T>&,  \
-                                            matrix<T>*, const reduce_mode&);
 #define RETEXO_LAYER_INPUT(T, X)                                                                                       \
-    RETEXO_KIND_INPUT(gcn_layer, T, X)                                                                                 \
-    RETEXO_KIND_INPUT(sage_layer, T, X)                                                                                \
-    RETEXO_KIND_INPUT(gat_layer, T, X)                                                                                 \
     template void gnn_layer<T>::message<X>(const X&, layer_cache<T>&, matrix<T>&) const;                               \
     template void gnn_layer<T>::combine<X>(const layer_plan&, const matrix<T>&, const X&, layer_cache<T>&, matrix<T>&, \
                                            bool) const;                                                                \
@@ -794,7 +806,6 @@ RETEXO_LAYER_INPUT(float, matrix_f)
 RETEXO_LAYER_INPUT(float, csr_matrix)
 RETEXO_LAYER_INPUT(double, matrix<double>)
 #undef RETEXO_LAYER_INPUT
-#undef RETEXO_KIND_INPUT
 template struct layer_norm<float>;
 template struct layer_norm<double>;
 

@@ -14,7 +14,6 @@
 
 #include <memory>
 #include <optional>
-#include <variant>
 
 namespace retexo::nn {
 
@@ -90,140 +89,6 @@ struct layer_cache {
     int msg_k = 0;
 };
 
-/// The neighbour transform W of GCN and SAGE-mean: before the aggregation (messages are x W)
-/// when that is narrower or, for sparse inputs, cheaper; else after it (messages are x).
-template <typename T>
-struct neighbour_transform {
-    parameter<T> w;
-    linear_kernel kernel;
-    bool first = false; ///< messages are x W
-    neighbour_transform(int in, int out, bool first, const std::string& name);
-};
-
-/// GraphSAGE's self term x W_self (mean and max-pool).
-template <typename T>
-struct self_term {
-    parameter<T> w;
-    linear_kernel kernel;
-    self_term(int in, int out, const std::string& name);
-};
-
-/// GraphSAGE-pool's message MLP: ReLU(x W_pool + b_pool).
-template <typename T>
-struct pool_mlp {
-    parameter<T> w, b;
-    linear_kernel kernel;
-    pool_mlp(int in, int width, const std::string& name);
-};
-
-/// The message gradients of a layer's rows, as reals (n x msg_width).
-template <typename T>
-using message_gradients = Eigen::Map<const matrix<T>>;
-
-/// The parts every kind has: widths and the output bias.
-template <typename T>
-struct layer_core {
-    int in, out;
-    parameter<T> b;
-    layer_core(int in, int out, const std::string& tag);
-};
-
-/// GCN: out = A_hat (x W) + b, with W before or after the aggregation (neighbour_transform).
-template <typename T>
-class gcn_layer {
-public:
-    gcn_layer(int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index, const std::string& tag);
-    const layer_core<T>& core() const noexcept { return core_; }
-    layer_core<T>& core() noexcept { return core_; }
-    int msg_width() const noexcept { return t_.first ? core_.out : core_.in; }
-    bool message_is_input() const noexcept { return !t_.first; }
-    std::vector<parameter<T>*> parameters() { return {&t_.w, &core_.b}; }
-    void plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const;
-    template <typename X>
-    void message(const X& x, layer_cache<T>& c, matrix<T>& msg) const;
-    template <typename X>
-    void combine(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows, layer_cache<T>& c,
-                 matrix<T>& out) const;
-    template <typename X>
-    void combine_backward(const layer_plan& plan, const X& x_rows, layer_cache<T>& c, const matrix<T>& d_out,
-                          bool need_messages, const reduce_mode& mode);
-    template <typename X>
-    void message_backward(const X& x, const matrix<T>& msg, const message_gradients<T>& dm, layer_cache<T>& c,
-                          matrix<T>* d_x, const reduce_mode& mode);
-    void add_self_gradient(const layer_plan&, const layer_cache<T>&, matrix<T>&) const {}
-
-private:
-    layer_core<T> core_;
-    neighbour_transform<T> t_;
-};
-
-/// GraphSAGE: out = x W_self + agg(messages) W_neigh + b; mean of x (W_neigh before or after,
-/// as GCN's), or max of pool_mlp(x) (W_neigh after).
-template <typename T>
-class sage_layer {
-public:
-    sage_layer(bool pool, int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index,
-               const std::string& tag);
-    const layer_core<T>& core() const noexcept { return core_; }
-    layer_core<T>& core() noexcept { return core_; }
-    int msg_width() const noexcept;
-    bool message_is_input() const noexcept { return !pool_ && !t_.first; }
-    std::vector<parameter<T>*> parameters();
-    void plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const;
-    template <typename X>
-    void message(const X& x, layer_cache<T>& c, matrix<T>& msg) const;
-    template <typename X>
-    void combine(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows, layer_cache<T>& c,
-                 matrix<T>& out) const;
-    template <typename X>
-    void combine_backward(const layer_plan& plan, const X& x_rows, layer_cache<T>& c, const matrix<T>& d_out,
-                          bool need_messages, const reduce_mode& mode);
-    template <typename X>
-    void message_backward(const X& x, const matrix<T>& msg, const message_gradients<T>& dm, layer_cache<T>& c,
-                          matrix<T>* d_x, const reduce_mode& mode);
-    void add_self_gradient(const layer_plan& plan, const layer_cache<T>& c, matrix<T>& d_x) const;
-
-private:
-    layer_core<T> core_;
-    std::optional<pool_mlp<T>> pool_;
-    neighbour_transform<T> t_;
-    self_term<T> self_;
-};
-
-/// GAT: H attention heads over the in-neighbours and the node itself, concatenated or
-/// averaged; messages are [z = x W | el = <z, a_l>].
-template <typename T>
-class gat_layer {
-public:
-    gat_layer(int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index, const std::string& tag);
-    const layer_core<T>& core() const noexcept { return core_; }
-    layer_core<T>& core() noexcept { return core_; }
-    int msg_width() const noexcept { return heads_ * head_dim_ + heads_; }
-    bool message_is_input() const noexcept { return false; }
-    std::vector<parameter<T>*> parameters() { return {&w_, &a_l_, &a_r_, &core_.b}; }
-    void plan_aggregation(const local_graph& g, std::span<const node_t> rows, layer_plan& p) const;
-    template <typename X>
-    void message(const X& x, layer_cache<T>& c, matrix<T>& msg) const;
-    template <typename X>
-    void combine(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows, layer_cache<T>& c,
-                 matrix<T>& out) const;
-    template <typename X>
-    void combine_backward(const layer_plan& plan, const X& x_rows, layer_cache<T>& c, const matrix<T>& d_out,
-                          bool need_messages, const reduce_mode& mode);
-    template <typename X>
-    void message_backward(const X& x, const matrix<T>& msg, const message_gradients<T>& dm, layer_cache<T>& c,
-                          matrix<T>* d_x, const reduce_mode& mode);
-    void add_self_gradient(const layer_plan&, const layer_cache<T>&, matrix<T>&) const {}
-
-private:
-    layer_core<T> core_;
-    int heads_, head_dim_;
-    bool concat_;
-    double negative_slope_;
-    parameter<T> w_, a_l_, a_r_;
-    linear_kernel lin_;
-};
-
 /// A graph layer of any kind, split at the neighbour exchange:
 ///   message           per-row messages from input rows (what neighbours aggregate): x or
 ///                     x W (GCN / SAGE-mean, whichever is narrower), ReLU(x W_pool + b)
@@ -237,7 +102,7 @@ private:
 ///                     set of rows, and the input gradient of those rows.
 /// The standard trainer computes messages of owned rows and exchanges them; RETEXO
 /// computes messages of all local rows from cached inputs, with no traffic.  Each kind is
-/// its own class (gcn_layer, sage_layer, gat_layer); this one holds one of them.
+/// its own class in lib/nn/layers.cpp, with only its own parameters; this one holds one.
 template <typename T>
 class gnn_layer {
 public:
@@ -291,9 +156,16 @@ public:
     /// Otherwise a trainer may free them after combine, or lend their storage to c.d_msg.
     bool backward_reads_messages() const noexcept { return kind_ == layer_kind::gat; }
 
+    gnn_layer(const gnn_layer&) = delete; // as its kernels
+    gnn_layer& operator=(const gnn_layer&) = delete;
+    gnn_layer(gnn_layer&&) noexcept;
+    gnn_layer& operator=(gnn_layer&&) noexcept;
+    ~gnn_layer();
+
 private:
+    struct impl; ///< the kind's own class (lib/nn/layers.cpp)
     layer_kind kind_;
-    std::variant<gcn_layer<T>, sage_layer<T>, gat_layer<T>> impl_;
+    std::unique_ptr<impl> impl_;
 };
 
 /// A plain linear map with bias (MLP blocks of RETEXO's stage models).
@@ -324,20 +196,6 @@ struct layer_norm {
     void backward(const matrix<T>& x, const matrix<T>& dy, matrix<T>& dx, const reduce_mode& mode);
 };
 
-extern template struct neighbour_transform<float>;
-extern template struct neighbour_transform<double>;
-extern template struct self_term<float>;
-extern template struct self_term<double>;
-extern template struct pool_mlp<float>;
-extern template struct pool_mlp<double>;
-extern template struct layer_core<float>;
-extern template struct layer_core<double>;
-extern template class gcn_layer<float>;
-extern template class gcn_layer<double>;
-extern template class sage_layer<float>;
-extern template class sage_layer<double>;
-extern template class gat_layer<float>;
-extern template class gat_layer<double>;
 extern template class gnn_layer<float>;
 extern template class gnn_layer<double>;
 extern template struct dense_layer<float>;
