@@ -77,7 +77,7 @@ for ds in "${present[@]}"; do
     { grep -Ev '^(patience|cross-fit) *=' "$preset" || true; printf 'patience = 0\ncross-fit = 1\n'; } \
       >"$out/cfg/$ds-$model.cfg"
     cfg=(--config "$out/cfg/$ds-$model.cfg")
-    log "$ds $mode $model (${preset##*/})"
+    log "$ds $mode $model ($([[ $preset == /dev/null ]] && echo defaults || echo "${preset##*/}"))"
     for rep in $(seq 1 "$reps"); do
       base=$out/runs/$ds.$mode-$model
       if [[ ! -f $base.retexo.$rep.json ]]; then
