@@ -10,8 +10,9 @@
 # best of 3 runs, retexo and peer alternating (one run each for a cell whose first run takes
 # longer than LONG_S seconds).  Writes OUT/peer.md, OUT/peer.json and OUT/runs/*.json.
 #   perf/peer/compare.sh OUT
-# Duration on this 2-core VM: about 20 minutes.  Runs whose JSON exists are kept, so removing
-# some cells' runs/* files and calling it again re-measures only those (meta.json accumulates).
+# Duration on this 2-core VM: about 20 minutes for the standard cells (REPS=3), 8 for the RETEXO
+# ones (REPS=2).  Runs whose JSON exists are kept, so removing some cells' runs/* files and
+# calling it again re-measures only those (meta.json accumulates).
 # Environment: RETEXO_BUILD_DIR (default build/), DATASET_DIR, H5_DIR (converted graphs,
 # default OUT/data), DATASETS, MODELS (default: all six), PRESETS (defaults | perf),
 # REPS (3), LONG_S (60), EPOCHS (100), ROUNDS (100), THREADS (all cores).
