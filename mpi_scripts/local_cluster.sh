@@ -191,12 +191,16 @@ run() {
   # - yield_when_idle: a rank waiting for data gives its core to the kernel's packet processing
   #   (with busy-waiting ranks a 1-byte round trip took 7.5 ms instead of 0.03 ms on 2 cores);
   # - bind-to none: every host's ranks may use every CPU (hosts share the machine's cores);
-  # - OMP_NUM_THREADS defaults to 1 (hosts share the machine's cores).
+  # - OMP_NUM_THREADS defaults to 1 (hosts share the machine's cores);
+  # - the all-reduce: ring from 64 KiB on 3 ranks and more (mpi_scripts/allreduce.rules, as
+  #   retexo_run.sh; OMPI_MCA_coll_tuned_use_dynamic_rules=0 turns it off).
   env+=(OMPI_MCA_mpi_yield_when_idle=1 "OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}")
   in_host 1 env "${env[@]}" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name-h1" \
     mpirun -np "$np" --host "$hostlist" --map-by node --bind-to none --oversubscribe \
     --mca plm_rsh_agent "$state/agent" --mca btl tcp,self \
     --mca btl_tcp_if_include "$subnet.0/24" --mca oob_tcp_if_include "$subnet.0/24" \
+    --mca coll_tuned_use_dynamic_rules "${OMPI_MCA_coll_tuned_use_dynamic_rules:-1}" \
+    --mca coll_tuned_dynamic_rules_filename "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/allreduce.rules" \
     -x OMP_NUM_THREADS -x OMPI_MCA_mpi_yield_when_idle -x "RETEXO_CLUSTER=$name" "${own[@]}" "$@"
 }
 
