@@ -30,12 +30,7 @@ TEST_CASE("CSBM generator is deterministic whatever the thread count", "[generat
 
 TEST_CASE("CSBM generator honours its parameters", "[generate]")
 {
-    csbm_options o;
-    o.nodes = 20000;
-    o.classes = 4;
-    o.avg_degree = 10;
-    o.homophily = 0.75;
-    const graph g = generate_csbm(o);
+    const graph g = generate_csbm({.nodes = 20000, .classes = 4, .avg_degree = 10, .homophily = 0.75});
     validate_graph(g, "csbm");
     CHECK(g.num_classes == 4);
     const double avg = static_cast<double>(g.num_edges()) / g.num_nodes();
@@ -57,11 +52,7 @@ TEST_CASE("CSBM generator honours its parameters", "[generate]")
 
 TEST_CASE("power-law degrees have a heavy tail", "[generate]")
 {
-    csbm_options o;
-    o.nodes = 20000;
-    o.avg_degree = 10;
-    o.power_law = 2.2;
-    const graph g = generate_csbm(o);
+    const graph g = generate_csbm({.nodes = 20000, .avg_degree = 10, .power_law = 2.2});
     offset_t max_deg = 0;
     for (node_t v = 0; v < g.num_nodes(); ++v)
         max_deg = std::max(max_deg, g.in_edges.degree(v));

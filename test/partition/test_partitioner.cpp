@@ -57,11 +57,7 @@ TEST_CASE("blocks partition is contiguous", "[partition]")
 
 TEST_CASE("METIS cuts fewer edges than random on a homophilous graph", "[partition]")
 {
-    csbm_options o;
-    o.nodes = 3000;
-    o.avg_degree = 8;
-    o.homophily = 0.9;
-    const graph g = generate_csbm(o);
+    const graph g = generate_csbm({.nodes = 3000, .avg_degree = 8, .homophily = 0.9});
     const auto rnd = compute_partition_stats(g, partition_random(g.num_nodes(), 4, 1), 4);
     for (auto obj : {metis_objective::cut, metis_objective::vol}) {
         const auto a = partition_metis(g.in_edges, false, 4, obj, 1);

@@ -21,13 +21,7 @@ namespace {
 
 graph exchange_graph()
 {
-    csbm_options o;
-    o.nodes = 600;
-    o.classes = 3;
-    o.features = 40;
-    o.avg_degree = 6;
-    o.seed = 5;
-    return generate_csbm(o);
+    return generate_csbm({.nodes = 600, .classes = 3, .features = 40, .avg_degree = 6, .seed = 5});
 }
 
 /// The global rows of every local node (owned, then halo).
