@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 namespace retexo {
 
@@ -126,82 +127,146 @@ csr_matrix hstack(const csr_matrix& a, const csr_matrix& b)
     return m;
 }
 
-csr_matrix hstack(const matrix_f& a, csr_matrix&& b)
-{
-    RETEXO_ENSURE(a.rows() == b.rows, "retexo::hstack: " << a.rows() << " rows beside " << b.rows);
-    // In two passes, column ids then values, each of b's arrays freed once read: at most
-    // one of b's arrays lives beside the result's.
-    csr_matrix m(a.rows(), a.cols() + b.cols);
-    for (Eigen::Index i = 0; i < a.rows(); ++i)
-        m.offsets[static_cast<std::size_t>(i) + 1] =
-            m.offsets[static_cast<std::size_t>(i)] + (a.row(i).array() != 0.0F).count() + b.row_nnz(i);
-    const auto total = static_cast<std::size_t>(m.offsets.back());
-    m.indices.resize(total);
-    for (Eigen::Index i = 0; i < a.rows(); ++i) {
-        auto e = static_cast<std::size_t>(m.offsets[static_cast<std::size_t>(i)]);
-        for (Eigen::Index j = 0; j < a.cols(); ++j)
-            if (a(i, j) != 0.0F) m.indices[e++] = static_cast<std::int32_t>(j);
-        for (std::int32_t j : b.row_indices(i))
-            m.indices[e++] = static_cast<std::int32_t>(j + a.cols());
-    }
-    std::vector<std::int32_t>().swap(b.indices);
-    m.values.resize(total);
-    for (Eigen::Index i = 0; i < a.rows(); ++i) {
-        auto e = static_cast<std::size_t>(m.offsets[static_cast<std::size_t>(i)]);
-        for (Eigen::Index j = 0; j < a.cols(); ++j)
-            if (a(i, j) != 0.0F) m.values[e++] = a(i, j);
-        for (offset_t k = b.offsets[i]; k < b.offsets[i + 1]; ++k)
-            m.values[e++] = b.values[k];
-    }
-    b = csr_matrix();
-    return m;
-}
-
 const matrix_f& node_features::dense() const
 {
-    const auto* d = std::get_if<matrix_f>(&v_);
-    RETEXO_ENSURE(d != nullptr, "retexo::node_features: the features are sparse, a dense matrix was asked for");
-    return *d;
+    return as<matrix_f>();
 }
 
 matrix_f& node_features::dense()
 {
-    auto* d = std::get_if<matrix_f>(&v_);
-    RETEXO_ENSURE(d != nullptr, "retexo::node_features: the features are sparse, a dense matrix was asked for");
-    return *d;
+    return const_cast<matrix_f&>(as<matrix_f>()); // NOLINT(cppcoreguidelines-pro-type-const-cast): one check
 }
 
 const csr_matrix& node_features::sparse() const
 {
-    const auto* s = std::get_if<csr_matrix>(&v_);
-    RETEXO_ENSURE(s != nullptr, "retexo::node_features: the features are dense, sparse rows were asked for");
-    return *s;
+    return as<csr_matrix>();
 }
 
 csr_matrix& node_features::sparse()
 {
-    auto* s = std::get_if<csr_matrix>(&v_);
-    RETEXO_ENSURE(s != nullptr, "retexo::node_features: the features are dense, sparse rows were asked for");
-    return *s;
+    return const_cast<csr_matrix&>(as<csr_matrix>()); // NOLINT(cppcoreguidelines-pro-type-const-cast)
 }
 
-node_features node_features::select_rows(std::span<const node_t> rows) const
+namespace {
+
+/// The same shape and values (Eigen's == needs equal shapes).
+bool same_values(const matrix_f& x, const matrix_f& y)
 {
-    if (is_sparse()) return sparse().select_rows(rows);
-    const auto& d = dense();
+    return x.rows() == y.rows() && x.cols() == y.cols() && x == y;
+}
+bool same_values(const csr_matrix& x, const csr_matrix& y)
+{
+    return x == y;
+}
+bool same_values(const column_blocks& x, const column_blocks& y)
+{
+    return x == y;
+}
+
+} // namespace
+
+Eigen::Index column_blocks::rows() const noexcept
+{
+    return blocks.empty() ? 0 : std::visit([](const auto& x) { return rows_of(x); }, blocks.front());
+}
+
+Eigen::Index column_blocks::cols() const noexcept
+{
+    Eigen::Index c = 0;
+    for_each([&](const auto& x, Eigen::Index) { c += cols_of(x); });
+    return c;
+}
+
+bool column_blocks::operator==(const column_blocks& o) const
+{
+    if (blocks.size() != o.blocks.size()) return false;
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+        if (blocks[i].index() != o.blocks[i].index()) return false;
+        if (!std::visit([&]<typename X>(const X& x) { return same_values(x, std::get<X>(o.blocks[i])); }, blocks[i]))
+            return false;
+    }
+    return true;
+}
+
+matrix_f node_features::to_dense() const
+{
+    if (!is_blocks() && !is_sparse()) return dense();
+    matrix_f m(rows(), cols());
+    for_each_block([&]<typename X>(const X& b, Eigen::Index col0) {
+        if constexpr (std::is_same_v<X, matrix_f>)
+            m.middleCols(col0, b.cols()) = b;
+        else
+            m.middleCols(col0, cols_of(b)) = b.to_dense();
+    });
+    return m;
+}
+
+namespace {
+
+matrix_f dense_rows_of(const matrix_f& d, std::span<const node_t> rows)
+{
     matrix_f out(static_cast<Eigen::Index>(rows.size()), d.cols());
     for (std::size_t i = 0; i < rows.size(); ++i)
         out.row(static_cast<Eigen::Index>(i)) = d.row(rows[i]);
     return out;
 }
 
+/// x's blocks (consumed), one for dense or sparse x.
+std::vector<column_blocks::block> blocks_of(node_features&& x)
+{
+    if (x.is_blocks()) return std::move(x.storage<column_blocks>().blocks);
+    if (x.is_sparse()) return {std::move(x.sparse())};
+    return {std::move(x.dense())};
+}
+
+/// b appended to the blocks; sparse rows join sparse rows before them (one pass of the
+/// sparse kernels), dense blocks stay apart (no copy: each is its own GEMM).
+void append_block(std::vector<column_blocks::block>& blocks, column_blocks::block&& b)
+{
+    if (std::visit([](const auto& x) { return cols_of(x); }, b) == 0) return;
+    auto* last = blocks.empty() ? nullptr : std::get_if<csr_matrix>(&blocks.back());
+    if (last != nullptr && std::holds_alternative<csr_matrix>(b))
+        *last = hstack(*last, std::get<csr_matrix>(b));
+    else
+        blocks.push_back(std::move(b));
+}
+
+} // namespace
+
+node_features node_features::select_rows(std::span<const node_t> rows) const
+{
+    std::vector<column_blocks::block> out;
+    for_each_block([&]<typename X>(const X& b, Eigen::Index) {
+        if constexpr (std::is_same_v<X, matrix_f>)
+            out.emplace_back(dense_rows_of(b, rows));
+        else
+            out.emplace_back(b.select_rows(rows));
+    });
+    return from_blocks(std::move(out));
+}
+
 bool operator==(const node_features& a, const node_features& b)
 {
-    if (a.is_sparse() != b.is_sparse()) return false;
-    if (a.is_sparse()) return a.sparse() == b.sparse();
-    const auto& x = a.dense();
-    const auto& y = b.dense();
-    return x.rows() == y.rows() && x.cols() == y.cols() && x == y;
+    if (std::string_view(a.storage_name()) != b.storage_name()) return false;
+    return a.visit([&]<typename X>(const X& x) { return same_values(x, b.as<X>()); });
+}
+
+node_features beside(node_features a, node_features b)
+{
+    RETEXO_ENSURE(a.rows() == b.rows(), "retexo::beside: " << a.rows() << " rows beside " << b.rows());
+    const Eigen::Index n = a.rows();
+    std::vector<column_blocks::block> blocks;
+    for (auto* x : {&a, &b})
+        for (auto& block : blocks_of(std::move(*x)))
+            append_block(blocks, std::move(block));
+    if (blocks.empty()) return matrix_f(n, 0);
+    return from_blocks(std::move(blocks));
+}
+
+node_features from_blocks(std::vector<column_blocks::block> blocks)
+{
+    if (blocks.size() == 1) return std::visit([](auto& x) { return node_features(std::move(x)); }, blocks.front());
+    return column_blocks{std::move(blocks)};
 }
 
 node_features vstack(std::span<const node_features> blocks, std::int64_t cols, bool sparse)

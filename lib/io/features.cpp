@@ -12,6 +12,18 @@ std::string csr_group(const std::string& base)
     return base + "_csr";
 }
 
+/// Where write_features puts block i of column blocks.
+std::string block_name(const std::string& base, int i)
+{
+    return base + "_block" + std::to_string(i);
+}
+
+/// Whether features are stored at base (dense or sparse).
+bool stored(const h5::file& f, const std::string& base)
+{
+    return f.exists(base) || f.exists(csr_group(base));
+}
+
 } // namespace
 
 feature_storage storage_for(double density) noexcept
@@ -129,6 +141,11 @@ node_features feature_reader::read(std::int64_t row0, std::int64_t n) const
 
 void write_features(h5::file& f, const std::string& base, const node_features& x)
 {
+    if (x.is_blocks()) { // each block as itself: BASE_block0, BASE_block1, ...
+        int i = 0;
+        x.for_each_block([&](const auto& b, Eigen::Index) { write_features(f, block_name(base, i++), b); });
+        return;
+    }
     feature_writer w(f, base, x.rows(), x.cols(), x.is_sparse() ? feature_storage::sparse : feature_storage::dense);
     w.append(x);
     w.finish();
@@ -136,6 +153,21 @@ void write_features(h5::file& f, const std::string& base, const node_features& x
 
 node_features read_features(const h5::file& f, const std::string& base)
 {
+    if (stored(f, block_name(base, 0))) {
+        std::vector<column_blocks::block> blocks;
+        Eigen::Index rows = -1;
+        for (int i = 0; stored(f, block_name(base, i)); ++i) {
+            node_features b = read_features(f, block_name(base, i));
+            RETEXO_ENSURE(rows < 0 || b.rows() == rows, f.path() << ": " << block_name(base, i) << " has " << b.rows()
+                                                                 << " rows, the blocks before it " << rows);
+            rows = b.rows();
+            if (b.is_sparse())
+                blocks.emplace_back(std::move(b.sparse()));
+            else
+                blocks.emplace_back(std::move(b.dense()));
+        }
+        return from_blocks(std::move(blocks));
+    }
     const std::string g = csr_group(base);
     std::int64_t rows = 0, cols = 0;
     if (f.exists(g)) {

@@ -23,14 +23,15 @@ dnnl::engine& cpu_engine()
 using dt = dnnl::memory::data_type;
 using dims = dnnl::memory::dims;
 
-/// A matmul C (m x n) = A (m x k) B (k x n) (+ bias), A possibly transposed in memory.
+/// A matmul C (m x n) = A (m x k) B (k x n) (+ bias), A possibly transposed in memory;
+/// accumulating: C += A B (+ bias).
 struct matmul_prim {
     dnnl::memory::desc a, b, c, bias, scratch;
     dnnl::matmul prim;
 };
 
 matmul_prim make_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool a_transposed, bool b_transposed,
-                        bool with_bias)
+                        bool with_bias, bool accumulate = false)
 {
     matmul_prim p;
     p.a = a_transposed ? dnnl::memory::desc(dims{m, k}, dt::f32, dims{1, m})
@@ -43,6 +44,11 @@ matmul_prim make_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool a_t
     // concurrent execution retexo does (one primitive per thread on different row blocks).
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    if (accumulate) {
+        dnnl::post_ops ops;
+        ops.append_sum(1.0F);
+        attr.set_post_ops(ops);
+    }
 #if DNNL_VERSION_MAJOR >= 3
     const auto pd = with_bias ? dnnl::matmul::primitive_desc(cpu_engine(), p.a, p.b, p.bias, p.c, attr)
                               : dnnl::matmul::primitive_desc(cpu_engine(), p.a, p.b, p.c, attr);
@@ -58,21 +64,22 @@ matmul_prim make_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool a_t
 } // namespace
 
 struct linear_kernel::impl {
-    // key: (m, k, n, a_transposed, b_transposed, bias)
-    using key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, bool>;
+    // key: (m, k, n, a_transposed, b_transposed, bias, accumulate)
+    using key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, bool, bool>;
     std::map<key, matmul_prim> cache;
     std::mutex mutex;
     std::vector<dnnl::stream> streams;
     std::vector<std::vector<std::uint8_t>> scratch; // one scratchpad per thread
     std::vector<float> partial, bias_partial;       // weight-gradient chunk partials, reused
 
-    const matmul_prim& get(std::int64_t m, std::int64_t k, std::int64_t n, bool at, bool bt, bool bias)
+    const matmul_prim& get(std::int64_t m, std::int64_t k, std::int64_t n, bool at, bool bt, bool bias,
+                           bool accumulate = false)
     {
         std::lock_guard lock(mutex);
-        const key kk{m, k, n, at, bt, bias};
+        const key kk{m, k, n, at, bt, bias, accumulate};
         auto it = cache.find(kk);
         if (it == cache.end()) {
-            it = cache.emplace(kk, make_matmul(m, k, n, at, bt, bias)).first;
+            it = cache.emplace(kk, make_matmul(m, k, n, at, bt, bias, accumulate)).first;
             const auto need = it->second.scratch.get_size();
             for (auto& s : scratch)
                 if (s.size() < need) s.resize(need);
@@ -102,14 +109,15 @@ struct linear_kernel::impl {
     /// b_transposed, read transposed from a row-major cols x depth array; bias may be null.
     /// Rows go in blocks of row_block (a "full" and a "last" primitive), one block per
     /// iteration of an OpenMP loop, each on its thread's stream.  n must be positive.
+    /// accumulate: c += a B (+ bias).
     void row_blocked(const float* a, std::int64_t n, std::int64_t depth, std::int64_t cols, const float* b,
-                     bool b_transposed, const float* bias, float* c)
+                     bool b_transposed, const float* bias, float* c, bool accumulate = false)
     {
         ensure_threads();
         const std::int64_t blocks = (n + row_block - 1) / row_block;
         const std::int64_t tail = n - (blocks - 1) * row_block;
-        const auto& full = get(std::min(n, row_block), depth, cols, false, b_transposed, bias != nullptr);
-        const auto& last = get(tail, depth, cols, false, b_transposed, bias != nullptr);
+        const auto& full = get(std::min(n, row_block), depth, cols, false, b_transposed, bias != nullptr, accumulate);
+        const auto& last = get(tail, depth, cols, false, b_transposed, bias != nullptr, accumulate);
         auto& eng = cpu_engine();
 #pragma omp parallel for schedule(static)
         for (std::int64_t blk = 0; blk < blocks; ++blk) {
@@ -122,6 +130,55 @@ struct linear_kernel::impl {
             if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, eng, const_cast<float*>(bias)));
             run(p, std::move(args));
         }
+    }
+    /// dw (in x out) = x^T dy over n > 0 rows of x (n x in), db (out) = column sums of dy (db
+    /// may be null); overwritten, or added to.  Summed over fixed row chunks.
+    void weight_gradient(const float* x, const float* dy, std::int64_t n, int in, int out, float* dw, float* db,
+                         bool accumulate)
+    {
+        const std::size_t wsize = static_cast<std::size_t>(in) * out;
+        ensure_threads();
+        const int chunks = reduction_blocks(n);
+        if (partial.size() < static_cast<std::size_t>(chunks) * wsize)
+            partial.resize(static_cast<std::size_t>(chunks) * wsize);
+        bias_partial.assign(static_cast<std::size_t>(chunks) * out, 0.0F);
+        // Chunk row counts differ by at most one: create both shapes before the parallel loop.
+        for (int c = 0; c < chunks; ++c) {
+            const auto [r0, r1] = block_range(n, chunks, c);
+            (void)get(in, r1 - r0, out, true, false, false);
+        }
+        auto& eng = cpu_engine();
+#pragma omp parallel for schedule(static)
+        for (int c = 0; c < chunks; ++c) {
+            const auto [r0, r1] = block_range(n, chunks, c);
+            const auto& p = get(in, r1 - r0, out, true, false, false);
+            // A = X_c^T: (in x rows) read from row-major X_c (rows x in).
+            dnnl::memory ma(p.a, eng, const_cast<float*>(x + r0 * in));
+            dnnl::memory mb(p.b, eng, const_cast<float*>(dy + r0 * out));
+            dnnl::memory mc(p.c, eng, partial.data() + static_cast<std::size_t>(c) * wsize);
+            run(p, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+            if (db != nullptr) {
+                float* bp = bias_partial.data() + static_cast<std::size_t>(c) * out;
+                for (std::int64_t r = r0; r < r1; ++r)
+                    for (int j = 0; j < out; ++j)
+                        bp[j] += dy[r * out + j];
+            }
+        }
+        // Fixed-order sum of the chunk partials.
+#pragma omp parallel for schedule(static)
+        for (std::size_t i = 0; i < wsize; ++i) {
+            float s = accumulate ? dw[i] : 0.0F;
+            for (int c = 0; c < chunks; ++c)
+                s += partial[static_cast<std::size_t>(c) * wsize + i];
+            dw[i] = s;
+        }
+        if (db != nullptr)
+            for (int j = 0; j < out; ++j) {
+                float s = accumulate ? db[j] : 0.0F;
+                for (int c = 0; c < chunks; ++c)
+                    s += bias_partial[static_cast<std::size_t>(c) * out + j];
+                db[j] = s;
+            }
     }
     std::size_t scratch_size = 0;
 };
@@ -155,58 +212,52 @@ template <>
 void linear_kernel::backward_weights<float>(const float* x, const float* dy, std::int64_t n, float* dw, float* db,
                                             bool accumulate) const
 {
-    const std::size_t wsize = static_cast<std::size_t>(in_) * out_;
     if (n == 0) {
         if (!accumulate) {
-            std::fill(dw, dw + wsize, 0.0F);
+            std::fill(dw, dw + static_cast<std::size_t>(in_) * out_, 0.0F);
             if (db != nullptr) std::fill(db, db + out_, 0.0F);
         }
         return;
     }
-    impl_->ensure_threads();
-    const int chunks = reduction_blocks(n);
-    auto& partial = impl_->partial;
-    auto& bias_partial = impl_->bias_partial;
-    if (partial.size() < static_cast<std::size_t>(chunks) * wsize)
-        partial.resize(static_cast<std::size_t>(chunks) * wsize);
-    bias_partial.assign(static_cast<std::size_t>(chunks) * out_, 0.0F);
-    // Chunk row counts differ by at most one: create both shapes before the parallel loop.
-    for (int c = 0; c < chunks; ++c) {
-        const auto [r0, r1] = block_range(n, chunks, c);
-        (void)impl_->get(in_, r1 - r0, out_, true, false, false);
-    }
-    auto& eng = cpu_engine();
-#pragma omp parallel for schedule(static)
-    for (int c = 0; c < chunks; ++c) {
-        const auto [r0, r1] = block_range(n, chunks, c);
-        const auto& p = impl_->get(in_, r1 - r0, out_, true, false, false);
-        // A = X_c^T: (in x rows) read from row-major X_c (rows x in).
-        dnnl::memory ma(p.a, eng, const_cast<float*>(x + r0 * in_));
-        dnnl::memory mb(p.b, eng, const_cast<float*>(dy + r0 * out_));
-        dnnl::memory mc(p.c, eng, partial.data() + static_cast<std::size_t>(c) * wsize);
-        impl_->run(p, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-        if (db != nullptr) {
-            float* bp = bias_partial.data() + static_cast<std::size_t>(c) * out_;
-            for (std::int64_t r = r0; r < r1; ++r)
-                for (int j = 0; j < out_; ++j)
-                    bp[j] += dy[r * out_ + j];
+    impl_->weight_gradient(x, dy, n, in_, out_, dw, db, accumulate);
+}
+
+void linear_kernel::forward(const column_blocks& x, const matrix_f& w, const matrix_f& b, matrix_f& y) const
+{
+    check_shapes("linear::forward", cols_of(x), w, b);
+    const Eigen::Index n = rows_of(x);
+    y.resize(n, out_);
+    if (n == 0) return;
+    const float* bias = b.size() > 0 ? b.data() : nullptr;
+    bool first = true; // the first block writes y (with the bias), the others add to it
+    x.for_each([&]<typename X>(const X& block, Eigen::Index col0) {
+        const float* wb = w.data() + col0 * out_;
+        if constexpr (std::is_same_v<X, matrix_f>) {
+            check_finite("linear::forward", "x", block.data(), static_cast<std::size_t>(block.size()));
+            impl_->row_blocked(block.data(), n, block.cols(), out_, wb, false, first ? bias : nullptr, y.data(),
+                               !first);
+        } else {
+            sparse_linear_forward(block, wb, out_, first ? bias : nullptr, y.data(), !first);
         }
-    }
-    // Fixed-order sum of the chunk partials.
-#pragma omp parallel for schedule(static)
-    for (std::size_t i = 0; i < wsize; ++i) {
-        float s = accumulate ? dw[i] : 0.0F;
-        for (int c = 0; c < chunks; ++c)
-            s += partial[static_cast<std::size_t>(c) * wsize + i];
-        dw[i] = s;
-    }
-    if (db != nullptr)
-        for (int j = 0; j < out_; ++j) {
-            float s = accumulate ? db[j] : 0.0F;
-            for (int c = 0; c < chunks; ++c)
-                s += bias_partial[static_cast<std::size_t>(c) * out_ + j];
-            db[j] = s;
+        first = false;
+    });
+}
+
+void linear_kernel::backward_weights(const column_blocks& x, const float* dy, float* dw) const
+{
+    RETEXO_ENSURE_DIMS("linear::backward", "x columns", cols_of(x), Eigen::Index{in_});
+    const Eigen::Index n = rows_of(x);
+    x.for_each([&]<typename X>(const X& block, Eigen::Index col0) {
+        float* dwb = dw + col0 * out_;
+        if constexpr (std::is_same_v<X, matrix_f>) {
+            if (n == 0)
+                std::fill(dwb, dwb + block.cols() * out_, 0.0F);
+            else
+                impl_->weight_gradient(block.data(), dy, n, static_cast<int>(block.cols()), out_, dwb, nullptr, false);
+        } else {
+            sparse_linear_backward_weights(block, dy, out_, dwb);
         }
+    });
 }
 
 // double: Eigen, same blocking.

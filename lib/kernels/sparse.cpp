@@ -32,16 +32,21 @@ void by_column_ranges(const csr_matrix& x, const F& f)
 
 } // namespace
 
-void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y)
+void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y, bool accumulate)
 {
     check_finite("sparse_linear::forward", "x", x.values.data(), x.values.size());
 #pragma omp parallel for schedule(dynamic, 64)
     for (std::int64_t i = 0; i < x.rows; ++i) {
         float* yi = y + i * out;
-        if (b != nullptr)
+        if (accumulate) {
+            if (b != nullptr)
+                for (int k = 0; k < out; ++k)
+                    yi[k] += b[k];
+        } else if (b != nullptr) {
             std::copy(b, b + out, yi);
-        else
+        } else {
             std::fill(yi, yi + out, 0.0F);
+        }
         for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
             const float v = x.values[e];
             const float* wj = w + static_cast<std::ptrdiff_t>(x.indices[e]) * out;
@@ -86,7 +91,7 @@ void sparse_gemm_tn(const csr_matrix& x, const float* d, int b, int k, std::int6
 } // namespace exact
 
 void dropout_forward(const csr_matrix& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
-                     csr_matrix& y)
+                     csr_matrix& y, std::int64_t col0, std::int64_t mask_width)
 {
     RETEXO_ENSURE(static_cast<std::int64_t>(row_ids.size()) == x.rows,
                   "retexo::dropout_forward: " << row_ids.size() << " row ids for " << x.rows << " sparse rows");
@@ -105,13 +110,13 @@ void dropout_forward(const csr_matrix& x, std::span<const node_t> row_ids, doubl
     const auto rng = key.rng();
     const auto threshold = static_cast<std::uint64_t>(p * 65536.0);
     const auto scale = static_cast<float>(1.0 / (1.0 - p));
-    const std::uint64_t groups = (static_cast<std::uint64_t>(x.cols) + 3) / 4;
+    const std::uint64_t groups = (static_cast<std::uint64_t>(std::max(col0 + x.cols, mask_width)) + 3) / 4;
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < x.rows; ++i) {
         const std::uint64_t base = static_cast<std::uint64_t>(row_ids[static_cast<std::size_t>(i)]) * groups;
         std::uint64_t group = ~std::uint64_t{0}, bits = 0; // neighbouring columns share a counter
         for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
-            const auto j = static_cast<std::uint64_t>(x.indices[e]);
+            const auto j = static_cast<std::uint64_t>(col0 + x.indices[e]);
             if (j / 4 != group) {
                 group = j / 4;
                 bits = rng.bits(base + group);
@@ -145,6 +150,38 @@ void dropout_rows(const csr_matrix& x, std::span<const node_t> row_ids, double p
     dropout_forward(x, row_ids, p, key, y);
 }
 
+void gather_rows(const column_blocks& x, std::span<const node_t> rows, column_blocks& y)
+{
+    y.blocks.resize(x.blocks.size());
+    for (std::size_t i = 0; i < x.blocks.size(); ++i)
+        std::visit(
+            [&]<typename X>(const X& b) {
+                if (!std::holds_alternative<X>(y.blocks[i])) y.blocks[i] = X();
+                gather_rows(b, rows, std::get<X>(y.blocks[i]));
+            },
+            x.blocks[i]);
+}
+
+void dropout_rows(const column_blocks& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
+                  column_blocks& y)
+{
+    // The masks of the dense form: each block keyed by its columns there.
+    const std::int64_t width = x.cols();
+    if (&y != &x) y.blocks.resize(x.blocks.size());
+    std::size_t i = 0;
+    x.for_each([&]<typename X>(const X& b, Eigen::Index col0) {
+        auto& out = y.blocks[i++];
+        if (!std::holds_alternative<X>(out)) out = X();
+        X& yb = std::get<X>(out);
+        if constexpr (std::is_same_v<X, matrix_f>) {
+            if (&yb != &b) yb.resize(b.rows(), b.cols());
+            dropout_forward(b.data(), row_ids, static_cast<int>(b.cols()), p, key, yb.data(), col0, width);
+        } else {
+            dropout_forward(b, row_ids, p, key, yb, col0, width);
+        }
+    });
+}
+
 matrix_f top_rows(const matrix_f& x, Eigen::Index n)
 {
     return x.topRows(n);
@@ -153,6 +190,13 @@ matrix_f top_rows(const matrix_f& x, Eigen::Index n)
 csr_matrix top_rows(const csr_matrix& x, Eigen::Index n)
 {
     return x.middle_rows(0, n);
+}
+
+column_blocks top_rows(const column_blocks& x, Eigen::Index n)
+{
+    column_blocks out;
+    x.for_each([&](const auto& b, Eigen::Index) { out.blocks.emplace_back(top_rows(b, n)); });
+    return out;
 }
 
 namespace {

@@ -43,7 +43,7 @@ Eigen::Map<const matrix<T>> message_rows(const layer_cache<T>& c, node_t n, int 
     return {converted.data(), n, w};
 }
 
-/// x itself (dense), or the dense form of sparse rows.
+/// x itself (dense), or the dense form of sparse rows or column blocks.
 template <typename T>
 const matrix<T>& dense_rows(const matrix<T>& x)
 {
@@ -52,6 +52,10 @@ const matrix<T>& dense_rows(const matrix<T>& x)
 inline matrix_f dense_rows(const csr_matrix& x)
 {
     return x.to_dense();
+}
+inline matrix_f dense_rows(const column_blocks& x)
+{
+    return node_features(x).to_dense();
 }
 
 template <typename T>
@@ -792,7 +796,7 @@ template class gnn_layer<double>;
 template struct dense_layer<float>;
 template struct dense_layer<double>;
 
-// The input forms each layer takes: dense rows of its type, and sparse rows (float).
+// The input forms each layer takes: dense rows of its type, sparse rows and column blocks (float).
 #define RETEXO_LAYER_INPUT(T, X)                                                                                       \
     template void gnn_layer<T>::message<X>(const X&, layer_cache<T>&, matrix<T>&) const;                               \
     template void gnn_layer<T>::combine<X>(const layer_plan&, const matrix<T>&, const X&, layer_cache<T>&, matrix<T>&, \
@@ -804,6 +808,7 @@ template struct dense_layer<double>;
     template void dense_layer<T>::backward<X>(const X&, const matrix<T>&, matrix<T>*, const reduce_mode&);
 RETEXO_LAYER_INPUT(float, matrix_f)
 RETEXO_LAYER_INPUT(float, csr_matrix)
+RETEXO_LAYER_INPUT(float, column_blocks)
 RETEXO_LAYER_INPUT(double, matrix<double>)
 #undef RETEXO_LAYER_INPUT
 template struct layer_norm<float>;

@@ -53,6 +53,33 @@ void weight_gradient(parameter<float>& p, const linear_kernel& kernel, const csr
     exact::sparse_gemm_tn(x, d, b, p.exact_k, p.exact.data());
 }
 
+void weight_gradient(parameter<float>& p, const linear_kernel& kernel, const column_blocks& x, const float* d,
+                     const reduce_mode& mode)
+{
+    const auto b = static_cast<int>(p.value.cols());
+    if (!mode.exact) {
+        kernel.backward_weights(x, d, p.grad.data());
+        return;
+    }
+    const auto n = rows_of(x);
+    float x_max = 0;
+    x.for_each([&]<typename X>(const X& block, Eigen::Index) {
+        if constexpr (std::is_same_v<X, matrix_f>)
+            x_max = std::max(x_max, exact::max_abs(block.data(), static_cast<std::size_t>(block.size())));
+        else
+            x_max = std::max(x_max, exact::max_abs(block.values.data(), block.values.size()));
+    });
+    p.exact_k = mode.scale_for({x_max, exact::max_abs(d, static_cast<std::size_t>(n) * b)});
+    p.exact.assign(static_cast<std::size_t>(p.size()), 0);
+    x.for_each([&]<typename X>(const X& block, Eigen::Index col0) {
+        std::int64_t* acc = p.exact.data() + col0 * b;
+        if constexpr (std::is_same_v<X, matrix_f>)
+            exact::gemm_tn(block.data(), d, n, static_cast<int>(block.cols()), b, p.exact_k, acc);
+        else
+            exact::sparse_gemm_tn(block, d, b, p.exact_k, acc);
+    });
+}
+
 template <>
 void bias_gradient<float>(parameter<float>& p, const float* d, std::int64_t n, const reduce_mode& mode)
 {

@@ -63,10 +63,9 @@ void stage_model::forward(stage_pass& p, const node_features& x, std::span<const
     for (std::size_t i = 0; i < p.rows.size(); ++i)
         p.ids[i] = local_ids[static_cast<std::size_t>(p.rows[i])];
     const double rate = training ? spec_.dropout : 0.0;
-    if (x.is_sparse())
-        transform(p, x.sparse(), p.x_rows.storage<csr_matrix>(), p.x_all.storage<csr_matrix>(), local_ids, rate, step);
-    else
-        transform(p, x.dense(), p.x_rows.storage<matrix_f>(), p.x_all.storage<matrix_f>(), local_ids, rate, step);
+    x.visit([&]<typename X>(const X& xv) {
+        transform(p, xv, p.x_rows.storage<X>(), p.x_all.storage<X>(), local_ids, rate, step);
+    });
     if (!head_) {
         p.logits = p.t;
         return;
@@ -121,10 +120,8 @@ void stage_model::backward(stage_pass& p, std::int64_t step, const reduce_mode& 
     } else {
         d_t = p.d_logits;
     }
-    if (p.x_rows.is_sparse())
-        transform_backward(p, p.x_rows.sparse(), p.x_all.sparse(), mode, add_halo);
-    else
-        transform_backward(p, p.x_rows.dense(), p.x_all.dense(), mode, add_halo);
+    p.x_rows.visit(
+        [&]<typename X>(const X& x_rows) { transform_backward(p, x_rows, p.x_all.as<X>(), mode, add_halo); });
 }
 
 template <typename X>

@@ -263,31 +263,23 @@ private:
     std::chrono::steady_clock::time_point last_checkpoint_;
 };
 
-/// [a | b], sparse when both are.
-node_features beside(const node_features& a, const node_features& b)
-{
-    if (a.is_sparse() && b.is_sparse()) return hstack(a.sparse(), b.sparse());
-    matrix_f cat(a.rows(), a.cols() + b.cols());
-    cat.leftCols(a.cols()) = a.to_dense();
-    cat.rightCols(b.cols()) = b.to_dense();
-    return cat;
-}
-
 std::uint64_t digest(const node_features& x)
 {
     fnv1a h;
     h.feed(static_cast<std::uint32_t>(x.rows()));
     h.feed(static_cast<std::uint32_t>(x.cols()));
-    if (x.is_sparse()) { // its structure, then its values
-        const auto& s = x.sparse();
-        for (offset_t o : s.offsets)
-            h.feed(static_cast<std::uint32_t>(o));
-        for (std::int32_t j : s.indices)
-            h.feed(static_cast<std::uint32_t>(j));
-        h.feed(std::span<const float>(s.values));
-    } else {
-        h.feed(std::span<const float>(x.dense().data(), static_cast<std::size_t>(x.dense().size())));
-    }
+    const auto feed = [&]<typename X>(const X& b) {
+        if constexpr (std::is_same_v<X, matrix_f>) {
+            h.feed(std::span<const float>(b.data(), static_cast<std::size_t>(b.size())));
+        } else { // its structure, then its values
+            for (offset_t o : b.offsets)
+                h.feed(static_cast<std::uint32_t>(o));
+            for (std::int32_t j : b.indices)
+                h.feed(static_cast<std::uint32_t>(j));
+            h.feed(std::span<const float>(b.values));
+        }
+    };
+    x.for_each_block([&](const auto& b, Eigen::Index) { feed(b); });
     return h.value();
 }
 
@@ -362,14 +354,10 @@ void retexo_run::exchange_and_aggregate(retexo_stage& s)
     release_free_memory(); // the stage before's buffers, before this stage's largest
 
     if (o_.skips() && s.index > 0) {
-        // Sparse raw inputs (stage 0's) stay sparse: the new columns join them as sparse rows.
-        // The previous inputs are consumed on the way (the peak of a run on sparse features).
-        auto with_skip = [](const node_features& x, node_features& prev) -> node_features {
-            if (!prev.is_sparse() || x.is_sparse()) return beside(x, prev);
-            return hstack(x.dense(), std::move(prev.sparse()));
-        };
-        s.x.all = with_skip(s.x.all, carry_.skip.all);
-        if (ctx_.inductive) s.x.train = with_skip(s.x.train, carry_.skip.train);
+        // Each block keeps its storage: sparse raw inputs (stage 0's) stay sparse beside the
+        // new dense columns.  The previous inputs are consumed on the way.
+        s.x.all = beside(std::move(s.x.all), std::move(carry_.skip.all));
+        if (ctx_.inductive) s.x.train = beside(std::move(s.x.train), std::move(carry_.skip.train));
     }
     carry_.skip = {};
 }
@@ -397,7 +385,7 @@ void retexo_run::exchange_inputs(retexo_stage& s)
     auto input = [&](const nn::local_graph& g, const node_features& h, std::span<const node_t> zero) {
         node_features a = exchange.aggregate(h, g, kind, zero);
         if (!self_apart) return a;
-        return beside(h, a);
+        return beside(h, std::move(a));
     };
     s.x.all = input(ctx_.graph, carry_.h.all, {});
     if (ctx_.inductive) s.x.train = input(ctx_.train_graph, carry_.h.train, hidden);
@@ -640,13 +628,25 @@ void retexo_run::gather_training_rows(retexo_stage& s)
     ids = gather(ids);
     labels = gather(labels);
     const node_features mine = s.x.for_training(ctx_.inductive).select_rows(rows);
-    RETEXO_ENSURE(comm.allreduce(mine.is_sparse() ? 1 : 0, MPI_SUM, purpose::train_rows) % comm.size() == 0,
-                  "--replicate-train: the ranks hold stage " << s.index
-                                                             << "'s inputs in different storage (dense, sparse)");
+    // The storage of each column block (dense, sparse) and its width.
+    fnv1a layout;
+    const auto describe = [&]<typename X>(const X& b) {
+        layout.feed(static_cast<std::uint32_t>(std::is_same_v<X, matrix_f> ? 0 : 1));
+        layout.feed(static_cast<std::uint32_t>(cols_of(b)));
+    };
+    mine.for_each_block([&](const auto& b, Eigen::Index) { describe(b); });
+    const auto storage = static_cast<std::int64_t>(layout.value() >> 1U);
+    RETEXO_ENSURE(comm.allreduce(storage, MPI_MIN, purpose::train_rows) ==
+                      comm.allreduce(storage, MPI_MAX, purpose::train_rows),
+                  "--replicate-train: the ranks hold stage "
+                      << s.index << "'s inputs in different storage (dense, sparse, blocks)");
     const auto n = static_cast<std::int64_t>(ids.size());
-    node_features all;
-    if (mine.is_sparse()) {
-        const auto& m = mine.sparse();
+    const auto gather_dense = [&](const matrix_f& d) {
+        std::vector<float> v(d.data(), d.data() + d.size());
+        v = gather(v);
+        return matrix_f(Eigen::Map<const matrix_f>(v.data(), n, d.cols()));
+    };
+    const auto gather_sparse = [&](const csr_matrix& m) {
         std::vector<std::int32_t> nnz(rows.size());
         for (std::size_t i = 0; i < rows.size(); ++i)
             nnz[i] = static_cast<std::int32_t>(m.row_nnz(static_cast<std::int64_t>(i)));
@@ -657,13 +657,17 @@ void retexo_run::gather_training_rows(retexo_stage& s)
                 c.offsets[static_cast<std::size_t>(i)] + nnz[static_cast<std::size_t>(i)];
         c.indices = gather(m.indices);
         c.values = gather(m.values);
-        all = std::move(c);
-    } else {
-        const auto& d = mine.dense();
-        std::vector<float> v(d.data(), d.data() + d.size());
-        v = gather(v);
-        all = matrix_f(Eigen::Map<const matrix_f>(v.data(), n, d.cols()));
-    }
+        return c;
+    };
+    const auto gather_block = [&]<typename X>(const X& b) -> column_blocks::block {
+        if constexpr (std::is_same_v<X, matrix_f>)
+            return gather_dense(b);
+        else
+            return gather_sparse(b);
+    };
+    column_blocks gathered;
+    mine.for_each_block([&](const auto& b, Eigen::Index) { gathered.blocks.push_back(gather_block(b)); });
+    node_features all = from_blocks(std::move(gathered.blocks));
     std::vector<node_t> order(static_cast<std::size_t>(n));
     std::iota(order.begin(), order.end(), node_t{0});
     std::sort(order.begin(), order.end(),

@@ -5,6 +5,7 @@
 #include <retexo/kernels/exact.hpp>
 #include <retexo/kernels/linear.hpp>
 #include <retexo/kernels/sparse.hpp>
+#include <retexo/nn/reduce.hpp>
 
 #include <omp.h>
 
@@ -67,24 +68,36 @@ TEST_CASE("csr_matrix: dense round trip, row selection, stacking, validation", "
     matrix_f xy(9, 10);
     xy << x, y;
     CHECK(hstack(s, csr_matrix::from_dense(y)).to_dense() == xy);
-    // A dense left part joins as its non-zeros, and the right part is consumed.
+    // beside(): the columns in order, each block in its storage, neighbouring sparse ones joined.
     matrix_f yx(9, 10);
     yx << y, x;
-    auto consumed = s;
-    const auto dense_left = hstack(y, std::move(consumed));
-    REQUIRE_NOTHROW(dense_left.validate("dense_left"));
+    const node_features dense_left = beside(node_features(y), node_features(s));
+    REQUIRE(dense_left.is_blocks());
+    CHECK(dense_left.as<column_blocks>().blocks.size() == 2);
+    CHECK(dense_left.cols() == 10);
     CHECK(dense_left.to_dense() == yx);
-    CHECK(dense_left.nnz() == (yx.array() != 0).count());
-    CHECK(dense_left == hstack(csr_matrix::from_dense(y), s));
-    CHECK(consumed.indices.empty()); // NOLINT(bugprone-use-after-move)
-    CHECK(consumed.values.empty());  // NOLINT(bugprone-use-after-move)
-    auto short_rows = s.middle_rows(0, 3);
-    CHECK_THROWS_WITH(hstack(y, std::move(short_rows)), Catch::Contains("9 rows beside 3"));
+    CHECK(beside(node_features(s), node_features(y)).to_dense() == xy);
+    CHECK(beside(node_features(s), node_features(csr_matrix::from_dense(y))).sparse() ==
+          hstack(s, csr_matrix::from_dense(y)));
+    CHECK(beside(node_features(x), node_features(y)).to_dense() == xy);
+    CHECK(beside(node_features(x), node_features(y)).as<column_blocks>().blocks.size() == 2); // no copy
+    matrix_f yyxy(9, 18);
+    yyxy << y, y, x, y;
+    const node_features wider = beside(beside(node_features(y), dense_left), node_features(y));
+    REQUIRE(wider.as<column_blocks>().blocks.size() == 4); // [y | y | x | y]
+    CHECK(std::get<matrix_f>(wider.as<column_blocks>().blocks[1]).cols() == 4);
+    CHECK(wider.to_dense() == yyxy);
+    const std::vector<node_t> picked{8, 1, 1};
+    CHECK(wider.select_rows(picked).to_dense() == node_features(yyxy).select_rows(picked).dense());
+    CHECK(wider == beside(beside(node_features(y), dense_left), node_features(y)));
+    CHECK_FALSE(wider == node_features(yyxy));
+    CHECK_THROWS_WITH(beside(node_features(y), node_features(s.middle_rows(0, 3))), Catch::Contains("9 rows beside 3"));
+    CHECK_THROWS_WITH(wider.sparse(), Catch::Contains("stored blocks, not as sparse"));
     const node_features f(s);
     CHECK(f.is_sparse());
     CHECK(f.rows() == 9);
     CHECK(f.cols() == 6);
-    CHECK_THROWS_WITH(f.dense(), Catch::Contains("the features are sparse"));
+    CHECK_THROWS_WITH(f.dense(), Catch::Contains("the features are stored sparse, not as dense"));
     auto bad = s;
     std::swap(bad.indices[0], bad.indices[1]);
     if (s.row_nnz(0) >= 2) CHECK_THROWS_WITH(bad.validate("bad.h5"), Catch::Contains("out of order"));
@@ -133,6 +146,35 @@ TEST_CASE("sparse linear map and its weight gradient match the dense kernels", "
         exact::sparse_gemm_tn(s, dy.data(), out, 20, sparse.data());
         CHECK(sparse == dense);
     }
+    SECTION("column blocks: dense, sparse, dense, each in its own kernel")
+    {
+        // x's first 11 columns dense (every value stored), 20 sparse, the last 6 dense.
+        const int d = 11;
+        const column_blocks xs{
+            {matrix_f(x.leftCols(d)), csr_matrix::from_dense(x.middleCols(d, 20)), matrix_f(x.rightCols(in - d - 20))}};
+        REQUIRE(node_features(xs).to_dense() == x);
+        at_thread_counts([&](int t) {
+            INFO(t << " threads");
+            matrix_f y, dw(in, out);
+            k.forward(xs, w, b, y);
+            k.backward_weights(xs, dy.data(), dw.data());
+            for (Eigen::Index i = 0; i < y.size(); ++i)
+                CHECK(y.data()[i] == Approx(ref_y[static_cast<std::size_t>(i)]).epsilon(1e-5).margin(1e-5));
+            for (Eigen::Index i = 0; i < dw.size(); ++i)
+                CHECK(dw.data()[i] == Approx(ref_dw[static_cast<std::size_t>(i)]).epsilon(1e-5).margin(1e-5));
+        });
+        // Exact mode: the fixed-point gradient of the dense form, bit for bit.
+        parameter<float> from_split("w", in, out), from_dense("w", in, out);
+        nn::reduce_mode mode;
+        mode.exact = true;
+        mode.global_terms = 1000;
+        nn::weight_gradient(from_split, k, xs, dy.data(), mode);
+        nn::weight_gradient(from_dense, k, x, dy.data(), mode);
+        CHECK(from_split.exact_k == from_dense.exact_k);
+        CHECK(from_split.exact == from_dense.exact);
+        CHECK_THROWS_WITH(k.forward(column_blocks{{matrix_f(x.leftCols(d)), csr_matrix(300, 3)}}, w, b, y0),
+                          Catch::Contains("x columns"));
+    }
 }
 
 TEST_CASE("sparse dropout masks the stored values as dense dropout masks the row", "[kernels][sparse]")
@@ -153,6 +195,18 @@ TEST_CASE("sparse dropout masks the stored values as dense dropout masks the row
     CHECK(in_place.values == sp.values);
     dropout_forward(s, ids, 0.0, key, sp);
     CHECK(sp.to_dense() == x);
+    // Column blocks are masked as their dense form, whatever the block borders.
+    for (int border : {1, 3, 4, 6}) {
+        INFO("blocks: " << border << " dense, 5 sparse, the rest dense");
+        const column_blocks xs{{matrix_f(x.leftCols(border)), csr_matrix::from_dense(x.middleCols(border, 5)),
+                                matrix_f(x.rightCols(8 - border))}};
+        column_blocks ys;
+        dropout_rows(xs, ids, 0.4, key, ys);
+        CHECK(node_features(ys).to_dense() == dense);
+        column_blocks in_place_blocks = xs;
+        dropout_rows(in_place_blocks, ids, 0.4, key, in_place_blocks);
+        CHECK(in_place_blocks == ys);
+    }
 }
 
 TEST_CASE("sparse aggregation equals dense aggregation bit for bit", "[kernels][sparse][aggregate]")

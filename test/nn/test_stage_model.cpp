@@ -13,8 +13,13 @@ namespace {
 
 /// With `sparse`, the inputs are 2/3 zeros and stored as CSR (the sparse first-layer kernels);
 /// the gradients then also match those of the same inputs stored dense, to rounding.
-void check_stage(const stage_spec& spec, bool sparse = false)
+/// How check_stage stores the inputs: dense, sparse rows, or column blocks (sparse, two
+/// dense columns, sparse).
+enum class inputs { dense, sparse, blocks };
+
+void check_stage(const stage_spec& spec, inputs storage = inputs::dense)
 {
+    const bool sparse = storage != inputs::dense;
     const test::toy_graph t(5);
     stage_model model(spec);
     std::vector<node_t> rows;
@@ -28,7 +33,12 @@ void check_stage(const stage_spec& spec, bool sparse = false)
         for (Eigen::Index i = 0; i < dense_x.rows(); ++i)
             for (Eigen::Index j = 0; j < dense_x.cols(); ++j)
                 if ((i + j) % 3 != 0) dense_x(i, j) = 0;
-    const node_features x = sparse ? node_features(csr_matrix::from_dense(dense_x)) : node_features(dense_x);
+    const node_features x = storage == inputs::blocks
+                                ? node_features(column_blocks{{csr_matrix::from_dense(dense_x.leftCols(1)),
+                                                               matrix_f(dense_x.middleCols(1, 2)),
+                                                               csr_matrix::from_dense(dense_x.rightCols(spec.in - 3))}})
+                            : sparse ? node_features(csr_matrix::from_dense(dense_x))
+                                     : node_features(dense_x);
     const matrix<double> r = test::random_matrix(static_cast<Eigen::Index>(rows.size()), spec.classes, 2);
     auto loss = [&] { // <logits, r>
         stage_pass p;
@@ -43,7 +53,7 @@ void check_stage(const stage_spec& spec, bool sparse = false)
     model.forward(p, x, t.ids, true, 1);
     p.d_logits = r.cast<float>();
     model.backward(p, 1, reduce_mode{}, [](std::int64_t*, int) { FAIL("no halo exchange outside exact mode"); });
-    if (sparse) { // the same model on the dense storage of the inputs
+    if (sparse) { // the same model on the dense storage of the inputs (the same dropout masks)
         stage_model twin(spec);
         stage_pass q;
         q.rows = rows;
@@ -89,12 +99,12 @@ TEST_CASE("stage model: gradients match central differences", "[nn][stage]")
     }
     SECTION("dense, sparse inputs, head and LayerNorm")
     {
-        check_stage(s, true);
+        check_stage(s, inputs::sparse);
     }
     SECTION("dense, sparse inputs, the transform gives the logits")
     {
         s.head = false;
-        check_stage(s, true);
+        check_stage(s, inputs::sparse);
     }
     SECTION("graph: GraphSAGE-pool with head")
     {
@@ -114,13 +124,31 @@ TEST_CASE("stage model: gradients match central differences", "[nn][stage]")
         s.graph = true;
         s.kind = layer_kind::gat;
         s.heads = 2;
-        check_stage(s, true);
+        check_stage(s, inputs::sparse);
     }
     SECTION("graph: GraphSAGE-pool with sparse inputs")
     {
         s.graph = true;
         s.kind = layer_kind::sage_pool;
-        check_stage(s, true);
+        check_stage(s, inputs::sparse);
+    }
+    SECTION("dense, column-block inputs")
+    {
+        check_stage(s, inputs::blocks);
+    }
+    SECTION("graph: GAT with column-block inputs and dropout (masks as on the dense form)")
+    {
+        s.graph = true;
+        s.kind = layer_kind::gat;
+        s.heads = 2;
+        s.dropout = 0.3;
+        check_stage(s, inputs::blocks);
+    }
+    SECTION("graph: GraphSAGE-pool with column-block inputs")
+    {
+        s.graph = true;
+        s.kind = layer_kind::sage_pool;
+        check_stage(s, inputs::blocks);
     }
     SECTION("graph: GAT logits (heads averaged)")
     {

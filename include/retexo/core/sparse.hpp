@@ -1,7 +1,8 @@
 #pragma once
 /// @file sparse.hpp
 /// Sparse rows: a float matrix in compressed sparse row form (bag-of-words node features and
-/// their aggregates are 0.3-5% non-zero), and node features that are dense or sparse.
+/// their aggregates are 0.3-5% non-zero), and node features that are dense, sparse, or dense
+/// columns beside sparse ones (a RETEXO stage's embeddings beside the raw features).
 
 #include <retexo/core/error.hpp>
 #include <retexo/core/types.hpp>
@@ -84,18 +85,52 @@ inline Eigen::Index cols_of(const csr_matrix& x) noexcept
 
 /// [a | b]: the columns of b after those of a (same row count).
 csr_matrix hstack(const csr_matrix& a, const csr_matrix& b);
-/// [a | b] with a's non-zeros as sparse entries, consuming b: no sparse copy of a on the
-/// way, and each of b's arrays freed as soon as it is read (b is left empty).
-csr_matrix hstack(const matrix_f& a, csr_matrix&& b);
 
-/// Node features, one row per node: dense, or sparse rows where few entries are non-zero.
+/// Rows stored as column blocks, each dense or sparse rows, in column order ([b0 | b1 | ...]):
+/// each block is multiplied in its own kernel (oneDNN GEMM, sparse rows), so dense columns
+/// are never stored as sparse entries nor sparse ones as dense.  A RETEXO stage's input:
+/// its embeddings beside the raw (sparse) features.
+struct column_blocks {
+    using block = std::variant<matrix_f, csr_matrix>;
+    std::vector<block> blocks; ///< each with every row and at least one column
+
+    Eigen::Index rows() const noexcept;
+    Eigen::Index cols() const noexcept;
+    /// f(b, col0) for every block b (matrix_f or csr_matrix) and its first column.
+    template <typename F>
+    void for_each(F&& f) const
+    {
+        Eigen::Index col0 = 0;
+        for (const auto& b : blocks)
+            std::visit(
+                [&](const auto& x) {
+                    f(x, col0);
+                    col0 += cols_of(x);
+                },
+                b);
+    }
+    bool operator==(const column_blocks& o) const;
+};
+inline Eigen::Index rows_of(const column_blocks& x) noexcept
+{
+    return x.rows();
+}
+inline Eigen::Index cols_of(const column_blocks& x) noexcept
+{
+    return x.cols();
+}
+
+/// Node features, one row per node: dense, sparse rows where few entries are non-zero, or
+/// column blocks of either kind side by side.
 class node_features {
 public:
     node_features() = default;
     node_features(matrix_f dense) : v_(std::move(dense)) {} // NOLINT(google-explicit-constructor): features are data
-    node_features(csr_matrix sparse) : v_(std::move(sparse)) {} // NOLINT(google-explicit-constructor)
+    node_features(csr_matrix sparse) : v_(std::move(sparse)) {}    // NOLINT(google-explicit-constructor)
+    node_features(column_blocks blocks) : v_(std::move(blocks)) {} // NOLINT(google-explicit-constructor)
 
     bool is_sparse() const noexcept { return std::holds_alternative<csr_matrix>(v_); }
+    bool is_blocks() const noexcept { return std::holds_alternative<column_blocks>(v_); }
     Eigen::Index rows() const noexcept
     {
         return std::visit([](const auto& x) { return rows_of(x); }, v_);
@@ -104,20 +139,43 @@ public:
     {
         return std::visit([](const auto& x) { return cols_of(x); }, v_);
     }
-    /// f(x) with x the dense matrix or the sparse rows.
+    /// f(x) with x the dense matrix, the sparse rows or the column blocks.
     template <typename F>
     decltype(auto) visit(F&& f) const
     {
         return std::visit(std::forward<F>(f), v_);
     }
+    /// f(b, col0) for every column block b (matrix_f or csr_matrix) and its first column:
+    /// dense and sparse features are one block.
+    template <typename F>
+    void for_each_block(F&& f) const
+    {
+        if (const auto* blocks = std::get_if<column_blocks>(&v_))
+            blocks->for_each(f);
+        else
+            std::visit(
+                [&]<typename X>(const X& x) {
+                    if constexpr (!std::is_same_v<X, column_blocks>) f(x, Eigen::Index{0});
+                },
+                v_);
+    }
     /// The dense rows (throws if sparse).
     const matrix_f& dense() const;
     matrix_f& dense();
-    /// The sparse rows (throws if dense).
+    /// The sparse rows (throws if not sparse).
     const csr_matrix& sparse() const;
     csr_matrix& sparse();
-    /// The storage as X (matrix_f or csr_matrix), an empty X first if it holds the other:
-    /// a buffer that keeps its storage from one use to the next.
+    /// The storage as X (matrix_f, csr_matrix or column_blocks), throwing if it holds another.
+    template <typename X>
+    const X& as() const
+    {
+        const X* x = std::get_if<X>(&v_);
+        RETEXO_ENSURE(x != nullptr, "retexo::node_features: the features are stored " << storage_name() << ", not as "
+                                                                                      << storage_name(X{}));
+        return *x;
+    }
+    /// The storage as X, an empty X first if it holds another: a buffer that keeps its
+    /// storage from one use to the next.
     template <typename X>
     X& storage()
     {
@@ -125,16 +183,32 @@ public:
         return std::get<X>(v_);
     }
     /// Dense rows whatever the storage.
-    matrix_f to_dense() const { return is_sparse() ? sparse().to_dense() : dense(); }
+    matrix_f to_dense() const;
+    /// "dense", "sparse" or "blocks".
+    const char* storage_name() const noexcept
+    {
+        return visit([](const auto& x) { return storage_name(x); });
+    }
     /// The given rows, stored as these are.
     node_features select_rows(std::span<const node_t> rows) const;
 
 private:
-    std::variant<matrix_f, csr_matrix> v_;
+    static const char* storage_name(const matrix_f&) noexcept { return "dense"; }
+    static const char* storage_name(const csr_matrix&) noexcept { return "sparse"; }
+    static const char* storage_name(const column_blocks&) noexcept { return "blocks"; }
+    std::variant<matrix_f, csr_matrix, column_blocks> v_;
 };
 
 /// The same storage and the same values.
 bool operator==(const node_features& a, const node_features& b);
+
+/// The blocks side by side: the block itself when there is one, else column blocks.
+node_features from_blocks(std::vector<column_blocks::block> blocks);
+
+/// [a | b], each block in its storage, without copying a dense block: column blocks, or
+/// sparse rows when every block is sparse (neighbouring sparse blocks are joined).
+/// Consumes a and b.
+node_features beside(node_features a, node_features b);
 
 /// The rows of the blocks one after the other (cols columns), stored sparse or dense.
 node_features vstack(std::span<const node_features> blocks, std::int64_t cols, bool sparse);

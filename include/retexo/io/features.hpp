@@ -60,7 +60,7 @@ private:
     h5::handle dense_;
 };
 
-/// Whole features at once (checkpoints).
+/// Whole features at once (checkpoints); column blocks as BASE_block0, BASE_block1, ...
 void write_features(h5::file& f, const std::string& base, const node_features& x);
 node_features read_features(const h5::file& f, const std::string& base);
 

@@ -61,9 +61,11 @@ struct dropout_key {
                                      step * 0x632BE59BD9B4E019ULL);
     }
 };
-/// y = dropout(x) for rows with global ids row_ids[i]; p = 0 copies.
+/// y = dropout(x) for rows with global ids row_ids[i]; p = 0 copies.  x may be columns
+/// [col0, col0 + w) of rows mask_width wide, masked as those rows are (mask_width 0: w).
 template <typename T>
-void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* y);
+void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* y,
+                     std::int64_t col0 = 0, std::int64_t mask_width = 0);
 /// dx = dy * mask / (1 - p) (mask recomputed from the key).
 template <typename T>
 void dropout_backward(const T* dy, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* dx);

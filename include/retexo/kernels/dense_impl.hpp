@@ -149,7 +149,8 @@ void layer_norm_backward(const T* x, const T* dy, std::int64_t n, int w, const T
 }
 
 template <typename T>
-void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* y)
+void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* y,
+                     std::int64_t col0, std::int64_t mask_width)
 {
     const auto n = static_cast<std::int64_t>(row_ids.size());
     if (p <= 0) {
@@ -159,15 +160,24 @@ void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double 
     const auto rng = key.rng();
     const auto threshold = static_cast<std::uint64_t>(p * 65536.0);
     const T scale = static_cast<T>(1.0 / (1.0 - p));
-    const std::uint64_t groups = (static_cast<std::uint64_t>(w) + 3) / 4;
+    // 16 bits per column, four columns per counter, counters numbered along the whole row.
+    const std::uint64_t groups = (static_cast<std::uint64_t>(std::max(col0 + w, mask_width)) + 3) / 4;
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < n; ++r) {
         const std::uint64_t base = static_cast<std::uint64_t>(row_ids[r]) * groups;
         const T* xr = x + r * w;
         T* yr = y + r * w;
-        for (std::uint64_t g = 0; g < groups; ++g) {
-            const std::uint64_t bits = rng.bits(base + g);
-            const int j0 = static_cast<int>(4 * g);
+        // The first counter's columns, if col0 starts inside one; then four at a time.
+        const auto head = static_cast<int>(std::min<std::int64_t>((4 - col0 % 4) % 4, w));
+        if (head > 0) {
+            const auto c = static_cast<std::uint64_t>(col0);
+            const std::uint64_t bits = rng.bits(base + c / 4);
+            for (int l = 0; l < head; ++l)
+                yr[l] = ((bits >> (16 * (c % 4 + l))) & 0xFFFFU) >= threshold ? xr[l] * scale : T(0);
+        }
+        const std::uint64_t g0 = static_cast<std::uint64_t>(col0 + head) / 4;
+        for (int j0 = head; j0 < w; j0 += 4) {
+            const std::uint64_t bits = rng.bits(base + g0 + static_cast<std::uint64_t>(j0 - head) / 4);
             const int lanes = std::min(4, w - j0);
             for (int l = 0; l < lanes; ++l) {
                 const T v = xr[j0 + l];

@@ -62,6 +62,11 @@ public:
         RETEXO_ENSURE_DIMS("linear::backward", "x columns", static_cast<Eigen::Index>(x.cols), Eigen::Index{in_});
         sparse_linear_backward_weights(x, dy, out_, dw);
     }
+    /// y = x W + b for column blocks x: each block times its rows of W in its own kernel
+    /// (oneDNN, sparse), the terms summed in block order; b may be empty.
+    void forward(const column_blocks& x, const matrix_f& w, const matrix_f& b, matrix_f& y) const;
+    /// dw = x^T dy for column blocks x, each block's rows of dw from its own kernel; overwritten.
+    void backward_weights(const column_blocks& x, const float* dy, float* dw) const;
     template <typename T>
     void backward(const matrix<T>& x, const matrix<T>& dy, const matrix<T>& w, matrix<T>* dx, matrix<T>& dw,
                   matrix<T>* db, bool accumulate = false) const

@@ -14,7 +14,9 @@
 namespace retexo {
 
 /// y (x.rows x out) = x w (+ b as a row); w row-major (x.cols x out), b null or out values.
-void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y);
+/// accumulate: y += x w (+ b).
+void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y,
+                           bool accumulate = false);
 
 /// dw (x.cols x out) = x^T dy, dy row-major (x.rows x out); overwritten.  Each row of dw
 /// sums its terms in the order of x's rows.
@@ -27,18 +29,24 @@ void sparse_gemm_tn(const csr_matrix& x, const float* d, int b, int k, std::int6
 
 /// y = dropout(x): the stored values of row i (global id row_ids[i]) masked and scaled as
 /// dropout_forward masks the dense row; y keeps x's structure (dropped values are zero).
+/// x may be the columns from col0 of rows mask_width wide, masked as those rows are (0: x.cols).
 void dropout_forward(const csr_matrix& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
-                     csr_matrix& y);
+                     csr_matrix& y, std::int64_t col0 = 0, std::int64_t mask_width = 0);
 
-/// Row selection and dropout alike for dense and sparse rows: y = the given rows of x;
-/// y = dropout(x) with rows keyed by global ids; the first n rows.
+/// Row selection and dropout alike for dense, sparse and column-block rows: y = the given
+/// rows of x; y = dropout(x) with rows keyed by global ids (column blocks masked as their
+/// dense form); the first n rows.
 void gather_rows(const matrix_f& x, std::span<const node_t> rows, matrix_f& y);
 void gather_rows(const csr_matrix& x, std::span<const node_t> rows, csr_matrix& y);
 void dropout_rows(const matrix_f& x, std::span<const node_t> row_ids, double p, const dropout_key& key, matrix_f& y);
 void dropout_rows(const csr_matrix& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
                   csr_matrix& y);
+void gather_rows(const column_blocks& x, std::span<const node_t> rows, column_blocks& y);
+void dropout_rows(const column_blocks& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
+                  column_blocks& y);
 matrix_f top_rows(const matrix_f& x, Eigen::Index n);
 csr_matrix top_rows(const csr_matrix& x, Eigen::Index n);
+column_blocks top_rows(const column_blocks& x, Eigen::Index n);
 
 /// The aggregation of sparse rows: output row i = sum over the plan's edges e of row i of
 /// weight_e * x[source_e] (x: plan.num_src() rows), as sparse rows with ascending columns.

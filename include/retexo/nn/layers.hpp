@@ -122,7 +122,8 @@ public:
     layer_plan make_plan(const local_graph& g, std::span<const node_t> rows) const;
 
     /// msg (rows of x) from x (any rows).  Inputs (x, x_rows) are dense rows (matrix<T>) or,
-    /// for float layers, sparse rows (csr_matrix): the first layer's bag-of-words features.
+    /// for float layers, sparse rows (csr_matrix: the first layer's bag-of-words features)
+    /// or column blocks (a RETEXO stage's embeddings beside them).
     template <typename X>
     void message(const X& x, layer_cache<T>& c, matrix<T>& msg) const;
     /// The neighbour aggregation of some of the plan's output rows (indices into plan.rows)
@@ -174,7 +175,7 @@ struct dense_layer {
     parameter<T> w, b;
     linear_kernel kernel;
     dense_layer(int in, int out, std::uint64_t seed, std::uint64_t index, const std::string& name);
-    /// x: dense rows, or sparse rows for float layers.
+    /// x: dense rows, or sparse rows or column blocks for float layers.
     template <typename X>
     void forward(const X& x, matrix<T>& y) const
     {

@@ -35,6 +35,9 @@ void weight_gradient(parameter<T>& p, const linear_kernel& k, const T* x, const 
 /// The same for sparse rows X (n = x.rows).
 void weight_gradient(parameter<float>& p, const linear_kernel& k, const csr_matrix& x, const float* d,
                      const reduce_mode& mode);
+/// The same for column blocks X (exact: the fixed-point sums of their dense form).
+void weight_gradient(parameter<float>& p, const linear_kernel& k, const column_blocks& x, const float* d,
+                     const reduce_mode& mode);
 /// Either form, for X dense or sparse.
 template <typename T>
 void weight_gradient(parameter<T>& p, const linear_kernel& k, const matrix<T>& x, const T* d, const reduce_mode& mode)

@@ -70,7 +70,7 @@ public:
     layer_plan make_plan(const local_graph& g, std::span<const node_t> rows) const;
 
     /// p.logits (and the hidden embedding p.h) of p.rows.  x: every owned row's input
-    /// (dense), or every local row's (graph), as dense or sparse rows; local_ids: the global
+    /// (dense), or every local row's (graph), as dense rows, sparse rows or column blocks; local_ids: the global
     /// id of every local row.  Training draws the dropout masks of optimiser step `step`;
     /// otherwise no dropout.
     void forward(stage_pass& p, const node_features& x, std::span<const node_t> local_ids, bool training,
@@ -80,7 +80,7 @@ public:
     void backward(stage_pass& p, std::int64_t step, const reduce_mode& mode, const halo_gradient_fn& add_halo);
 
 private:
-    /// The transform of forward() and backward() for dense (matrix_f) or sparse inputs.
+    /// The transform of forward() and backward() for dense (matrix_f), sparse or column-block inputs.
     template <typename X>
     void transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std::span<const node_t> local_ids, double rate,
                    std::int64_t step);
