@@ -119,37 +119,22 @@ TEST_CASE("stage model: gradients match central differences", "[nn][stage]")
         s.heads = 2;
         check_stage(s);
     }
-    SECTION("graph: GAT with sparse inputs")
-    {
-        s.graph = true;
-        s.kind = layer_kind::gat;
-        s.heads = 2;
-        check_stage(s, inputs::sparse);
-    }
-    SECTION("graph: GraphSAGE-pool with sparse inputs")
-    {
-        s.graph = true;
-        s.kind = layer_kind::sage_pool;
-        check_stage(s, inputs::sparse);
-    }
     SECTION("dense, column-block inputs")
     {
         check_stage(s, inputs::blocks);
     }
-    SECTION("graph: GAT with column-block inputs and dropout (masks as on the dense form)")
-    {
-        s.graph = true;
-        s.kind = layer_kind::gat;
-        s.heads = 2;
-        s.dropout = 0.3;
-        check_stage(s, inputs::blocks);
-    }
-    SECTION("graph: GraphSAGE-pool with column-block inputs")
-    {
-        s.graph = true;
-        s.kind = layer_kind::sage_pool;
-        check_stage(s, inputs::blocks);
-    }
+    // GAT with dropout: the masks of sparse rows and column blocks are those of the dense form.
+    for (auto kind : {layer_kind::gat, layer_kind::sage_pool})
+        for (auto storage : {inputs::sparse, inputs::blocks})
+            DYNAMIC_SECTION("graph: " << name_of(kind) << " with "
+                                      << (storage == inputs::sparse ? "sparse" : "column-block") << " inputs")
+            {
+                s.graph = true;
+                s.kind = kind;
+                s.heads = 2;
+                if (kind == layer_kind::gat) s.dropout = 0.3;
+                check_stage(s, storage);
+            }
     SECTION("graph: GAT logits (heads averaged)")
     {
         s.graph = true;
