@@ -13,6 +13,7 @@ namespace retexo {
 namespace {
 
 constexpr std::int64_t row_block = 512;
+constexpr std::int64_t col_block = 64;
 
 dnnl::engine& cpu_engine()
 {
@@ -23,37 +24,46 @@ dnnl::engine& cpu_engine()
 using dt = dnnl::memory::data_type;
 using dims = dnnl::memory::dims;
 
-/// A matmul C (m x n) = A (m x k) B (k x n) (+ bias), A possibly transposed in memory;
-/// accumulating: C += A B (+ bias).
+/// A matmul C (m x n) = A (m x k) B (k x n) (+ bias), A and B possibly transposed in memory,
+/// each operand a block of a wider row-major array (its leading dimension); accumulating:
+/// C += A B (+ bias).
+struct matmul_shape {
+    std::int64_t m, k, n;
+    bool a_transposed = false, b_transposed = false, bias = false, accumulate = false;
+    std::int64_t lda = 0, ldb = 0, ldc = 0; ///< 0: the operand's own width
+    auto key() const { return std::tie(m, k, n, a_transposed, b_transposed, bias, accumulate, lda, ldb, ldc); }
+    bool operator<(const matmul_shape& o) const { return key() < o.key(); }
+};
+
 struct matmul_prim {
     dnnl::memory::desc a, b, c, bias, scratch;
     dnnl::matmul prim;
 };
 
-matmul_prim make_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool a_transposed, bool b_transposed,
-                        bool with_bias, bool accumulate = false)
+matmul_prim make_matmul(const matmul_shape& s)
 {
+    const auto ld = [](std::int64_t given, std::int64_t own) { return given > 0 ? given : own; };
     matmul_prim p;
-    p.a = a_transposed ? dnnl::memory::desc(dims{m, k}, dt::f32, dims{1, m})
-                       : dnnl::memory::desc(dims{m, k}, dt::f32, dims{k, 1});
-    p.b = b_transposed ? dnnl::memory::desc(dims{k, n}, dt::f32, dims{1, k})
-                       : dnnl::memory::desc(dims{k, n}, dt::f32, dims{n, 1});
-    p.c = dnnl::memory::desc(dims{m, n}, dt::f32, dims{n, 1});
-    if (with_bias) p.bias = dnnl::memory::desc(dims{1, n}, dt::f32, dims{n, 1});
+    p.a = s.a_transposed ? dnnl::memory::desc(dims{s.m, s.k}, dt::f32, dims{1, ld(s.lda, s.m)})
+                         : dnnl::memory::desc(dims{s.m, s.k}, dt::f32, dims{ld(s.lda, s.k), 1});
+    p.b = s.b_transposed ? dnnl::memory::desc(dims{s.k, s.n}, dt::f32, dims{1, ld(s.ldb, s.k)})
+                         : dnnl::memory::desc(dims{s.k, s.n}, dt::f32, dims{ld(s.ldb, s.n), 1});
+    p.c = dnnl::memory::desc(dims{s.m, s.n}, dt::f32, dims{ld(s.ldc, s.n), 1});
+    if (s.bias) p.bias = dnnl::memory::desc(dims{1, s.n}, dt::f32, dims{s.n, 1});
     // User-managed scratchpad: oneDNN's own scratchpad is shared and not safe for the
-    // concurrent execution retexo does (one primitive per thread on different row blocks).
+    // concurrent execution retexo does (one primitive per thread on different blocks).
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (accumulate) {
+    if (s.accumulate) {
         dnnl::post_ops ops;
         ops.append_sum(1.0F);
         attr.set_post_ops(ops);
     }
 #if DNNL_VERSION_MAJOR >= 3
-    const auto pd = with_bias ? dnnl::matmul::primitive_desc(cpu_engine(), p.a, p.b, p.bias, p.c, attr)
-                              : dnnl::matmul::primitive_desc(cpu_engine(), p.a, p.b, p.c, attr);
+    const auto pd = s.bias ? dnnl::matmul::primitive_desc(cpu_engine(), p.a, p.b, p.bias, p.c, attr)
+                           : dnnl::matmul::primitive_desc(cpu_engine(), p.a, p.b, p.c, attr);
 #else
-    const auto d = with_bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c) : dnnl::matmul::desc(p.a, p.b, p.c);
+    const auto d = s.bias ? dnnl::matmul::desc(p.a, p.b, p.bias, p.c) : dnnl::matmul::desc(p.a, p.b, p.c);
     const auto pd = dnnl::matmul::primitive_desc(d, attr, cpu_engine());
 #endif
     p.scratch = pd.scratchpad_desc();
@@ -64,22 +74,18 @@ matmul_prim make_matmul(std::int64_t m, std::int64_t k, std::int64_t n, bool a_t
 } // namespace
 
 struct linear_kernel::impl {
-    // key: (m, k, n, a_transposed, b_transposed, bias, accumulate)
-    using key = std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, bool, bool>;
-    std::map<key, matmul_prim> cache;
+    std::map<matmul_shape, matmul_prim> cache;
     std::mutex mutex;
     std::vector<dnnl::stream> streams;
     std::vector<std::vector<std::uint8_t>> scratch; // one scratchpad per thread
     std::vector<float> partial, bias_partial;       // weight-gradient chunk partials, reused
 
-    const matmul_prim& get(std::int64_t m, std::int64_t k, std::int64_t n, bool at, bool bt, bool bias,
-                           bool accumulate = false)
+    const matmul_prim& get(const matmul_shape& shape)
     {
         std::lock_guard lock(mutex);
-        const key kk{m, k, n, at, bt, bias, accumulate};
-        auto it = cache.find(kk);
+        auto it = cache.find(shape);
         if (it == cache.end()) {
-            it = cache.emplace(kk, make_matmul(m, k, n, at, bt, bias, accumulate)).first;
+            it = cache.emplace(shape, make_matmul(shape)).first;
             const auto need = it->second.scratch.get_size();
             for (auto& s : scratch)
                 if (s.size() < need) s.resize(need);
@@ -107,27 +113,43 @@ struct linear_kernel::impl {
     }
     /// c (n x cols) = a (n x depth) B (+ bias), B (depth x cols) row-major or, with
     /// b_transposed, read transposed from a row-major cols x depth array; bias may be null.
-    /// Rows go in blocks of row_block (a "full" and a "last" primitive), one block per
-    /// iteration of an OpenMP loop, each on its thread's stream.  n must be positive.
-    /// accumulate: c += a B (+ bias).
+    /// The output goes in tiles, one per iteration of an OpenMP loop, each on its thread's
+    /// stream: row blocks of row_block and, when there are fewer than four of them, column
+    /// blocks of col_block, so that a product over a few hundred rows (a RETEXO stage's
+    /// training or validation rows) still uses every core.  The tiles depend on the shape
+    /// only, never on the thread count.  n must be positive.  accumulate: c += a B (+ bias).
     void row_blocked(const float* a, std::int64_t n, std::int64_t depth, std::int64_t cols, const float* b,
                      bool b_transposed, const float* bias, float* c, bool accumulate = false)
     {
         ensure_threads();
-        const std::int64_t blocks = (n + row_block - 1) / row_block;
-        const std::int64_t tail = n - (blocks - 1) * row_block;
-        const auto& full = get(std::min(n, row_block), depth, cols, false, b_transposed, bias != nullptr, accumulate);
-        const auto& last = get(tail, depth, cols, false, b_transposed, bias != nullptr, accumulate);
+        const std::int64_t row_blocks = (n + row_block - 1) / row_block;
+        const std::int64_t width = row_blocks < 4 && cols >= 2 * col_block ? col_block : cols;
+        const std::int64_t col_blocks = (cols + width - 1) / width;
+        // The (at most four) tile shapes, made before the parallel loop.
+        const auto shape = [&](std::int64_t rb, std::int64_t cb) {
+            return matmul_shape{.m = std::min(row_block, n - rb * row_block),
+                                .k = depth,
+                                .n = std::min(width, cols - cb * width),
+                                .b_transposed = b_transposed,
+                                .bias = bias != nullptr,
+                                .accumulate = accumulate,
+                                .ldb = b_transposed ? depth : cols,
+                                .ldc = cols};
+        };
+        for (std::int64_t rb : {std::int64_t{0}, row_blocks - 1})
+            for (std::int64_t cb : {std::int64_t{0}, col_blocks - 1})
+                (void)get(shape(rb, cb));
         auto& eng = cpu_engine();
 #pragma omp parallel for schedule(static)
-        for (std::int64_t blk = 0; blk < blocks; ++blk) {
-            const auto& p = blk == blocks - 1 ? last : full;
-            const std::int64_t r0 = blk * row_block;
+        for (std::int64_t tile = 0; tile < row_blocks * col_blocks; ++tile) {
+            const std::int64_t rb = tile / col_blocks, cb = tile % col_blocks;
+            const auto& p = get(shape(rb, cb));
+            const std::int64_t r0 = rb * row_block, c0 = cb * width;
             dnnl::memory ma(p.a, eng, const_cast<float*>(a + r0 * depth));
-            dnnl::memory mb(p.b, eng, const_cast<float*>(b));
-            dnnl::memory mc(p.c, eng, c + r0 * cols);
+            dnnl::memory mb(p.b, eng, const_cast<float*>(b + (b_transposed ? c0 * depth : c0)));
+            dnnl::memory mc(p.c, eng, c + r0 * cols + c0);
             std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-            if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, eng, const_cast<float*>(bias)));
+            if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, eng, const_cast<float*>(bias + c0)));
             run(p, std::move(args));
         }
     }
@@ -142,22 +164,35 @@ struct linear_kernel::impl {
         if (partial.size() < static_cast<std::size_t>(chunks) * wsize)
             partial.resize(static_cast<std::size_t>(chunks) * wsize);
         bias_partial.assign(static_cast<std::size_t>(chunks) * out, 0.0F);
-        // Chunk row counts differ by at most one: create both shapes before the parallel loop.
+        // Row chunks and, when there are fewer than four, blocks of dw's rows (x's columns)
+        // of col_block: tiles of the shape only.  Chunk row counts differ by at most one.
+        const std::int64_t width = chunks < 4 && in >= 2 * col_block ? col_block : in;
+        const std::int64_t in_blocks = (in + width - 1) / width;
+        const auto shape = [&](std::int64_t rows, std::int64_t ib) {
+            return matmul_shape{.m = std::min<std::int64_t>(width, in - ib * width),
+                                .k = rows,
+                                .n = out,
+                                .a_transposed = true,
+                                .lda = in};
+        };
         for (int c = 0; c < chunks; ++c) {
             const auto [r0, r1] = block_range(n, chunks, c);
-            (void)get(in, r1 - r0, out, true, false, false);
+            for (std::int64_t ib : {std::int64_t{0}, in_blocks - 1})
+                (void)get(shape(r1 - r0, ib));
         }
         auto& eng = cpu_engine();
 #pragma omp parallel for schedule(static)
-        for (int c = 0; c < chunks; ++c) {
+        for (std::int64_t tile = 0; tile < chunks * in_blocks; ++tile) {
+            const auto c = static_cast<int>(tile / in_blocks);
+            const std::int64_t ib = tile % in_blocks, i0 = ib * width;
             const auto [r0, r1] = block_range(n, chunks, c);
-            const auto& p = get(in, r1 - r0, out, true, false, false);
+            const auto& p = get(shape(r1 - r0, ib));
             // A = X_c^T: (in x rows) read from row-major X_c (rows x in).
-            dnnl::memory ma(p.a, eng, const_cast<float*>(x + r0 * in));
+            dnnl::memory ma(p.a, eng, const_cast<float*>(x + r0 * in + i0));
             dnnl::memory mb(p.b, eng, const_cast<float*>(dy + r0 * out));
-            dnnl::memory mc(p.c, eng, partial.data() + static_cast<std::size_t>(c) * wsize);
+            dnnl::memory mc(p.c, eng, partial.data() + static_cast<std::size_t>(c) * wsize + i0 * out);
             run(p, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-            if (db != nullptr) {
+            if (db != nullptr && ib == 0) {
                 float* bp = bias_partial.data() + static_cast<std::size_t>(c) * out;
                 for (std::int64_t r = r0; r < r1; ++r)
                     for (int j = 0; j < out; ++j)
@@ -341,7 +376,7 @@ template void linear_backward<double>(const double*, const double*, std::int64_t
 
 double measure_sgemm_gflops(int m, int k, int n, int repeats)
 {
-    const auto p = make_matmul(m, k, n, false, false, false);
+    const auto p = make_matmul({.m = m, .k = k, .n = n});
     std::vector<float> a(static_cast<std::size_t>(m) * k, 0.5F), b(static_cast<std::size_t>(k) * n, 0.25F),
         c(static_cast<std::size_t>(m) * n);
     auto& eng = cpu_engine();
