@@ -3,10 +3,13 @@
 /// Dense Y = X W + b and its backward pass.  float goes through oneDNN matmul primitives,
 /// created once per shape and cached; double goes through Eigen (gradient checks).
 ///
-/// Determinism: rows are cut into fixed blocks (forward, backward-data) and the weight
-/// gradient X^T dY is summed over a fixed number of row chunks that depends only on the row
-/// count; each block runs single-threaded inside one OpenMP parallel loop.  Results are
-/// therefore bit-identical for any thread count.
+/// Determinism: the output is cut into tiles that depend only on the shape: blocks of rows
+/// (forward, backward-data), and of 64 output columns when there are fewer than four row
+/// blocks (a few hundred rows still use every core); the weight gradient X^T dY is summed over
+/// a fixed number of row chunks that depends only on the row count, each chunk's product in
+/// blocks of 64 of dW's rows when there are fewer than four chunks.  Each tile runs
+/// single-threaded inside one OpenMP parallel loop.  Results are therefore bit-identical for
+/// any thread count.
 
 #include <retexo/kernels/common.hpp>
 #include <retexo/kernels/sparse.hpp>
