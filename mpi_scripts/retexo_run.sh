@@ -12,8 +12,11 @@
 #   on SMT machines PE=threads still fits.  When oversubscribing (N > cores, or N x threads >
 #   cores) --bind-to none: every rank may use every CPU and the kernel balances them.
 #   retexo_mpi warns on stderr when it finds threads crowded onto shared CPUs anyway.
-# - GLIBC_TUNABLES defaults to glibc.malloc.hugetlb=1: large buffers get transparent huge
-#   pages (far fewer page faults and TLB misses; 1.6x faster end to end at products scale).
+# - GLIBC_TUNABLES defaults to glibc.malloc.hugetlb=1 (large buffers get transparent huge
+#   pages: far fewer page faults and TLB misses; 1.6x faster end to end at products scale),
+#   with malloc's mmap and trim thresholds at 4 GiB and 64 GiB: a buffer freed in one epoch
+#   is reused by the next instead of going back to the kernel and being faulted in again
+#   (in a VM that hands free memory to its host, 5-10 s per GiB; docs/results.md).
 # - the all-reduce: Open MPI's dynamic rules in mpi_scripts/allreduce.rules (ring from 64 KiB
 #   on 3 ranks and more, its fixed decision otherwise): on 4 hosts over TCP RETEXO's gradient
 #   all-reduces took 1.7x less time at 100 Mb/s and 1.35x at 1 Gb/s, the same in shared memory
@@ -49,7 +52,7 @@ if (( np <= cores && np * threads <= cores )) && [[ $OMP_NUM_THREADS == "$thread
 else
   bind=(--bind-to none)
 fi
-export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1}
+export GLIBC_TUNABLES=${GLIBC_TUNABLES:-glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=68719476736}
 export OMPI_MCA_coll_tuned_use_dynamic_rules=${OMPI_MCA_coll_tuned_use_dynamic_rules:-1}
 export OMPI_MCA_coll_tuned_dynamic_rules_filename=${OMPI_MCA_coll_tuned_dynamic_rules_filename:-$root/mpi_scripts/allreduce.rules}
 exec mpirun -np "$np" "${bind[@]}" "$bin" "$@"

@@ -163,6 +163,34 @@ bool same_values(const column_blocks& x, const column_blocks& y)
     return x == y;
 }
 
+matrix_f dense_rows_of(const matrix_f& d, std::span<const node_t> rows)
+{
+    matrix_f out(static_cast<Eigen::Index>(rows.size()), d.cols());
+    for (std::size_t i = 0; i < rows.size(); ++i)
+        out.row(static_cast<Eigen::Index>(i)) = d.row(rows[i]);
+    return out;
+}
+
+/// x's blocks (consumed), one for dense or sparse x.
+std::vector<column_blocks::block> blocks_of(node_features&& x)
+{
+    if (x.is_blocks()) return std::move(x.storage<column_blocks>().blocks);
+    if (x.is_sparse()) return {std::move(x.sparse())};
+    return {std::move(x.dense())};
+}
+
+/// b appended to the blocks; sparse rows join sparse rows before them (one pass of the
+/// sparse kernels), dense blocks stay apart (no copy: each is its own GEMM).
+void append_block(std::vector<column_blocks::block>& blocks, column_blocks::block&& b)
+{
+    if (std::visit([](const auto& x) { return cols_of(x); }, b) == 0) return;
+    auto* last = blocks.empty() ? nullptr : std::get_if<csr_matrix>(&blocks.back());
+    if (last != nullptr && std::holds_alternative<csr_matrix>(b))
+        *last = hstack(*last, std::get<csr_matrix>(b));
+    else
+        blocks.push_back(std::move(b));
+}
+
 } // namespace
 
 Eigen::Index column_blocks::rows() const noexcept
@@ -200,38 +228,6 @@ matrix_f node_features::to_dense() const
     });
     return m;
 }
-
-namespace {
-
-matrix_f dense_rows_of(const matrix_f& d, std::span<const node_t> rows)
-{
-    matrix_f out(static_cast<Eigen::Index>(rows.size()), d.cols());
-    for (std::size_t i = 0; i < rows.size(); ++i)
-        out.row(static_cast<Eigen::Index>(i)) = d.row(rows[i]);
-    return out;
-}
-
-/// x's blocks (consumed), one for dense or sparse x.
-std::vector<column_blocks::block> blocks_of(node_features&& x)
-{
-    if (x.is_blocks()) return std::move(x.storage<column_blocks>().blocks);
-    if (x.is_sparse()) return {std::move(x.sparse())};
-    return {std::move(x.dense())};
-}
-
-/// b appended to the blocks; sparse rows join sparse rows before them (one pass of the
-/// sparse kernels), dense blocks stay apart (no copy: each is its own GEMM).
-void append_block(std::vector<column_blocks::block>& blocks, column_blocks::block&& b)
-{
-    if (std::visit([](const auto& x) { return cols_of(x); }, b) == 0) return;
-    auto* last = blocks.empty() ? nullptr : std::get_if<csr_matrix>(&blocks.back());
-    if (last != nullptr && std::holds_alternative<csr_matrix>(b))
-        *last = hstack(*last, std::get<csr_matrix>(b));
-    else
-        blocks.push_back(std::move(b));
-}
-
-} // namespace
 
 node_features node_features::select_rows(std::span<const node_t> rows) const
 {

@@ -630,11 +630,10 @@ void retexo_run::gather_training_rows(retexo_stage& s)
     const node_features mine = s.x.for_training(ctx_.inductive).select_rows(rows);
     // The storage of each column block (dense, sparse) and its width.
     fnv1a layout;
-    const auto describe = [&]<typename X>(const X& b) {
+    mine.for_each_block([&]<typename X>(const X& b, Eigen::Index) {
         layout.feed(static_cast<std::uint32_t>(std::is_same_v<X, matrix_f> ? 0 : 1));
         layout.feed(static_cast<std::uint32_t>(cols_of(b)));
-    };
-    mine.for_each_block([&](const auto& b, Eigen::Index) { describe(b); });
+    });
     const auto storage = static_cast<std::int64_t>(layout.value() >> 1U);
     RETEXO_ENSURE(comm.allreduce(storage, MPI_MIN, purpose::train_rows) ==
                       comm.allreduce(storage, MPI_MAX, purpose::train_rows),
@@ -665,9 +664,9 @@ void retexo_run::gather_training_rows(retexo_stage& s)
         else
             return gather_sparse(b);
     };
-    column_blocks gathered;
-    mine.for_each_block([&](const auto& b, Eigen::Index) { gathered.blocks.push_back(gather_block(b)); });
-    node_features all = from_blocks(std::move(gathered.blocks));
+    std::vector<column_blocks::block> gathered;
+    mine.for_each_block([&](const auto& b, Eigen::Index) { gathered.push_back(gather_block(b)); });
+    node_features all = from_blocks(std::move(gathered));
     std::vector<node_t> order(static_cast<std::size_t>(n));
     std::iota(order.begin(), order.end(), node_t{0});
     std::sort(order.begin(), order.end(),

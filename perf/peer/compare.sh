@@ -3,7 +3,8 @@
 # HDF5 files: cora, citeseer, facebook, chameleon, amazon-computers (those present in
 # ../shared/datasets) x {standard, RETEXO} x {GCN, SAGE, GAT}; one process, every core for its
 # OpenMP threads on both sides (retexo: mpirun -np 1 without core binding; passive waiting;
-# glibc's huge-page tunable, which retexo_run.sh sets for retexo, for the peer too), the defaults
+# glibc's huge-page and malloc-threshold tunables, which retexo_run.sh sets for retexo, for
+# the peer too), the defaults
 # (data/defaults.cfg; both sides read it) with every RETEXO stage running all its rounds
 # (patience = 0: the same work on both sides), 100 epochs / 100 rounds per stage, seed 1.
 # PRESETS=perf: the workloads of perf/configs instead.  Each side's time is the
@@ -88,7 +89,7 @@ for ds in "${present[@]}"; do
           log "retexo failed: see $base.retexo.$rep.log"
       fi
       if [[ ! -f $base.peer.$rep.json ]]; then
-        GLIBC_TUNABLES=glibc.malloc.hugetlb=1 "$py" "$root/perf/peer/peer.py" --data "$h5dir/$ds.h5" --mode "$mode" \
+        GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=4294967296:glibc.malloc.trim_threshold=68719476736 "$py" "$root/perf/peer/peer.py" --data "$h5dir/$ds.h5" --mode "$mode" \
           --model "$model" "${cfg[@]}" --epochs "$epochs" --rounds "$rounds" --threads "$threads" \
           --gemm-bench "$gemm" --json-out "$base.peer.$rep.json" >/dev/null 2>"$base.peer.$rep.log" ||
           log "peer failed: see $base.peer.$rep.log"
