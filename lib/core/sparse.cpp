@@ -216,17 +216,26 @@ bool column_blocks::operator==(const column_blocks& o) const
     return true;
 }
 
-matrix_f node_features::to_dense() const
+matrix_f column_blocks::to_dense() const
 {
-    if (!is_blocks() && !is_sparse()) return dense();
     matrix_f m(rows(), cols());
-    for_each_block([&]<typename X>(const X& b, Eigen::Index col0) {
+    for_each([&]<typename X>(const X& b, Eigen::Index col0) {
         if constexpr (std::is_same_v<X, matrix_f>)
             m.middleCols(col0, b.cols()) = b;
         else
             m.middleCols(col0, cols_of(b)) = b.to_dense();
     });
     return m;
+}
+
+matrix_f node_features::to_dense() const
+{
+    return visit([]<typename X>(const X& x) -> matrix_f {
+        if constexpr (std::is_same_v<X, matrix_f>)
+            return x;
+        else
+            return x.to_dense();
+    });
 }
 
 node_features node_features::select_rows(std::span<const node_t> rows) const

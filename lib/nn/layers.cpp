@@ -55,7 +55,7 @@ inline matrix_f dense_rows(const csr_matrix& x)
 }
 inline matrix_f dense_rows(const column_blocks& x)
 {
-    return node_features(x).to_dense();
+    return x.to_dense();
 }
 
 template <typename T>

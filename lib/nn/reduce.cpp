@@ -39,22 +39,14 @@ void weight_gradient<double>(parameter<double>& p, const linear_kernel& kernel, 
     kernel.backward_weights(x, d, n, p.grad.data(), static_cast<decltype(p.grad.data())>(nullptr));
 }
 
-void weight_gradient(parameter<float>& p, const linear_kernel& kernel, const csr_matrix& x, const float* d,
-                     const reduce_mode& mode)
-{
-    const auto b = static_cast<int>(p.value.cols());
-    if (!mode.exact) {
-        kernel.backward_weights(x, d, p.grad.data());
-        return;
-    }
-    p.exact_k = mode.scale_for(
-        {exact::max_abs(x.values.data(), x.values.size()), exact::max_abs(d, static_cast<std::size_t>(x.rows) * b)});
-    p.exact.assign(static_cast<std::size_t>(p.size()), 0);
-    exact::sparse_gemm_tn(x, d, b, p.exact_k, p.exact.data());
-}
+namespace {
 
-void weight_gradient(parameter<float>& p, const linear_kernel& kernel, const column_blocks& x, const float* d,
-                     const reduce_mode& mode)
+/// weight_gradient of sparse rows or column blocks: the kernel's product (fast mode), or the
+/// fixed-point sums of each block's rows of dW (exact mode); blocks(f) calls f(block, col0)
+/// for every dense or sparse block of x.
+template <typename X, typename Blocks>
+void blockwise_weight_gradient(parameter<float>& p, const linear_kernel& kernel, const X& x, const Blocks& blocks,
+                               const float* d, const reduce_mode& mode)
 {
     const auto b = static_cast<int>(p.value.cols());
     if (!mode.exact) {
@@ -63,21 +55,37 @@ void weight_gradient(parameter<float>& p, const linear_kernel& kernel, const col
     }
     const auto n = rows_of(x);
     float x_max = 0;
-    x.for_each([&]<typename X>(const X& block, Eigen::Index) {
-        if constexpr (std::is_same_v<X, matrix_f>)
+    blocks([&]<typename B>(const B& block, Eigen::Index) {
+        if constexpr (std::is_same_v<B, matrix_f>)
             x_max = std::max(x_max, exact::max_abs(block.data(), static_cast<std::size_t>(block.size())));
         else
             x_max = std::max(x_max, exact::max_abs(block.values.data(), block.values.size()));
     });
     p.exact_k = mode.scale_for({x_max, exact::max_abs(d, static_cast<std::size_t>(n) * b)});
     p.exact.assign(static_cast<std::size_t>(p.size()), 0);
-    x.for_each([&]<typename X>(const X& block, Eigen::Index col0) {
+    blocks([&]<typename B>(const B& block, Eigen::Index col0) {
         std::int64_t* acc = p.exact.data() + col0 * b;
-        if constexpr (std::is_same_v<X, matrix_f>)
+        if constexpr (std::is_same_v<B, matrix_f>)
             exact::gemm_tn(block.data(), d, n, static_cast<int>(block.cols()), b, p.exact_k, acc);
         else
             exact::sparse_gemm_tn(block, d, b, p.exact_k, acc);
     });
+}
+
+} // namespace
+
+void weight_gradient(parameter<float>& p, const linear_kernel& kernel, const csr_matrix& x, const float* d,
+                     const reduce_mode& mode)
+{
+    blockwise_weight_gradient(
+        p, kernel, x, [&](const auto& f) { f(x, Eigen::Index{0}); }, d, mode);
+}
+
+void weight_gradient(parameter<float>& p, const linear_kernel& kernel, const column_blocks& x, const float* d,
+                     const reduce_mode& mode)
+{
+    blockwise_weight_gradient(
+        p, kernel, x, [&](const auto& f) { x.for_each(f); }, d, mode);
 }
 
 template <>

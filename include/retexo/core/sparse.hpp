@@ -110,6 +110,7 @@ struct column_blocks {
                 b);
     }
     bool operator==(const column_blocks& o) const;
+    matrix_f to_dense() const;
 };
 inline Eigen::Index rows_of(const column_blocks& x) noexcept
 {
