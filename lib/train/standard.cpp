@@ -74,9 +74,14 @@ class standard_run {
 public:
     standard_run(const rank_context& ctx, const standard_options& o)
         : ctx_(ctx), o_(o), meter_(ctx), own_(ctx.part.num_owned()), local_(ctx.part.num_local()), L_(o.layers),
-          model_(make_model(ctx, o)), params_(model_.parameters()), opt_(o.optimizer, params_),
-          mode_(ctx.reduce(o.deterministic)), ids_(ctx.part.owned_global)
+          model_([&] {
+              phase_timer::scope s(meter_.timer, "setup");
+              return make_model(ctx, o);
+          }()),
+          params_(model_.parameters()), opt_(o.optimizer, params_), mode_(ctx.reduce(o.deterministic)),
+          ids_(ctx.part.owned_global)
     {
+        phase_timer::scope s(meter_.timer, "setup");
         agree_initial_parameters(ctx.comm, params_);
         const auto n = static_cast<std::size_t>(L_);
         msgs_.resize(n);
@@ -318,6 +323,8 @@ void standard_run::backward(matrix_f d, int epoch)
             d = std::move(dx);
         }
     }
+    phase_timer::scope s(timer, "compute");
+    release(d); // the first layer's input gradient, if any, at products scale hundreds of MB
 }
 
 accuracies standard_run::evaluate(int epoch)
