@@ -65,6 +65,7 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
                           {"accuracy", {{"train", s.best.train}, {"valid", s.best.valid}, {"test", s.best.test}}},
                           {"bytes", ledger_json(s.bytes)},
                           {"time_s", s.seconds}});
+        if (s.pseudo > 0) stages.back()["pseudo_labels"] = s.pseudo;
         if (s.candidates > 1)
             stages.back()["search"] = {{"candidates", s.candidates}, {"chosen", s.chosen}, {"settings", s.settings}};
     }

@@ -95,9 +95,10 @@ struct option_text {
                 dropout, patience, weight_decay = s(defaults::weight_decay_text),
                 optimizer = s(defaults::optimizer_text), norm = s(defaults::norm_text),
                 schedule = s(defaults::lr_schedule_text), std_optimizer = s(defaults::std_optimizer_text), config,
-                search_lr, search_dropout, search_weight_decay, smooth_alpha,
+                search_lr, search_dropout, search_weight_decay, search_pseudo_labels, smooth_alpha,
                 output_stage = s(defaults::output_stage_text);
     int stages = defaults::stages;
+    double pseudo_labels = defaults::pseudo_labels;
     int layers = defaults::layers;
     bool no_overlap = false;
 };
@@ -154,6 +155,8 @@ po::options_description selection_options(option_text& t, train::retexo_options&
         "search-dropout", po::value(&t.search_dropout), "RETEXO: dropout rates every stage tries (see --search-lr)")(
         "search-weight-decay", po::value(&t.search_weight_decay),
         "RETEXO: weight decays every stage tries (see --search-lr)")(
+        "search-pseudo-labels", po::value(&t.search_pseudo_labels),
+        "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(
         "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
         "RETEXO: a search's candidate stops after N rounds without improvement (0: the stage's --patience)")(
         "smooth-alpha", po::value(&t.smooth_alpha),
@@ -277,6 +280,9 @@ po::options_description declare_options(option_text& t, app_options& a)
         "cross-fit", po::value(&ro.cross_fit)->default_value(ro.cross_fit),
         "RETEXO: K models per stage but the last, model f trained without fold f of the training nodes; "
         "a training node's next-stage input comes from the model that never fitted it (1: off)")(
+        "pseudo-labels", po::value(&t.pseudo_labels)->default_value(t.pseudo_labels),
+        "RETEXO: stages after the first also train on unlabelled nodes with the previous stage's most "
+        "confident predictions, per class up to R times its training nodes (0: off)")(
         "skip", po::value<bool>()->implicit_value(true),
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
         "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
@@ -356,7 +362,8 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
                              .optimizer = opt[stage],
                              .norm = norm[stage],
                              .schedule = schedule[stage],
-                             .patience = patience[stage]});
+                             .patience = patience[stage],
+                             .pseudo_labels = t.pseudo_labels});
     if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
     ro.output = parse_name<train::stage_output>(t.output_stage, "--output-stage");
     if (!t.smooth_alpha.empty()) ro.smooth.alpha = list_of<double>("smooth-alpha", t.smooth_alpha);
@@ -365,6 +372,8 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     if (!t.search_dropout.empty()) ro.search.dropout = list_of<double>("search-dropout", t.search_dropout);
     if (!t.search_weight_decay.empty())
         ro.search.weight_decay = list_of<double>("search-weight-decay", t.search_weight_decay);
+    if (!t.search_pseudo_labels.empty())
+        ro.search.pseudo_labels = list_of<double>("search-pseudo-labels", t.search_pseudo_labels);
     RETEXO_ENSURE(a.wants(run_mode::retexo) || (ro.checkpoint.dir.empty() && !ro.checkpoint.resume),
                   "--checkpoint-dir and --resume apply to --mode retexo only");
     if (a.wants(run_mode::retexo)) ro.validate();

@@ -41,6 +41,7 @@ void fields(S& s, F&& f) requires std::is_same_v<std::remove_const_t<S>, stage_r
     f("best_round", s.best_round);
     f("candidates", s.candidates);
     f("chosen", s.chosen);
+    f("pseudo", s.pseudo);
     f("train", s.best.train);
     f("valid", s.best.valid);
     f("test", s.best.test);
@@ -198,6 +199,7 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
         f.write_matrix("inputs/best_logits", c.carry.best_logits);
         f.set_attr("best_stage", static_cast<std::int64_t>(c.carry.best_stage));
         f.set_attr("best_valid", c.carry.best_valid);
+        f.write_matrix("inputs/logits", c.carry.logits);
         std::string names;
         for (std::size_t i = 0; i < c.finished.size(); ++i) {
             f.write_matrix("finished/" + std::to_string(i), c.finished[i].value);
@@ -259,6 +261,7 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
     c.carry.best_logits = f.read_matrix<float>("inputs/best_logits");
     c.carry.best_stage = static_cast<int>(f.attr_int("best_stage"));
     c.carry.best_valid = f.attr_double("best_valid");
+    c.carry.logits = f.read_matrix<float>("inputs/logits");
     std::stringstream names(f.attr_string("finished_names"));
     for (std::int64_t i = 0; i < f.attr_int("num_finished"); ++i) {
         std::string name;

@@ -25,6 +25,8 @@ void retexo_options::validate() const
                       "--dropout: stage " << stage << " rate must be in [0, 1), got " << s.dropout);
         RETEXO_ENSURE(s.lr > 0, "--lr: stage " << stage << " must be positive, got " << s.lr);
         RETEXO_ENSURE(s.patience >= 0, "--patience: stage " << stage << " must be >= 0, got " << s.patience);
+        RETEXO_ENSURE(s.pseudo_labels >= 0 && std::isfinite(s.pseudo_labels),
+                      "--pseudo-labels: stage " << stage << " needs a number >= 0, got " << s.pseudo_labels);
         RETEXO_ENSURE(model != nn::layer_kind::gat || s.hidden % heads == 0,
                       "--hidden " << s.hidden << " must be divisible by --heads " << heads << " for GAT");
     }
@@ -51,6 +53,8 @@ void retexo_options::validate() const
         RETEXO_ENSURE(v >= 0 && v < 1, "--search-dropout: every rate must be in [0, 1), got " << v);
     for (double v : search.weight_decay)
         RETEXO_ENSURE(v >= 0, "--search-weight-decay: every value must be >= 0, got " << v);
+    for (double v : search.pseudo_labels)
+        RETEXO_ENSURE(v >= 0 && std::isfinite(v), "--search-pseudo-labels: every value must be >= 0, got " << v);
     smooth.validate();
     RETEXO_ENSURE(search.patience >= 0, "--search-patience must be >= 0, got " << search.patience);
     RETEXO_ENSURE(!search.active() || (checkpoint.every_minutes == 0 && checkpoint.max_hours == 0),
@@ -91,6 +95,7 @@ stage_options stage_search::candidate(const stage_options& base, std::size_t i) 
     pick(lr, s.lr);
     pick(dropout, s.dropout);
     pick(weight_decay, s.weight_decay);
+    pick(pseudo_labels, s.pseudo_labels);
     return s;
 }
 
@@ -98,7 +103,8 @@ std::string stage_search::describe(const stage_options& base, std::size_t i) con
 {
     const stage_options s = candidate(base, i);
     std::ostringstream d;
-    d << "lr=" << s.lr << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay;
+    d << "lr=" << s.lr << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay
+      << " pseudo-labels=" << s.pseudo_labels;
     return d.str();
 }
 
@@ -112,7 +118,7 @@ std::string retexo_options::describe() const
       << " replicate-train=" << (replicate_train ? (*replicate_train ? "true" : "false") : "auto");
     if (search.active()) {
         d << " search:";
-        for (const auto* axis : {&search.lr, &search.dropout, &search.weight_decay}) {
+        for (const auto* axis : {&search.lr, &search.dropout, &search.weight_decay, &search.pseudo_labels}) {
             d << " [";
             for (double v : *axis)
                 d << v << ",";
@@ -131,7 +137,8 @@ std::string retexo_options::describe() const
         const auto& s = stages[stage];
         d << "; stage " << stage << ": rounds=" << s.rounds << " lr=" << s.lr << " hidden=" << s.hidden
           << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay << " optimizer=" << name_of(s.optimizer)
-          << " norm=" << name_of(s.norm) << " lr-schedule=" << name_of(s.schedule) << " patience=" << s.patience;
+          << " norm=" << name_of(s.norm) << " lr-schedule=" << name_of(s.schedule) << " patience=" << s.patience
+          << " pseudo-labels=" << s.pseudo_labels;
     }
     return d.str();
 }
@@ -174,6 +181,7 @@ struct retexo_stage : stage_progress {
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
     double best_loss = std::numeric_limits<double>::infinity(); ///< validation loss at best_round (a search)
     int candidates = 1, chosen = 0;
+    std::int64_t pseudo = 0; ///< pseudo-labelled training nodes, all ranks
 
     nn::stage_model& model() { return models.front(); }
     bool cross_fitted() const { return models.size() > 1; }
@@ -222,7 +230,19 @@ private:
     }
     const std::vector<node_t>& training_rows(const retexo_stage& s) const
     {
-        return s.all_train ? s.all_train->rows : ctx_.train_rows;
+        return s.all_train ? s.all_train->rows : train_rows_;
+    }
+    /// The stage's training targets: the labelled rows and, with pseudo-labels, those chosen
+    /// from the previous stage's logits (collective).
+    void set_targets(retexo_stage& s);
+    /// Per class, the unlabelled owned rows the previous stage predicted most confidently.
+    void add_pseudo_labels(retexo_stage& s);
+    /// Whether a stage trains on pseudo-labels (its own setting or a search candidate's).
+    bool uses_pseudo_labels(int stage) const
+    {
+        const double own = o_.stages[static_cast<std::size_t>(stage)].pseudo_labels;
+        const auto& axis = o_.search.pseudo_labels;
+        return own > 0 || std::any_of(axis.begin(), axis.end(), [](double v) { return v > 0; });
     }
     /// The mean loss of a step over n_global rows (an all-reduce unless gathered).
     double step_loss(const retexo_stage& s, const loss_result& loss, std::int64_t n_global);
@@ -251,8 +271,14 @@ private:
     const node_t own_;
     const int C_;
     const nn::reduce_mode mode_;
-    nn::reduce_mode local_mode_;    ///< mode_ within one rank (gathered training rows)
-    const int loss_k_, valid_k_;    ///< exact mode: fixed-point exponents of the losses
+    nn::reduce_mode local_mode_; ///< mode_ within one rank (gathered training rows)
+    int loss_k_;                 ///< exact mode: fixed-point exponent of the stage's training loss
+    const int valid_k_;          ///< and of the validation loss
+    /// The stage's training rows and every owned row's label (pseudo-labels included), and
+    /// the training rows over all ranks.
+    std::vector<node_t> train_rows_;
+    std::vector<std::int32_t> labels_;
+    std::int64_t global_train_ = 0;
     std::vector<node_t> local_ids_; ///< global id of every local row (dropout keys, batches)
     run_result result_;
     stage_carry carry_;     ///< this stage's inputs (and --skip's)
@@ -285,8 +311,7 @@ std::uint64_t digest(const node_features& x)
 
 retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const progress_fn& progress)
     : ctx_(ctx), o_(o), progress_(progress), meter_(ctx), own_(ctx.part.num_owned()), C_(ctx.part.global.num_classes),
-      mode_(ctx.reduce(o.deterministic)), local_mode_(mode_),
-      loss_k_(o.deterministic ? loss_exponent(ctx.global_train) : -1),
+      mode_(ctx.reduce(o.deterministic)), local_mode_(mode_), loss_k_(-1),
       valid_k_(o.deterministic ? loss_exponent(ctx.global_valid) : -1)
 {
     local_mode_.global_max = [](std::span<double>) {};
@@ -394,6 +419,7 @@ void retexo_run::exchange_inputs(retexo_stage& s)
 void retexo_run::build_model(retexo_stage& s)
 {
     phase_timer::scope sc(meter_.timer, "setup");
+    set_targets(s);
     const auto& so = s.so;
     const int folds = o_.cross_fit > 1 && !s.last ? o_.cross_fit : 1;
     s.models.reserve(static_cast<std::size_t>(folds)); // params point into them
@@ -418,12 +444,12 @@ void retexo_run::build_model(retexo_stage& s)
     for (const auto* p : s.params)
         params += p->value.size();
     if (!s.graph && !s.all_train &&
-        o_.replicates_rows(ctx_.comm.size(), ctx_.global_train, s.x.all.cols(), params, so.rounds))
+        o_.replicates_rows(ctx_.comm.size(), global_train_, s.x.all.cols(), params, so.rounds))
         gather_training_rows(s);
     assign_folds(s, folds);
     // Mini-batches: the batch of a training node is hash(global id, stage, round) mod
     // batches, the same on every partitioning.
-    s.batches = o_.batch_size > 0 ? static_cast<int>((ctx_.global_train + o_.batch_size - 1) / o_.batch_size) : 1;
+    s.batches = o_.batch_size > 0 ? static_cast<int>((global_train_ + o_.batch_size - 1) / o_.batch_size) : 1;
     s.opt.emplace(
         optimizer_options{.kind = so.optimizer,
                           .lr = so.lr,
@@ -454,12 +480,78 @@ void retexo_run::build_model(retexo_stage& s)
     }
 }
 
+void retexo_run::set_targets(retexo_stage& s)
+{
+    train_rows_ = ctx_.train_rows;
+    labels_ = ctx_.part.labels;
+    global_train_ = ctx_.global_train;
+    s.pseudo = 0;
+    if (s.index > 0 && s.so.pseudo_labels > 0) add_pseudo_labels(s);
+    loss_k_ = o_.deterministic ? loss_exponent(global_train_) : -1;
+}
+
+void retexo_run::add_pseudo_labels(retexo_stage& s)
+{
+    const matrix_f& logits = carry_.logits;
+    RETEXO_ENSURE(logits.rows() == own_ && logits.cols() == C_,
+                  "pseudo-labels: stage " << s.index << " has no logits of the stage before");
+    // Each candidate row's predicted class and confidence: the top logit's margin over the
+    // log-sum-exp of the others, binned in 0.1 steps over [-5, 95).
+    constexpr int bins = 1000;
+    constexpr double lo = -5, step = 0.1;
+    std::vector<char> labelled(static_cast<std::size_t>(own_), 0);
+    for (const auto* rows : {&ctx_.train_rows, &ctx_.valid_rows, &ctx_.test_rows}) {
+        if (rows == &ctx_.test_rows && !ctx_.inductive) continue;
+        for (node_t r : *rows)
+            labelled[static_cast<std::size_t>(r)] = 1;
+    }
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(C_) * (bins + 1), 0); // bins, then training nodes
+    for (node_t r : ctx_.train_rows)
+        ++counts[static_cast<std::size_t>(C_) * bins + static_cast<std::size_t>(ctx_.part.labels[r])];
+    std::vector<std::pair<int, int>> key(static_cast<std::size_t>(own_), {-1, 0}); // class, bin
+    for (node_t r = 0; r < own_; ++r) {
+        if (labelled[static_cast<std::size_t>(r)]) continue;
+        Eigen::Index top = 0;
+        const float m = logits.row(r).maxCoeff(&top);
+        double rest = 0;
+        for (int c = 0; c < C_; ++c)
+            if (c != top) rest += std::exp(static_cast<double>(logits(r, c) - m));
+        const double margin = rest > 0 ? -std::log(rest) : lo + bins * step;
+        const int bin = static_cast<int>(std::clamp((margin - lo) / step, 0.0, bins - 1.0));
+        key[static_cast<std::size_t>(r)] = {static_cast<int>(top), bin};
+        ++counts[static_cast<std::size_t>(top) * bins + static_cast<std::size_t>(bin)];
+    }
+    ctx_.comm.allreduce(std::span<std::int64_t>(counts), MPI_SUM, purpose::control);
+    // Per class, the most confident bins whose nodes fit in the quota.
+    std::vector<int> first_bin(static_cast<std::size_t>(C_), bins);
+    for (int c = 0; c < C_; ++c) {
+        const auto quota = static_cast<std::int64_t>(
+            std::llround(s.so.pseudo_labels * static_cast<double>(counts[static_cast<std::size_t>(C_) * bins + c])));
+        std::int64_t taken = 0;
+        for (int b = bins - 1; b >= 0; --b) {
+            const auto n = counts[static_cast<std::size_t>(c) * bins + static_cast<std::size_t>(b)];
+            if (taken + n > quota) break;
+            taken += n;
+            first_bin[static_cast<std::size_t>(c)] = b;
+        }
+        s.pseudo += taken;
+    }
+    for (node_t r = 0; r < own_; ++r) {
+        const auto [c, b] = key[static_cast<std::size_t>(r)];
+        if (c >= 0 && b >= first_bin[static_cast<std::size_t>(c)]) {
+            train_rows_.push_back(r);
+            labels_[static_cast<std::size_t>(r)] = c;
+        }
+    }
+    global_train_ += s.pseudo;
+}
+
 void retexo_run::assign_folds(retexo_stage& s, int folds)
 {
     s.fold_rows.assign(static_cast<std::size_t>(folds), {});
     if (folds == 1) {
         s.fold_rows[0] = training_rows(s);
-        s.fold_count.assign(1, ctx_.global_train);
+        s.fold_count.assign(1, global_train_);
         return;
     }
     // A node's fold depends on its global id only: the same folds on every partitioning.
@@ -468,7 +560,7 @@ void retexo_run::assign_folds(retexo_stage& s, int folds)
         return static_cast<int>(rng.below(static_cast<std::uint64_t>(id), static_cast<std::uint64_t>(folds)));
     };
     s.row_fold.assign(static_cast<std::size_t>(own_), -1);
-    for (node_t r : ctx_.train_rows)
+    for (node_t r : train_rows_)
         s.row_fold[static_cast<std::size_t>(r)] = fold_of(local_ids_[r]);
     std::vector<std::int64_t> in_fold(static_cast<std::size_t>(folds));
     const auto ids = training_ids(s);
@@ -485,7 +577,7 @@ void retexo_run::assign_folds(retexo_stage& s, int folds)
         return;
     }
     if (!s.all_train) ctx_.comm.allreduce(std::span<std::int64_t>(in_fold), MPI_SUM, purpose::control);
-    s.fold_count.assign(static_cast<std::size_t>(folds), ctx_.global_train);
+    s.fold_count.assign(static_cast<std::size_t>(folds), global_train_);
     for (int m = 0; m < folds; ++m)
         s.fold_count[static_cast<std::size_t>(m)] -= in_fold[static_cast<std::size_t>(m)];
 }
@@ -556,10 +648,11 @@ double retexo_run::train_round(retexo_stage& s, int round)
     std::vector<std::int64_t> counts(static_cast<std::size_t>(s.batches));
     for (std::size_t b = 0; b < counts.size(); ++b)
         counts[b] = static_cast<std::int64_t>(batch_rows[b].size());
+    // Gathered rows are every rank's already; one batch is all training rows.
     if (s.batches > 1 && !s.all_train)
         comm.allreduce(std::span<std::int64_t>(counts), MPI_SUM, purpose::control);
-    else
-        counts[0] = ctx_.global_train;
+    else if (s.batches == 1)
+        counts[0] = global_train_;
 
     double round_loss = 0;
     for (std::size_t b = 0; b < batch_rows.size(); ++b) {
@@ -571,7 +664,7 @@ double retexo_run::train_round(retexo_stage& s, int round)
         const loss_result loss = model_step(s, s.model(), batch_rows[b], plan, n_global);
         sync_and_step();
         round_loss +=
-            step_loss(s, loss, n_global) * static_cast<double>(counts[b]) / static_cast<double>(ctx_.global_train);
+            step_loss(s, loss, n_global) * static_cast<double>(counts[b]) / static_cast<double>(global_train_);
     }
     return round_loss;
 }
@@ -593,8 +686,7 @@ loss_result retexo_run::model_step(retexo_stage& s, nn::stage_model& m, const st
     std::vector<std::int32_t> labels(p.rows.size());
     for (std::size_t i = 0; i < seq.size(); ++i) {
         seq[i] = static_cast<node_t>(i);
-        labels[i] =
-            s.all_train ? s.all_train->labels[static_cast<std::size_t>(p.rows[i])] : ctx_.part.labels[p.rows[i]];
+        labels[i] = s.all_train ? s.all_train->labels[static_cast<std::size_t>(p.rows[i])] : labels_[p.rows[i]];
     }
     loss_result loss;
     ctx_.comm.checked([&] {
@@ -615,12 +707,12 @@ void retexo_run::gather_training_rows(retexo_stage& s)
 {
     phase_timer::scope sc(meter_.timer, "exchange");
     const auto& comm = ctx_.comm;
-    const auto& rows = ctx_.train_rows;
+    const auto& rows = train_rows_;
     std::vector<node_t> ids;
     std::vector<std::int32_t> labels;
     for (node_t r : rows) {
         ids.push_back(local_ids_[r]);
-        labels.push_back(ctx_.part.labels[r]);
+        labels.push_back(labels_[r]);
     }
     auto gather = [&]<typename T>(const std::vector<T>& v) {
         return comm.allgatherv(std::span<const T>(v), purpose::train_rows);
@@ -805,7 +897,10 @@ void retexo_run::search(retexo_stage& s)
     const std::int64_t step0 = step_;
     std::int64_t top_step = step0;
     retexo_stage top(s.index, base); // the best candidate so far: its settings and selection
+    int tried = 0;
     for (std::size_t i = 0; i < n; ++i) {
+        if (s.index == 0 && !o_.search.first_without_pseudo_labels(i)) continue; // the same as an earlier one
+        ++tried;
         reset_model(s);
         s.so = o_.search.candidate(base, i);
         step_ = step0;
@@ -832,7 +927,7 @@ void retexo_run::search(retexo_stage& s)
     s.best_round = top.best_round;
     s.rounds_done = top.rounds_done;
     s.best = std::move(top.best);
-    s.candidates = static_cast<int>(n);
+    s.candidates = tried;
     s.chosen = top.chosen;
 }
 
@@ -896,6 +991,7 @@ bool retexo_run::embed(retexo_stage& s)
     sr.best_round = s.best_round;
     sr.candidates = s.candidates;
     sr.chosen = s.chosen;
+    sr.pseudo = s.pseudo;
     sr.best = reduce_accuracies(ctx_, logits);
     sr.bytes = ctx_.comm.sum(ctx_.comm.ledger() - s.start);
     sr.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.t0).count();
@@ -903,6 +999,7 @@ bool retexo_run::embed(retexo_stage& s)
     for (auto& t : named_values(s.params))
         result_.parameters.push_back(std::move(t));
     const bool logits_variant = o_.variant == retexo_variant::logits;
+    if (!s.last && uses_pseudo_labels(s.index + 1)) carry_.logits = logits;
     if (o_.output == stage_output::best && !s.last && (carry_.best_stage < 0 || sr.best.valid >= carry_.best_valid)) {
         carry_.best_logits = logits;
         carry_.best_stage = s.index;

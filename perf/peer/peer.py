@@ -769,6 +769,7 @@ def retexo_settings(st, opts):
         raise SystemExit(f"peer.py: --mode retexo implements gcn, sage and gat, not {opts.model}")
     missing = [text for text, ok in (
         ("cross-fit = 1", st.value("cross-fit", int) == 1),
+        ("pseudo-labels = 0", st.value("pseudo-labels", float) == 0),
         ("optimizer = adam", set(st.per_stage("optimizer", str)) == {"adam"}),
         ("lr-schedule = constant", set(st.per_stage("lr-schedule", str)) == {"constant"})) if not ok]
     if missing:

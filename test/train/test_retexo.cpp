@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 using namespace retexo;
 
@@ -52,14 +53,15 @@ train::retexo_options exact_options(nn::layer_kind model, train::retexo_variant 
     return o;
 }
 
-/// exact_options with a third stage, --skip wherever it applies (the library's default) and,
-/// with full batches, three cross-fitted models per stage.
+/// exact_options with a third stage, --skip wherever it applies (the library's default),
+/// pseudo-labels in the last stage and, with full batches, three cross-fitted models per stage.
 train::retexo_options three_stage_options(nn::layer_kind model, train::retexo_variant variant, int batch)
 {
     auto o = exact_options(model, variant, batch);
     o.cross_fit = batch == 0 ? 3 : 1;
     o.skip.reset();
     o.stages.push_back(o.stages.back());
+    o.stages.back().pseudo_labels = 1;
     return o;
 }
 
@@ -226,6 +228,37 @@ TEST_CASE("retexo cross-fitting: training nodes take embeddings of models that n
           2 * plain.res.stages[0].bytes.sent_for(purpose::gradients));
     CHECK(crossed.res.stages[1].bytes.sent_for(purpose::gradients) ==
           plain.res.stages[1].bytes.sent_for(purpose::gradients));
+}
+
+TEST_CASE("retexo --pseudo-labels: later stages add at most the quota of unlabelled nodes, at no halo byte",
+          "[mpi][retexo][bytes]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    const auto a = partition_random(g.num_nodes(), world.size(), 2);
+    auto o = small_options(nn::layer_kind::gcn);
+    o.stages.push_back(o.stages.back());
+    for (auto& st : o.stages)
+        st.rounds = 30;
+    const run_with plain(world, g, a, o);
+    for (auto& st : o.stages)
+        st.pseudo_labels = 2;
+    const run_with pseudo(world, g, a, o);
+    const auto n_train = plain.ctx->global_train;
+    const auto unlabelled = g.num_nodes() - n_train - plain.ctx->global_valid;
+    CHECK(pseudo.res.stages[0].pseudo == 0);
+    for (int k : {1, 2}) {
+        INFO("stage " << k << ": " << pseudo.res.stages[k].pseudo << " pseudo-labels, " << n_train << " labels");
+        CHECK(pseudo.res.stages[k].pseudo > n_train / 2); // a confident, homophilous graph
+        CHECK(pseudo.res.stages[k].pseudo <= 2 * n_train);
+        CHECK(pseudo.res.stages[k].pseudo <= unlabelled);
+        CHECK(plain.res.stages[k].pseudo == 0);
+    }
+    // Stage 0 is the same run; later stages train on other targets.
+    CHECK(pseudo.res.history[0].loss == plain.res.history[0].loss);
+    CHECK(pseudo.res.history[30].loss != plain.res.history[30].loss);
+    CHECK(pseudo.res.bytes.sent_for(purpose::halo_forward) == plain.res.bytes.sent_for(purpose::halo_forward));
+    CHECK(pseudo.res.bytes.sent_for(purpose::gradients) == plain.res.bytes.sent_for(purpose::gradients));
 }
 
 TEST_CASE("retexo --skip: later stages read the previous inputs too, at no byte's cost", "[mpi][retexo][bytes]")
@@ -544,6 +577,13 @@ TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")
     o.cross_fit = 2;
     o.batch_size = 100;
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--cross-fit 2 needs full-batch training"));
+    o.cross_fit = 1;
+    o.stages[1].pseudo_labels = -1;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--pseudo-labels: stage 1 needs a number >= 0, got -1"));
+    o.stages[1].pseudo_labels = 0;
+    o.search.pseudo_labels = {0, -2};
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--search-pseudo-labels: every value must be >= 0, got -2"));
+    o.search.pseudo_labels.clear();
     o = small_options(nn::layer_kind::gat);
     o.variant = train::retexo_variant::logits;
     o.skip = true;
@@ -564,8 +604,9 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
     for (auto [model, extras] : {std::pair{nn::layer_kind::gcn, false}, std::pair{nn::layer_kind::gat, false},
                                  std::pair{nn::layer_kind::gcn, true}, std::pair{nn::layer_kind::gat, true}}) {
         auto o = small_options(model);
-        o.stages.push_back(o.stages.back()); // three stages
-        o.cross_fit = extras ? 2 : 1;        // and with fold models and skipped inputs
+        o.stages.push_back(o.stages.back());       // three stages
+        o.cross_fit = extras ? 2 : 1;              // and with fold models and skipped inputs
+        if (extras) o.stages[2].pseudo_labels = 1; // pseudo-labels from stage 1's logits
         o.skip = extras;
         o.replicate_train = extras && model == nn::layer_kind::gcn; // and gathered training rows
         o.output = extras ? train::stage_output::best
@@ -727,6 +768,7 @@ TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compu
         o.stages[0].rounds = o.stages[1].rounds = 12;
         o.search.lr = {0.002, 0.05};
         o.search.dropout = {0.0, 0.5};
+        o.search.pseudo_labels = {0, 2}; // stage 0 has none to take: 4 candidates, stage 1 8
         o.search.patience = 4;
         const run_with searched(world, g, a, o);
         REQUIRE(searched.res.stages.size() == 2);
@@ -734,12 +776,14 @@ TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compu
         alone.search = {};
         for (std::size_t k = 0; k < 2; ++k) {
             const auto& sr = searched.res.stages[k];
-            CHECK(sr.candidates == 4);
+            const int n = k == 0 ? 4 : 8;
+            CHECK(sr.candidates == n);
             REQUIRE(sr.chosen >= 0);
-            REQUIRE(sr.chosen < 4);
+            REQUIRE(sr.chosen < n);
             CHECK(sr.settings == o.search.describe(o.stages[k], static_cast<std::size_t>(sr.chosen)));
             alone.stages[k] = o.search.candidate(o.stages[k], static_cast<std::size_t>(sr.chosen));
             alone.stages[k].patience = o.search.patience;
+            if (alone.stages[k].pseudo_labels == 0) CHECK(sr.pseudo == 0);
         }
         // The candidates differ enough that the choice matters, and the chosen one is kept.
         const run_with chosen(world, g, a, alone);

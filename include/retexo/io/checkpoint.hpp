@@ -33,6 +33,8 @@ struct stage_carry {
     matrix_f best_logits;
     int best_stage = -1;
     double best_valid = 0;
+    /// Pseudo-labels: the finished stage's logits of every owned row (empty: none used).
+    matrix_f logits;
 };
 
 /// The part of a RETEXO stage in progress that outlives a process: its round selection,

@@ -81,6 +81,14 @@ struct stage_options {
     /// Stop the stage after this many rounds without improvement (0: never; default_stages
     /// sets the table's, defaults::patience and defaults::last_stage_patience).
     int patience = 0;
+    /// Pseudo-labels (stages after the first): the stage also trains on unlabelled nodes
+    /// (neither training nor validation nodes; in inductive runs not test nodes either) with
+    /// the classes the stage before predicted for them: per class, up to `pseudo_labels`
+    /// times that class's training nodes, those predicted most confidently (the margin of
+    /// the top logit over the others' log-sum-exp, in 0.1 steps: a histogram of C x 1000
+    /// counts per rank is all-reduced, a control byte cost; the choice is the same on any
+    /// partitioning).  No halo byte more.  0: off.
+    double pseudo_labels = defaults::pseudo_labels;
 };
 
 /// The default stages of a `count`-stage run (data/defaults.cfg), chosen on cora and citeseer
@@ -99,18 +107,24 @@ std::vector<stage_options> default_stages(int count);
 /// --select loss), ties broken by the lower validation loss.  The candidates: every
 /// combination of the listed values; an empty list keeps the stage's own setting.
 struct stage_search {
-    std::vector<double> lr, dropout, weight_decay;
+    std::vector<double> lr, dropout, weight_decay, pseudo_labels;
     int patience = 0; ///< rounds without improvement before a candidate stops (0: the stage's own)
     /// The number of candidates (1: no search).
     std::size_t size() const
     {
         return std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
-               std::max<std::size_t>(1, weight_decay.size());
+               std::max<std::size_t>(1, weight_decay.size()) * std::max<std::size_t>(1, pseudo_labels.size());
+    }
+    /// Whether candidate i is the first of those that differ from an earlier one only in
+    /// pseudo-labels, which stage 0 does not use.
+    bool first_without_pseudo_labels(std::size_t i) const
+    {
+        return i < size() / std::max<std::size_t>(1, pseudo_labels.size());
     }
     bool active() const { return size() > 1; }
     /// Candidate i (< size()) of a stage whose own settings are `base`.
     stage_options candidate(const stage_options& base, std::size_t i) const;
-    /// "lr=... dropout=... weight-decay=..." of candidate i.
+    /// "lr=... dropout=... weight-decay=... pseudo-labels=..." of candidate i.
     std::string describe(const stage_options& base, std::size_t i) const;
 };
 
