@@ -259,6 +259,12 @@ TEST_CASE("retexo --pseudo-labels: later stages add at most the quota of unlabel
     CHECK(pseudo.res.history[30].loss != plain.res.history[30].loss);
     CHECK(pseudo.res.bytes.sent_for(purpose::halo_forward) == plain.res.bytes.sent_for(purpose::halo_forward));
     CHECK(pseudo.res.bytes.sent_for(purpose::gradients) == plain.res.bytes.sent_for(purpose::gradients));
+    // A quota above every class's count takes every node but the training and validation ones.
+    for (auto& st : o.stages)
+        st.pseudo_labels = 1e6;
+    const run_with all(world, g, a, o);
+    CHECK(all.res.stages[1].pseudo == unlabelled);
+    CHECK(all.res.stages[2].pseudo == unlabelled);
 }
 
 TEST_CASE("retexo --skip: later stages read the previous inputs too, at no byte's cost", "[mpi][retexo][bytes]")
