@@ -651,6 +651,21 @@ layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t>
     p.num_local = g.num_local;
     std::visit([&](const auto& l) { l.plan_aggregation(g, rows, p); }, impl_->kind);
     if (p.agg) std::tie(p.interior, p.boundary) = p.agg->rows_within(g.num_owned);
+    if (p.att) {
+        std::vector<char> read(static_cast<std::size_t>(g.num_local), 0);
+        for (node_t r : rows)
+            read[static_cast<std::size_t>(r)] = 1;
+        for (node_t u : p.att->edges().sources)
+            read[static_cast<std::size_t>(u)] = 1;
+        std::vector<node_t> position(read.size(), -1);
+        for (node_t u = 0; u < g.num_local; ++u)
+            if (read[static_cast<std::size_t>(u)]) {
+                position[static_cast<std::size_t>(u)] = static_cast<node_t>(p.support.size());
+                p.support.push_back(u);
+            }
+        for (node_t r : rows)
+            p.row_in_support.push_back(position[static_cast<std::size_t>(r)]);
+    }
     return p;
 }
 

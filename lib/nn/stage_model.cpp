@@ -96,11 +96,28 @@ void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std:
         dense_->forward(x_rows, p.t);
         return;
     }
-    if (!gathered) {
-        dropout_rows(x, local_ids, rate, input_key(step), x_all);
-        gather_rows(x_all, p.rows, x_rows);
+    const auto& support = p.plan->support;
+    if (support_only(p)) {
+        if (!gathered) {
+            gather_rows(x, support, x_all);
+            std::vector<node_t> ids(support.size());
+            for (std::size_t i = 0; i < ids.size(); ++i)
+                ids[i] = local_ids[static_cast<std::size_t>(support[i])];
+            dropout_rows(x_all, ids, rate, input_key(step), x_all);
+            gather_rows(x_all, p.plan->row_in_support, x_rows);
+        }
+        layer_->message(x_all, p.cache, p.msg_support);
+        const auto w = p.msg_support.cols();
+        p.msg.resize(p.plan->num_local, w);
+        for (std::size_t i = 0; i < support.size(); ++i)
+            p.msg.row(support[i]) = p.msg_support.row(static_cast<Eigen::Index>(i));
+    } else {
+        if (!gathered) {
+            dropout_rows(x, local_ids, rate, input_key(step), x_all);
+            gather_rows(x_all, p.rows, x_rows);
+        }
+        layer_->message(x_all, p.cache, p.msg);
     }
-    layer_->message(x_all, p.cache, p.msg);
     layer_->combine(*p.plan, p.msg, x_rows, p.cache, p.t);
 }
 
@@ -133,7 +150,16 @@ void stage_model::transform_backward(stage_pass& p, const X& x_rows, const X& x_
         return;
     }
     layer_->combine_backward(*p.plan, p.msg, x_rows, p.cache, p.d_t, true, mode);
-    if (mode.exact) {
+    if (support_only(p)) {
+        RETEXO_ENSURE(!mode.exact, "retexo::stage_model: an exact backward pass needs every message (every_message)");
+        const auto& support = p.plan->support;
+        p.d_msg_support.resize(static_cast<Eigen::Index>(support.size()), p.cache.d_msg.cols());
+        for (std::size_t i = 0; i < support.size(); ++i)
+            p.d_msg_support.row(static_cast<Eigen::Index>(i)) = p.cache.d_msg.row(support[i]);
+        std::swap(p.cache.d_msg, p.d_msg_support); // message_backward reads rows [0, support)
+        layer_->message_backward(x_all, p.msg_support, p.cache, nullptr, mode);
+        std::swap(p.cache.d_msg, p.d_msg_support);
+    } else if (mode.exact) {
         // Exact sums need each halo row's message gradient summed at its owner.
         add_halo(p.cache.d_msg_exact.data(), layer_->msg_width());
         layer_->message_backward(top_rows(x_all, p.plan->num_owned), p.msg, p.cache, nullptr, mode);

@@ -676,6 +676,7 @@ loss_result retexo_run::model_step(retexo_stage& s, nn::stage_model& m, const st
     auto& p = s.p;
     p.rows = rows;
     p.plan = plan;
+    p.every_message = (s.all_train ? local_mode_ : mode_).exact;
     const nn::halo_gradient_fn add_halo = [&](std::int64_t* d_msg, int width) {
         phase_timer::scope sc(meter_.timer, "exchange");
         ctx_.halo->reverse_add(d_msg + static_cast<std::ptrdiff_t>(own_) * width, d_msg, width);

@@ -97,13 +97,16 @@ for fmt in ("coo", "csr"):
         close(f"[{fmt}] GAT (D={D}) forward", out, out2)
         for nm, a, b in zip(("d z", "d attn_l", "d attn_r"), grads, grads2):
             close(f"[{fmt}] GAT (D={D}) {nm}", a, b)
-        # the same attention over some destination rows only (RETEXO's GAT stages)
+        # the same attention over some destination rows only (RETEXO's GAT stages), from the
+        # messages of their support (the rows and their in-neighbours) only
         rows = torch.tensor([7, 0, 31, 12, 39])
         Gr = peer.GatGraph(off, src, N, H, rows=rows)
-        zz = z.view(N, H, D)
-        el, er_r = (zz * al).sum(-1), (zz * ar).sum(-1).index_select(0, rows)
+        assert Gr.support.numel() < N, "the support should leave some nodes out"
+        zs = z.index_select(0, Gr.support)
+        zz = zs.view(-1, H, D)
+        el, er_r = (zz * al).sum(-1), (zz * ar).sum(-1).index_select(0, Gr.dest_pos)
         e_r = F.leaky_relu(peer.Gather.apply(el, Gr.src, Gr.Pt) + peer.Repeat.apply(er_r, Gr.lens), 0.2)
-        out_r = peer.GatAggregate.apply(peer.EdgeSoftmax.apply(e_r, Gr.lens), z, Gr)
+        out_r = peer.GatAggregate.apply(peer.EdgeSoftmax.apply(e_r, Gr.lens), zs, Gr)
         grads_r = torch.autograd.grad(out_r, (z, al, ar), gout[rows])
         zz2 = z2.view(N, H, D)
         el2, er2 = (zz2 * al2).sum(-1), (zz2 * ar2).sum(-1)

@@ -385,7 +385,9 @@ class EdgeSoftmax(torch.autograd.Function):
 class GatGraph:
     """The in-edges of destination rows (all N, or `rows`) with self loops, sorted by
     (destination, source), and the (node, head) block structure that aggregates all heads in
-    one sparse product.  Sources are all N nodes."""
+    one sparse product.  Sources are all N nodes, or with `rows` the support: the rows and
+    their in-neighbours (ascending; `dest_pos`: each row's position among them), the only
+    nodes whose messages the rows read (as retexo's layer_plan::support)."""
 
     def __init__(self, off, src, N, H, rows=None):
         self.rows = rows
@@ -399,6 +401,12 @@ class GatGraph:
         dst = torch.repeat_interleave(torch.arange(n), deg)
         row = torch.cat([dst, torch.arange(n)])
         col = torch.cat([src[pos], dests])
+        self.support = self.dest_pos = None
+        if rows is not None:
+            self.support = torch.unique(col)  # sorted
+            col = torch.searchsorted(self.support, col)
+            self.dest_pos = torch.searchsorted(self.support, dests)
+            N = self.support.numel()
         order = torch.argsort(row * N + col)
         self.src, self.dst = col[order], row[order]
         E = self.src.numel()
@@ -928,6 +936,10 @@ class RetexoStage:
         self.blocks, self.last, self.p, self.hidden, self.graphs = blocks, last, p, hidden, graphs
         self.gat = model == "gat"
         if self.gat:
+            for b in blocks:  # each pass's support rows (GatGraph.support)
+                for r, G in graphs.items():
+                    if G.support is not None and "support:" + r not in b.rows:
+                        b.rows["support:" + r] = b.take(G.support)
             self.H, self.D = H, (out if last else out // H)
             self.lin = BlockLinear(blocks, H * self.D, bias=False)
             self.al = glorot(self.D, 1, (H, self.D)).requires_grad_()
@@ -949,10 +961,12 @@ class RetexoStage:
         if not self.gat:
             return self.lin([b.rows[rows] for b in self.blocks], self.p, training)
         G = self.graphs[rows]
-        z = self.lin([b.rows["all"] for b in self.blocks], self.p, training)  # every node's message
+        # the messages of the support only: the rows and their in-neighbours
+        z = self.lin([b.rows["all" if G.support is None else "support:" + rows] for b in self.blocks], self.p,
+                     training)
         zz = z.view(-1, self.H, self.D)
         el = (zz * self.al).sum(-1)
-        er = (zz if G.rows is None else zz.index_select(0, G.rows)) * self.ar
+        er = (zz if G.rows is None else zz.index_select(0, G.dest_pos)) * self.ar
         e = F.leaky_relu(Gather.apply(el, G.src, G.Pt) + Repeat.apply(er.sum(-1), G.lens), 0.2)
         att = GatAggregate.apply(EdgeSoftmax.apply(e, G.lens), z, G)
         if self.last:

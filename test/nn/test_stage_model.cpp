@@ -65,6 +65,21 @@ void check_stage(const stage_spec& spec, inputs storage = inputs::dense)
         for (std::size_t i = 0; i < twin.parameters().size(); ++i)
             CHECK(twin.parameters()[i]->grad.isApprox(model.parameters()[i]->grad, 1e-5F));
     }
+    if (plan && !plan->support.empty()) { // GAT: the support's messages only, against every row's
+        INFO("support " << plan->support.size() << " of " << plan->num_local << " local rows");
+        CHECK(plan->support.size() < static_cast<std::size_t>(plan->num_local));
+        stage_model every(spec);
+        stage_pass q;
+        q.rows = rows;
+        q.plan = &*plan;
+        q.every_message = true;
+        every.forward(q, x, t.ids, true, 1);
+        CHECK(q.logits == p.logits);
+        q.d_logits = r.cast<float>();
+        every.backward(q, 1, reduce_mode{}, [](std::int64_t*, int) {});
+        for (std::size_t i = 0; i < every.parameters().size(); ++i)
+            CHECK(every.parameters()[i]->grad.isApprox(model.parameters()[i]->grad, 1e-5F));
+    }
     for (auto* param : model.parameters()) {
         matrix<double> value = param->value.cast<double>();
         const matrix<double> grad = param->grad.cast<double>();

@@ -72,6 +72,10 @@ struct layer_plan {
     /// agg's output rows (indices) whose neighbours are all owned, and the others: the
     /// interior rows can be aggregated while the halo rows are in flight.
     std::vector<node_t> interior, boundary;
+    /// GAT: the local rows whose messages combine reads (the rows and their in-neighbours),
+    /// ascending, and each plan row's position among them.  A RETEXO stage computes only
+    /// these rows' messages (nn/stage_model.hpp).  Empty for the other kinds.
+    std::vector<node_t> support, row_in_support;
 };
 
 /// Activations kept between forward and backward.

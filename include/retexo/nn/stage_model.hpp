@@ -41,12 +41,17 @@ struct stage_spec {
 /// Activations of one pass over a set of rows; reused round after round (fresh large
 /// allocations cost page faults).
 struct stage_pass {
-    std::vector<node_t> rows;             ///< the output rows (set by the caller)
-    const layer_plan* plan = nullptr;     ///< graph stages: a plan over rows (set by the caller)
-    std::vector<node_t> ids;              ///< global ids of rows (dropout keys)
-    node_features x_rows;                 ///< the rows' (dropped-out) inputs, stored as the inputs are
-    node_features x_all;                  ///< graph stages: every local row's input
-    matrix_f msg;                         ///< graph stages: every local row's message
+    std::vector<node_t> rows;         ///< the output rows (set by the caller)
+    const layer_plan* plan = nullptr; ///< graph stages: a plan over rows (set by the caller)
+    std::vector<node_t> ids;          ///< global ids of rows (dropout keys)
+    node_features x_rows;             ///< the rows' (dropped-out) inputs, stored as the inputs are
+    node_features x_all;              ///< graph stages: every local row's input (or the plan's support's)
+    matrix_f msg;                     ///< graph stages: every local row's message (read: the support's)
+    /// GAT passes compute the messages of the plan's support only (layer_plan::support), in
+    /// its order, unless every_message: exact mode's training passes, whose owned rows take
+    /// message gradients from other ranks' halo rows.
+    bool every_message = false;
+    matrix_f msg_support, d_msg_support;
     const void* undropped_from = nullptr; ///< x_rows (x_all) hold these inputs' rows, no dropout
     std::vector<node_t> undropped_rows;   ///< ... at these rows
     matrix_f t, u, h, hd;                 ///< transform, LayerNorm, ReLU, dropout
@@ -87,6 +92,8 @@ private:
     template <typename X>
     void transform_backward(stage_pass& p, const X& x_rows, const X& x_all, const reduce_mode& mode,
                             const halo_gradient_fn& add_halo);
+    /// Whether the pass computes the messages of its plan's support only.
+    static bool support_only(const stage_pass& p) { return !p.plan->support.empty() && !p.every_message; }
     dropout_key input_key(std::int64_t step) const;
     dropout_key hidden_key(std::int64_t step) const;
     std::uint64_t mask_stream(int which) const; ///< 0: input, 1: hidden
