@@ -1000,7 +1000,7 @@ bool retexo_run::embed(retexo_stage& s)
     for (auto& t : named_values(s.params))
         result_.parameters.push_back(std::move(t));
     const bool logits_variant = o_.variant == retexo_variant::logits;
-    if (!s.last && uses_pseudo_labels(s.index + 1)) carry_.logits = logits;
+    carry_.logits = !s.last && uses_pseudo_labels(s.index + 1) ? logits : matrix_f();
     if (o_.output == stage_output::best && !s.last && (carry_.best_stage < 0 || sr.best.valid >= carry_.best_valid)) {
         carry_.best_logits = logits;
         carry_.best_stage = s.index;
