@@ -15,8 +15,9 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     wider than its output transforms first and aggregates the narrower rows, as retexo does.
   retexo gcn / sage / gat (hidden variant, `stages` stages): stage k's input is, with H the raw
     features (k = 0) or stage k-1's hidden embedding, A_hat H (gcn) or [H | mean of the
-    in-neighbours' H] (sage), aggregated once; or H itself (gat, whose attention layer over
-    every node's input aggregates every round); with `skip`, stage k-1's input beside it.
+    in-neighbours' H] (sage), aggregated once; or H itself (gat, whose attention layer
+    aggregates every round, from the messages of a pass's rows and their in-neighbours
+    only); with `skip`, stage k-1's input beside it.
     Input blocks stay in their own layout (sparse features stay sparse; each block its own
     weight block).  A stage trains transform -> [LayerNorm] -> ReLU -> dropout -> Linear head
     on the training rows (dropout on the input too; the last stage's transform gives the
@@ -929,8 +930,9 @@ def run_retexo(d, st, opts):
 
 class RetexoStage:
     """One stage's model: a transform of the stage's input blocks (a linear map, or for GAT an
-    attention layer over every node's input), then, unless last, [LayerNorm] -> ReLU -> dropout
-    -> a linear head to the classes; dropout on the transform's input too."""
+    attention layer over the inputs of a pass's rows and their in-neighbours), then, unless
+    last, [LayerNorm] -> ReLU -> dropout -> a linear head to the classes; dropout on the
+    transform's input too."""
 
     def __init__(self, blocks, model, out, hidden, last, norm, p, C, H, graphs):
         self.blocks, self.last, self.p, self.hidden, self.graphs = blocks, last, p, hidden, graphs
