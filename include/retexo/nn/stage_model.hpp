@@ -51,7 +51,7 @@ struct stage_pass {
     /// its order, unless every_message: exact mode's training passes, whose owned rows take
     /// message gradients from other ranks' halo rows.
     bool every_message = false;
-    matrix_f msg_support, d_msg_support; ///< the support's messages and their gradients, in its order
+    matrix_f msg_support, d_msg_support;  ///< the support's messages and their gradients, in its order
     const void* undropped_from = nullptr; ///< x_rows (x_all) hold these inputs' rows, no dropout
     std::vector<node_t> undropped_rows;   ///< ... at these rows
     matrix_f t, u, h, hd;                 ///< transform, LayerNorm, ReLU, dropout
