@@ -665,6 +665,10 @@ layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t>
             }
         for (node_t r : rows)
             p.row_in_support.push_back(position[static_cast<std::size_t>(r)]);
+        if (p.support.size() == read.size()) { // every local row: the plain path, without a second buffer
+            p.support.clear();
+            p.row_in_support.clear();
+        }
     }
     return p;
 }

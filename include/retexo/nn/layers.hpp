@@ -74,7 +74,8 @@ struct layer_plan {
     std::vector<node_t> interior, boundary;
     /// GAT: the local rows whose messages combine reads (the rows and their in-neighbours),
     /// ascending, and each plan row's position among them.  A RETEXO stage computes only
-    /// these rows' messages (nn/stage_model.hpp).  Empty for the other kinds.
+    /// these rows' messages (nn/stage_model.hpp).  Empty for the other kinds, and when the
+    /// support is every local row.
     std::vector<node_t> support, row_in_support;
 };
 
