@@ -175,9 +175,9 @@ struct retexo_stage : stage_progress {
     std::optional<optimizer<float>> opt;
     int batches = 1;
     std::vector<node_t> eval_rows; ///< validation rows (then test rows with track_test)
-    /// Graph stages: plans over each model's training rows, eval_rows, and every owned row.
+    /// Graph stages: plans over each model's training rows and eval_rows.
     std::vector<nn::layer_plan> plans_train;
-    std::optional<nn::layer_plan> plan_eval, plan_own, plan_own_train;
+    std::optional<nn::layer_plan> plan_eval;
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
     double best_loss = std::numeric_limits<double>::infinity(); ///< validation loss at best_round (a search)
     int candidates = 1, chosen = 0;
@@ -255,8 +255,9 @@ private:
     /// The stage's logits of p.rows (the mean of its models' logits).
     void stage_logits(retexo_stage& s, nn::stage_pass& p, const node_features& x);
     void evaluate(retexo_stage& s, epoch_record& rec);
-    /// Every owned row's logits and hidden embedding under the selected parameters.
-    void embed_owned(retexo_stage& s, const node_features& x, const nn::layer_plan* plan, matrix_f& logits,
+    /// Every owned row's logits and hidden embedding under the selected parameters; graph
+    /// stages read the neighbourhoods of g.
+    void embed_owned(retexo_stage& s, const node_features& x, const nn::local_graph& g, matrix_f& logits,
                      matrix_f& hidden);
     /// After a round: stop (signal, wall-time limit) and/or write a timed checkpoint, the
     /// same decision on every rank.  True: stop.
@@ -475,8 +476,6 @@ void retexo_run::build_model(retexo_stage& s)
         for (const auto& rows : s.fold_rows)
             s.plans_train.push_back(s.model().make_plan(ctx_.train_graph, rows));
         s.plan_eval = s.model().make_plan(ctx_.graph, s.eval_rows);
-        s.plan_own = s.model().make_plan(ctx_.graph, ctx_.owned_rows);
-        if (ctx_.inductive) s.plan_own_train = s.model().make_plan(ctx_.train_graph, ctx_.owned_rows);
     }
 }
 
@@ -878,8 +877,6 @@ void retexo_run::reset_model(retexo_stage& s)
     s.models.clear();
     s.plans_train.clear();
     s.plan_eval.reset();
-    s.plan_own.reset();
-    s.plan_own_train.reset();
     s.p = nn::stage_pass();
     s.pe = nn::stage_pass();
     s.best_score = -std::numeric_limits<double>::infinity();
@@ -940,12 +937,13 @@ void retexo_run::keep_selected_round(retexo_stage& s)
     s.pe = nn::stage_pass();
 }
 
-void retexo_run::embed_owned(retexo_stage& s, const node_features& x, const nn::layer_plan* plan, matrix_f& logits,
+void retexo_run::embed_owned(retexo_stage& s, const node_features& x, const nn::local_graph& g, matrix_f& logits,
                              matrix_f& hidden)
 {
-    // Dense stages in chunks of rows: a few chunk-sized buffers instead of one per layer
-    // output for every owned row.
-    const node_t chunk = s.graph ? std::max<node_t>(own_, 1) : node_t{1} << 12;
+    // In chunks of rows: a few chunk-sized buffers instead of one per layer output for every
+    // owned row; a graph stage's chunk computes the messages of its support only.  A row's
+    // output does not depend on the rows computed with it.
+    const node_t chunk = node_t{1} << 12;
     const bool head = s.model().spec().head;
     logits.resize(own_, C_);
     hidden.resize(own_, head ? s.so.hidden : 0);
@@ -955,10 +953,14 @@ void retexo_run::embed_owned(retexo_stage& s, const node_features& x, const nn::
     }
     const auto models = static_cast<float>(s.models.size());
     nn::stage_pass c;
-    c.plan = plan;
+    std::optional<nn::layer_plan> plan;
     for (node_t r0 = 0; r0 < own_; r0 += chunk) {
         const node_t n = std::min(chunk, own_ - r0);
         c.rows.assign(ctx_.owned_rows.begin() + r0, ctx_.owned_rows.begin() + r0 + n);
+        if (s.graph) {
+            plan = s.model().make_plan(g, c.rows);
+            c.plan = &*plan;
+        }
         for (std::size_t m = 0; m < s.models.size(); ++m) {
             s.models[m].forward(c, x, local_ids_, false, 0);
             if (!s.cross_fitted()) {
@@ -983,9 +985,9 @@ bool retexo_run::embed(retexo_stage& s)
 {
     phase_timer::scope sc(meter_.timer, "embed"); // less label spreading's phases
     matrix_f logits, hidden, train_logits, train_hidden;
-    embed_owned(s, s.x.all, s.graph ? &*s.plan_own : nullptr, logits, hidden);
+    embed_owned(s, s.x.all, ctx_.graph, logits, hidden);
     if (ctx_.inductive && !s.last)
-        embed_owned(s, s.x.train, s.graph ? &*s.plan_own_train : nullptr, train_logits, train_hidden);
+        embed_owned(s, s.x.train, ctx_.train_graph, train_logits, train_hidden);
     stage_record sr;
     sr.stage = s.index;
     sr.rounds = s.rounds_done;
