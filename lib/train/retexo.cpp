@@ -986,8 +986,7 @@ bool retexo_run::embed(retexo_stage& s)
     phase_timer::scope sc(meter_.timer, "embed"); // less label spreading's phases
     matrix_f logits, hidden, train_logits, train_hidden;
     embed_owned(s, s.x.all, ctx_.graph, logits, hidden);
-    if (ctx_.inductive && !s.last)
-        embed_owned(s, s.x.train, ctx_.train_graph, train_logits, train_hidden);
+    if (ctx_.inductive && !s.last) embed_owned(s, s.x.train, ctx_.train_graph, train_logits, train_hidden);
     stage_record sr;
     sr.stage = s.index;
     sr.rounds = s.rounds_done;
