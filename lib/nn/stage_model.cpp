@@ -100,10 +100,10 @@ void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std:
     if (support_only(p)) {
         if (!gathered) {
             gather_rows(x, support, x_all);
-            std::vector<node_t> ids(support.size());
-            for (std::size_t i = 0; i < ids.size(); ++i)
-                ids[i] = local_ids[static_cast<std::size_t>(support[i])];
-            dropout_rows(x_all, ids, rate, input_key(step), x_all);
+            p.support_ids.resize(support.size());
+            for (std::size_t i = 0; i < support.size(); ++i)
+                p.support_ids[i] = local_ids[static_cast<std::size_t>(support[i])];
+            dropout_rows(x_all, p.support_ids, rate, input_key(step), x_all);
             gather_rows(x_all, p.plan->row_in_support, x_rows);
         }
         layer_->message(x_all, p.cache, p.msg_support);

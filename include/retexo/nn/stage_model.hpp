@@ -52,6 +52,7 @@ struct stage_pass {
     /// message gradients from other ranks' halo rows.
     bool every_message = false;
     matrix_f msg_support, d_msg_support;  ///< the support's messages and their gradients, in its order
+    std::vector<node_t> support_ids;      ///< the support's global ids (dropout keys)
     const void* undropped_from = nullptr; ///< x_rows (x_all) hold these inputs' rows, no dropout
     std::vector<node_t> undropped_rows;   ///< ... at these rows
     matrix_f t, u, h, hd;                 ///< transform, LayerNorm, ReLU, dropout
