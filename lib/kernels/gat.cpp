@@ -39,11 +39,11 @@ gat_attention::gat_attention(const csr& g, node_t num_src, const gat_options& o)
 }
 
 template <typename T>
-void gat_attention::forward(const T* z, const T* el, const T* er, int head_dim, T* out, T* alpha) const
+void gat_attention::forward(const T* msg, const T* er, int head_dim, T* out, T* alpha) const
 {
     const int H = heads_;
-    const int W = H * head_dim;
-    check_finite("gat_attention::forward", "z", z, static_cast<std::size_t>(num_src_) * W);
+    const int W = H * head_dim, M = W + H;
+    check_finite("gat_attention::forward", "messages", msg, static_cast<std::size_t>(num_src_) * M);
     const auto& off = plan_.offsets;
     const auto& src = plan_.sources;
     const T slope = static_cast<T>(slope_);
@@ -62,7 +62,7 @@ void gat_attention::forward(const T* z, const T* el, const T* er, int head_dim, 
             std::fill(sum.begin(), sum.end(), T(0));
             // Scores for all heads of an edge at once.
             for (offset_t e = e0; e < e1; ++e) {
-                const T* elu = el + static_cast<std::ptrdiff_t>(src[e]) * H;
+                const T* elu = msg + static_cast<std::ptrdiff_t>(src[e]) * M + W;
                 T* a = alpha + e * H;
                 for (int h = 0; h < H; ++h) {
                     const T s = elu[h] + erv[h];
@@ -85,8 +85,8 @@ void gat_attention::forward(const T* z, const T* el, const T* er, int head_dim, 
             for (int h = 0; h < H; ++h)
                 sum[h] = T(1) / sum[h];
             for (offset_t e = e0; e < e1; ++e) {
-                if (e + 4 < e1) prefetch_row(z, src[e + 4], W);
-                const T* zu = z + static_cast<std::ptrdiff_t>(src[e]) * W;
+                if (e + 4 < e1) prefetch_row(msg, src[e + 4], M);
+                const T* zu = msg + static_cast<std::ptrdiff_t>(src[e]) * M;
                 T* a = alpha + e * H;
                 for (int h = 0; h < H; ++h) {
                     const T ah = (a[h] *= sum[h]);
@@ -102,11 +102,11 @@ void gat_attention::forward(const T* z, const T* el, const T* er, int head_dim, 
 }
 
 template <typename T>
-void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T* alpha, const T* d_out, int head_dim,
-                                   T* d_er, T* d_score) const
+void gat_attention::edge_gradients(const T* msg, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_er,
+                                   T* d_score) const
 {
     const int H = heads_;
-    const int W = H * head_dim;
+    const int W = H * head_dim, M = W + H;
     const auto& off = plan_.offsets;
     const auto& src = plan_.sources;
     const T slope = static_cast<T>(slope_);
@@ -123,8 +123,8 @@ void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T
             std::fill(dot_sum.begin(), dot_sum.end(), T(0));
             // d_alpha_e[h] = <d_out_v[h], z_u[h]>, all heads of an edge from one row read.
             for (offset_t e = e0; e < e1; ++e) {
-                if (e + 4 < e1) prefetch_row(z, src[e + 4], W);
-                const T* zu = z + static_cast<std::ptrdiff_t>(src[e]) * W;
+                if (e + 4 < e1) prefetch_row(msg, src[e + 4], M);
+                const T* zu = msg + static_cast<std::ptrdiff_t>(src[e]) * M;
                 T* ds = d_score + e * H;
                 const T* a = alpha + e * H;
 #pragma omp simd
@@ -142,7 +142,7 @@ void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T
             const T* erv = er + static_cast<std::ptrdiff_t>(v) * H;
             std::fill(der.begin(), der.end(), T(0));
             for (offset_t e = e0; e < e1; ++e) {
-                const T* elu = el + static_cast<std::ptrdiff_t>(src[e]) * H;
+                const T* elu = msg + static_cast<std::ptrdiff_t>(src[e]) * M + W;
                 T* ds = d_score + e * H;
                 const T* a = alpha + e * H;
                 for (int h = 0; h < H; ++h) {
@@ -158,19 +158,18 @@ void gat_attention::edge_gradients(const T* z, const T* el, const T* er, const T
 }
 
 template <typename T>
-void gat_attention::backward(const T* z, const T* el, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_z,
-                             T* d_el, T* d_er, T* d_score) const
+void gat_attention::backward(const T* msg, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_msg, T* d_er,
+                             T* d_score) const
 {
     const int H = heads_;
-    const int W = H * head_dim;
+    const int W = H * head_dim, M = W + H;
     check_finite("gat_attention::backward", "d_out", d_out, static_cast<std::size_t>(num_out()) * W);
-    edge_gradients(z, el, er, alpha, d_out, head_dim, d_er, d_score);
+    edge_gradients(msg, er, alpha, d_out, head_dim, d_er, d_score);
 #pragma omp parallel for schedule(dynamic, 128)
     for (node_t u = 0; u < num_src_; ++u) {
-        T* gz = d_z + static_cast<std::ptrdiff_t>(u) * W;
-        T* gl = d_el + static_cast<std::ptrdiff_t>(u) * H;
-        std::fill(gz, gz + W, T(0));
-        std::fill(gl, gl + H, T(0));
+        T* gz = d_msg + static_cast<std::ptrdiff_t>(u) * M;
+        T* gl = gz + W;
+        std::fill(gz, gz + M, T(0));
         for (offset_t t = back_.offsets[u]; t < back_.offsets[u + 1]; ++t) {
             if (t + 4 < back_.offsets[u + 1]) {
                 prefetch_row(d_out, back_out_[t + 4], W);
@@ -190,18 +189,17 @@ void gat_attention::backward(const T* z, const T* el, const T* er, const T* alph
     }
 }
 
-void gat_attention::backward_exact(const float* z, const float* el, const float* er, const float* alpha,
-                                   const float* d_out, int head_dim, int k, std::int64_t* acc_z, std::int64_t* acc_el,
-                                   float* d_er, float* d_score) const
+void gat_attention::backward_exact(const float* msg, const float* er, const float* alpha, const float* d_out,
+                                   int head_dim, int k, std::int64_t* acc, float* d_er, float* d_score) const
 {
     const int H = heads_;
-    const int W = H * head_dim;
+    const int W = H * head_dim, M = W + H;
     const double scale = std::ldexp(1.0, k);
-    edge_gradients(z, el, er, alpha, d_out, head_dim, d_er, d_score);
+    edge_gradients(msg, er, alpha, d_out, head_dim, d_er, d_score);
 #pragma omp parallel for schedule(dynamic, 128)
     for (node_t u = 0; u < num_src_; ++u) {
-        std::int64_t* gz = acc_z + static_cast<std::ptrdiff_t>(u) * W;
-        std::int64_t* gl = acc_el + static_cast<std::ptrdiff_t>(u) * H;
+        std::int64_t* gz = acc + static_cast<std::ptrdiff_t>(u) * M;
+        std::int64_t* gl = gz + W;
         for (offset_t t = back_.offsets[u]; t < back_.offsets[u + 1]; ++t) {
             const offset_t e = back_.sources[t];
             const float* dov = d_out + static_cast<std::ptrdiff_t>(back_out_[t]) * W;
@@ -217,10 +215,10 @@ void gat_attention::backward_exact(const float* z, const float* el, const float*
 
 namespace reference {
 template <typename T>
-void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er, int head_dim, double slope, T* out)
+void gat_forward(const gat_attention& plan, const T* msg, const T* er, int head_dim, double slope, T* out)
 {
     const int H = plan.heads();
-    const int W = H * head_dim;
+    const int W = H * head_dim, M = W + H;
     const auto& g = plan.edges();
     const auto rows = plan.out_rows();
     for (node_t i = 0; i < plan.num_out(); ++i) {
@@ -228,7 +226,7 @@ void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er
         for (int h = 0; h < H; ++h) {
             std::vector<double> s;
             for (offset_t e = g.offsets[i]; e < g.offsets[i + 1]; ++e) {
-                double x = static_cast<double>(el[static_cast<std::ptrdiff_t>(g.sources[e]) * H + h]) +
+                double x = static_cast<double>(msg[static_cast<std::ptrdiff_t>(g.sources[e]) * M + W + h]) +
                            static_cast<double>(er[static_cast<std::ptrdiff_t>(v) * H + h]);
                 s.push_back(x > 0 ? x : slope * x);
             }
@@ -241,22 +239,21 @@ void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er
                 double acc = 0;
                 for (offset_t e = g.offsets[i]; e < g.offsets[i + 1]; ++e)
                     acc += s[static_cast<std::size_t>(e - g.offsets[i])] / sum *
-                           static_cast<double>(z[static_cast<std::ptrdiff_t>(g.sources[e]) * W + h * head_dim + d]);
+                           static_cast<double>(msg[static_cast<std::ptrdiff_t>(g.sources[e]) * M + h * head_dim + d]);
                 out[static_cast<std::ptrdiff_t>(i) * W + h * head_dim + d] = static_cast<T>(acc);
             }
         }
     }
 }
-template void gat_forward<float>(const gat_attention&, const float*, const float*, const float*, int, double, float*);
-template void gat_forward<double>(const gat_attention&, const double*, const double*, const double*, int, double,
-                                  double*);
+template void gat_forward<float>(const gat_attention&, const float*, const float*, int, double, float*);
+template void gat_forward<double>(const gat_attention&, const double*, const double*, int, double, double*);
 } // namespace reference
 
-template void gat_attention::forward<float>(const float*, const float*, const float*, int, float*, float*) const;
-template void gat_attention::forward<double>(const double*, const double*, const double*, int, double*, double*) const;
-template void gat_attention::backward<float>(const float*, const float*, const float*, const float*, const float*, int,
-                                             float*, float*, float*, float*) const;
-template void gat_attention::backward<double>(const double*, const double*, const double*, const double*, const double*,
-                                              int, double*, double*, double*, double*) const;
+template void gat_attention::forward<float>(const float*, const float*, int, float*, float*) const;
+template void gat_attention::forward<double>(const double*, const double*, int, double*, double*) const;
+template void gat_attention::backward<float>(const float*, const float*, const float*, const float*, int, float*,
+                                             float*, float*) const;
+template void gat_attention::backward<double>(const double*, const double*, const double*, const double*, int, double*,
+                                              double*, double*) const;
 
 } // namespace retexo

@@ -248,7 +248,7 @@ public:
         }
     }
     template <typename X>
-    void combine_backward(const layer_plan& plan, const X&, layer_cache<T>& c, const matrix<T>& d_out,
+    void combine_backward(const layer_plan& plan, const matrix<T>&, const X&, layer_cache<T>& c, const matrix<T>& d_out,
                           bool need_messages, const reduce_mode& mode)
     {
         neighbour_backward(t_, plan, c, d_out, msg_width(), need_messages, mode);
@@ -329,8 +329,8 @@ public:
         }
     }
     template <typename X>
-    void combine_backward(const layer_plan& plan, const X& x_rows, layer_cache<T>& c, const matrix<T>& d_out,
-                          bool need_messages, const reduce_mode& mode)
+    void combine_backward(const layer_plan& plan, const matrix<T>&, const X& x_rows, layer_cache<T>& c,
+                          const matrix<T>& d_out, bool need_messages, const reduce_mode& mode)
     {
         weight_gradient(self_.w, self_.kernel, x_rows, d_out.data(), mode);
         if (need_messages) c.d_self = d_out;
@@ -421,19 +421,18 @@ public:
         const auto n = static_cast<Eigen::Index>(plan.rows.size());
         const int H = heads_, D = head_dim_, HD = H * D;
         const Eigen::Index L = plan.num_local;
-        c.z = msg_all.leftCols(HD);
-        c.el = msg_all.rightCols(H);
+        // The messages are [z | el] per local row; the kernel reads them in place.
         c.er = matrix<T>::Zero(L, H);
         for (node_t v : plan.rows)
             for (int h = 0; h < H; ++h) {
                 T s = 0;
                 for (int d = 0; d < D; ++d)
-                    s += c.z(v, h * D + d) * a_r_.value(h, d);
+                    s += msg_all(v, h * D + d) * a_r_.value(h, d);
                 c.er(v, h) = s;
             }
         c.alpha.resize(plan.att->num_edges(), H);
         c.att.resize(n, HD);
-        plan.att->forward(c.z.data(), c.el.data(), c.er.data(), D, c.att.data(), c.alpha.data());
+        plan.att->forward(msg_all.data(), c.er.data(), D, c.att.data(), c.alpha.data());
         if (concat_) {
             out = c.att;
             out.rowwise() += core_.b.value.row(0);
@@ -449,8 +448,8 @@ public:
             }
     }
     template <typename X>
-    void combine_backward(const layer_plan& plan, const X&, layer_cache<T>& c, const matrix<T>& d_out, bool,
-                          const reduce_mode& mode)
+    void combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const X&, layer_cache<T>& c,
+                          const matrix<T>& d_out, bool, const reduce_mode& mode)
     {
         const bool exact_mode = mode.exact && std::is_same_v<T, float>;
         const auto n = static_cast<Eigen::Index>(plan.rows.size());
@@ -467,60 +466,52 @@ public:
         const Eigen::Index L = plan.num_local;
         c.d_score.resize(plan.att->num_edges(), H);
         matrix<T> d_er(L, H);
+        const T z_max = L == 0 ? T(0) : msg_all.leftCols(HD).cwiseAbs().maxCoeff();
         // a_r only sees the destination rows: sum over plan rows of d_er[v] z[v].
         auto attn_r_gradient = [&] {
             a_r_.grad.setZero();
             if (exact_mode) {
-                a_r_.exact_k =
-                    mode.scale_for({static_cast<double>(max_abs_of(d_er)), static_cast<double>(max_abs_of(c.z))});
+                a_r_.exact_k = mode.scale_for({static_cast<double>(max_abs_of(d_er)), static_cast<double>(z_max)});
                 a_r_.exact.assign(static_cast<std::size_t>(HD), 0);
                 const double scale = std::ldexp(1.0, a_r_.exact_k);
                 for (node_t v : plan.rows)
                     for (int h = 0; h < H; ++h)
                         for (int d = 0; d < D; ++d)
-                            a_r_.exact[h * D + d] += static_cast<std::int64_t>(static_cast<double>(c.z(v, h * D + d)) *
-                                                                               scale * static_cast<double>(d_er(v, h)));
+                            a_r_.exact[h * D + d] += static_cast<std::int64_t>(
+                                static_cast<double>(msg_all(v, h * D + d)) * scale * static_cast<double>(d_er(v, h)));
             } else {
                 for (node_t v : plan.rows)
                     for (int h = 0; h < H; ++h)
                         for (int d = 0; d < D; ++d)
-                            a_r_.grad(h, d) += d_er(v, h) * c.z(v, h * D + d);
+                            a_r_.grad(h, d) += d_er(v, h) * msg_all(v, h * D + d);
             }
         };
+        // The message gradients [d_z | d_el] are formed in place; z also feeds er of the
+        // destination rows, so each adds d_er a_r (term by term in exact mode).
         if (exact_mode) {
             if constexpr (std::is_same_v<T, float>) {
-                const double zmax = max_abs_of(c.z);
                 const double amax = std::max(1.0, static_cast<double>(max_abs_of(a_r_.value)));
-                c.msg_k =
-                    mode.scale_for({static_cast<double>(max_abs_of(d_att)), std::max(1.0, 2.0 * D * zmax) * amax});
-                std::vector<std::int64_t> acc_z(static_cast<std::size_t>(L) * HD, 0),
-                    acc_el(static_cast<std::size_t>(L) * H, 0);
-                plan.att->backward_exact(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, c.msg_k,
-                                         acc_z.data(), acc_el.data(), d_er.data(), c.d_score.data());
-                // z also feeds er of the destination rows: add d_er a_r, term by term.
+                c.msg_k = mode.scale_for({static_cast<double>(max_abs_of(d_att)),
+                                          std::max(1.0, 2.0 * D * static_cast<double>(z_max)) * amax});
+                c.d_msg_exact.assign(static_cast<std::size_t>(L) * (HD + H), 0);
+                plan.att->backward_exact(msg_all.data(), c.er.data(), c.alpha.data(), d_att.data(), D, c.msg_k,
+                                         c.d_msg_exact.data(), d_er.data(), c.d_score.data());
                 const double scale = std::ldexp(1.0, c.msg_k);
                 for (node_t v : plan.rows)
                     for (int h = 0; h < H; ++h)
                         for (int d = 0; d < D; ++d)
-                            acc_z[static_cast<std::size_t>(v) * HD + h * D + d] += static_cast<std::int64_t>(
-                                static_cast<double>(d_er(v, h)) * scale * static_cast<double>(a_r_.value(h, d)));
-                c.d_msg_exact.resize(static_cast<std::size_t>(L) * (HD + H));
-                for (Eigen::Index u = 0; u < L; ++u) {
-                    std::copy_n(acc_z.data() + u * HD, HD, c.d_msg_exact.data() + u * (HD + H));
-                    std::copy_n(acc_el.data() + u * H, H, c.d_msg_exact.data() + u * (HD + H) + HD);
-                }
+                            c.d_msg_exact[static_cast<std::size_t>(v) * (HD + H) + h * D + d] +=
+                                static_cast<std::int64_t>(static_cast<double>(d_er(v, h)) * scale *
+                                                          static_cast<double>(a_r_.value(h, d)));
             }
         } else {
-            matrix<T> d_z(L, HD), d_el(L, H);
-            plan.att->backward(c.z.data(), c.el.data(), c.er.data(), c.alpha.data(), d_att.data(), D, d_z.data(),
-                               d_el.data(), d_er.data(), c.d_score.data());
+            c.d_msg.resize(L, HD + H);
+            plan.att->backward(msg_all.data(), c.er.data(), c.alpha.data(), d_att.data(), D, c.d_msg.data(),
+                               d_er.data(), c.d_score.data());
             for (node_t v : plan.rows)
                 for (int h = 0; h < H; ++h)
                     for (int d = 0; d < D; ++d)
-                        d_z(v, h * D + d) += d_er(v, h) * a_r_.value(h, d);
-            c.d_msg.resize(L, HD + H);
-            c.d_msg.leftCols(HD) = d_z;
-            c.d_msg.rightCols(H) = d_el;
+                        c.d_msg(v, h * D + d) += d_er(v, h) * a_r_.value(h, d);
         }
         attn_r_gradient();
     }
@@ -715,8 +706,9 @@ void gnn_layer<T>::combine(const layer_plan& plan, const matrix<T>& msg_all, con
 
 template <typename T>
 template <typename X>
-void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>&, const X& x_rows, layer_cache<T>& c,
-                                    const matrix<T>& d_out, bool need_messages, const reduce_mode& mode)
+void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>& msg_all, const X& x_rows,
+                                    layer_cache<T>& c, const matrix<T>& d_out, bool need_messages,
+                                    const reduce_mode& mode)
 {
     const auto n = static_cast<Eigen::Index>(plan.rows.size());
     RETEXO_ENSURE_DIMS("gnn_layer::backward", "gradient rows", d_out.rows(), n);
@@ -726,7 +718,7 @@ void gnn_layer<T>::combine_backward(const layer_plan& plan, const matrix<T>&, co
     std::visit(
         [&](auto& l) {
             bias_gradient(l.core().b, d_out.data(), n, mode);
-            l.combine_backward(plan, x_rows, c, d_out, need_messages, mode);
+            l.combine_backward(plan, msg_all, x_rows, c, d_out, need_messages, mode);
         },
         impl_->kind);
 }

@@ -28,8 +28,9 @@ TEST_CASE("GAT forward: hand-computed attention on a tiny graph", "[kernels][gat
     z << 1, 2, 3, 4, 5;
     el << 0.5, -1.0, 2.0, 0.0, 1.0;
     er << 0.1, 0.0, 0.0, 0.3, 0.0;
-    matrix<double> out(4, 1), alpha(plan.num_edges(), 1);
-    plan.forward(z.data(), el.data(), er.data(), 1, out.data(), alpha.data());
+    matrix<double> msg(5, 2), out(4, 1), alpha(plan.num_edges(), 1);
+    msg << z, el;
+    plan.forward(msg.data(), er.data(), 1, out.data(), alpha.data());
     // Row 0 sources in plan order: self 0, then 1, 2; scores LeakyReLU(el_u + er_0).
     const double s0 = 0.6, s1 = 0.2 * (-0.9), s2 = 2.1;
     const double m = std::exp(s0) + std::exp(s1) + std::exp(s2);
@@ -40,7 +41,7 @@ TEST_CASE("GAT forward: hand-computed attention on a tiny graph", "[kernels][gat
     // Without self loops row 2 is empty and aggregates to zero.
     const gat_attention bare(g, 5, {.heads = 1, .self_loops = false});
     matrix<double> out2(4, 1), alpha2(bare.num_edges(), 1);
-    bare.forward(z.data(), el.data(), er.data(), 1, out2.data(), alpha2.data());
+    bare.forward(msg.data(), er.data(), 1, out2.data(), alpha2.data());
     CHECK(out2(2, 0) == 0.0);
 }
 
@@ -52,22 +53,19 @@ TEST_CASE("GAT backward matches finite differences", "[kernels][gat][gradcheck]"
         DYNAMIC_SECTION("self loops " << self)
         {
             const gat_attention plan(g, 5, {.heads = H, .negative_slope = 0.2, .self_loops = self});
-            auto z = random_matrix(5, H * D, 1);
-            auto el = random_matrix(5, H, 2);
+            auto msg = random_matrix(5, H * D + H, 1); // [z | el] per source row
             auto er = random_matrix(5, H, 3);
             const auto r = random_matrix(4, H * D, 4);
             auto f = [&] {
                 matrix<double> out(4, H * D), alpha(plan.num_edges(), H);
-                plan.forward(z.data(), el.data(), er.data(), D, out.data(), alpha.data());
+                plan.forward(msg.data(), er.data(), D, out.data(), alpha.data());
                 return (out.array() * r.array()).sum();
             };
-            matrix<double> out(4, H * D), alpha(plan.num_edges(), H), dz(5, H * D), del(5, H), der(5, H),
+            matrix<double> out(4, H * D), alpha(plan.num_edges(), H), dmsg(5, H * D + H), der(5, H),
                 ds(plan.num_edges(), H);
-            plan.forward(z.data(), el.data(), er.data(), D, out.data(), alpha.data());
-            plan.backward(z.data(), el.data(), er.data(), alpha.data(), r.data(), D, dz.data(), del.data(), der.data(),
-                          ds.data());
-            test::check_gradient(f, z, dz, "gat z");
-            test::check_gradient(f, el, del, "gat el");
+            plan.forward(msg.data(), er.data(), D, out.data(), alpha.data());
+            plan.backward(msg.data(), er.data(), alpha.data(), r.data(), D, dmsg.data(), der.data(), ds.data());
+            test::check_gradient(f, msg, dmsg, "gat messages (z, el)");
             test::check_gradient(f, er, der, "gat er");
         }
     }
@@ -84,29 +82,25 @@ TEST_CASE("GAT matches its reference and is thread-count independent", "[kernels
     const csr g = build_csr(4000, src, dst);
     const int H = 4, D = 8;
     const gat_attention plan(g, 4000, {.heads = H});
-    const matrix_f z = random_matrix(4000, H * D, 1).cast<float>();
-    const matrix_f el = random_matrix(4000, H, 2).cast<float>();
+    const matrix_f msg = random_matrix(4000, H * D + H, 1).cast<float>(); // [z | el]
     const matrix_f er = random_matrix(4000, H, 3).cast<float>();
     const matrix_f d = random_matrix(4000, H * D, 4).cast<float>();
-    auto run = [&](int threads, matrix_f& out, matrix_f& dz, matrix_f& del) {
+    auto run = [&](int threads, matrix_f& out, matrix_f& dmsg) {
         omp_set_num_threads(threads);
         matrix_f alpha(plan.num_edges(), H), der(4000, H), ds(plan.num_edges(), H);
         out.resize(4000, H * D);
-        dz.resize(4000, H * D);
-        del.resize(4000, H);
-        plan.forward(z.data(), el.data(), er.data(), D, out.data(), alpha.data());
-        plan.backward(z.data(), el.data(), er.data(), alpha.data(), d.data(), D, dz.data(), del.data(), der.data(),
-                      ds.data());
+        dmsg.resize(4000, H * D + H);
+        plan.forward(msg.data(), er.data(), D, out.data(), alpha.data());
+        plan.backward(msg.data(), er.data(), alpha.data(), d.data(), D, dmsg.data(), der.data(), ds.data());
     };
     const int saved = omp_get_max_threads();
-    matrix_f o1, o2, z1, z2, l1, l2;
-    run(1, o1, z1, l1);
-    run(2, o2, z2, l2);
+    matrix_f o1, o2, m1, m2;
+    run(1, o1, m1);
+    run(2, o2, m2);
     omp_set_num_threads(saved);
     CHECK(o1 == o2);
-    CHECK(z1 == z2);
-    CHECK(l1 == l2);
+    CHECK(m1 == m2);
     matrix_f ref(4000, H * D);
-    reference::gat_forward(plan, z.data(), el.data(), er.data(), D, 0.2, ref.data());
+    reference::gat_forward(plan, msg.data(), er.data(), D, 0.2, ref.data());
     CHECK((ref - o1).cwiseAbs().maxCoeff() < 1e-5F);
 }

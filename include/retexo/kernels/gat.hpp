@@ -6,8 +6,9 @@
 ///   e_uv = LeakyReLU(s_uv),   alpha_uv = softmax over u in N(v) (+ v itself with self loops)
 ///   out_v[h] = sum_u alpha_uv[h] z_u[h]
 ///
-/// z holds every source row (owned and halo), H*D floats per row; el and er hold H floats
-/// per source row.  The backward pass returns the gradients w.r.t. z, el (gathered over the
+/// The sources are the GAT layer's messages: every source row (owned and halo) holds
+/// [z_u | el_u], H*D + H values; er holds H values per source row (only destination rows are
+/// read).  The backward pass returns the gradients w.r.t. the messages (gathered over the
 /// transposed plan, so bit-identical for any thread count) and er (per destination row).
 
 #include <retexo/graph/csr.hpp>
@@ -35,25 +36,25 @@ public:
     const csr& edges() const noexcept { return plan_; }
     std::span<const node_t> out_rows() const noexcept { return rows_; }
 
-    /// out: num_out x (H*D); alpha: num_edges x H (kept for backward).
+    /// msg: num_src x (H*D + H); out: num_out x (H*D); alpha: num_edges x H (kept for
+    /// backward).
     template <typename T>
-    void forward(const T* z, const T* el, const T* er, int head_dim, T* out, T* alpha) const;
+    void forward(const T* msg, const T* er, int head_dim, T* out, T* alpha) const;
 
-    /// d_z: num_src x (H*D), d_el: num_src x H, d_er: num_src x H (only destination rows
-    /// non-zero); all overwritten.  d_score: scratch of num_edges x H.
+    /// d_msg: num_src x (H*D + H), d_er: num_src x H (only destination rows non-zero); both
+    /// overwritten.  d_score: scratch of num_edges x H.
     template <typename T>
-    void backward(const T* z, const T* el, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_z, T* d_el,
-                  T* d_er, T* d_score) const;
+    void backward(const T* msg, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_msg, T* d_er,
+                  T* d_score) const;
 
-    /// Exact mode: acc_z (num_src x H*D) and acc_el (num_src x H) += fixed-point scatter
-    /// contributions; d_er (num_src x H) overwritten as in backward().
-    void backward_exact(const float* z, const float* el, const float* er, const float* alpha, const float* d_out,
-                        int head_dim, int k, std::int64_t* acc_z, std::int64_t* acc_el, float* d_er,
-                        float* d_score) const;
+    /// Exact mode: acc (num_src x (H*D + H)) += fixed-point scatter contributions; d_er
+    /// (num_src x H) overwritten as in backward().
+    void backward_exact(const float* msg, const float* er, const float* alpha, const float* d_out, int head_dim, int k,
+                        std::int64_t* acc, float* d_er, float* d_score) const;
 
 private:
     template <typename T>
-    void edge_gradients(const T* z, const T* el, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_er,
+    void edge_gradients(const T* msg, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_er,
                         T* d_score) const;
 
     int heads_;
@@ -68,7 +69,7 @@ private:
 namespace reference {
 /// Sequential double-precision forward (oracle).
 template <typename T>
-void gat_forward(const gat_attention& plan, const T* z, const T* el, const T* er, int head_dim, double slope, T* out);
+void gat_forward(const gat_attention& plan, const T* msg, const T* er, int head_dim, double slope, T* out);
 } // namespace reference
 
 } // namespace retexo

@@ -85,7 +85,7 @@ struct layer_cache {
     // message phase (rows the message was computed for)
     matrix<T> pre; ///< sage-pool: x W_pool + b_pool
     // combine phase (plan rows)
-    matrix<T> agg, z, el, er, alpha, d_score, att;
+    matrix<T> agg, er, alpha, d_score, att;
     matrix<T> d_self; ///< sage: the gradient of the self term's output (plan rows x out)
     std::vector<node_t> argmax;
     // message gradients, num_local x msg_width
