@@ -2,7 +2,9 @@
 // Template bodies of dense.hpp.
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace retexo {
@@ -175,14 +177,20 @@ void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double 
             for (int l = 0; l < head; ++l)
                 yr[l] = ((bits >> (16 * (c % 4 + l))) & 0xFFFFU) >= threshold ? xr[l] * scale : T(0);
         }
+        // Then 256 columns at a time: their 64 counters' bits first, read as 16-bit lanes
+        // (little-endian, as the shifts above number them), so that both loops vectorise.
         const std::uint64_t g0 = static_cast<std::uint64_t>(col0 + head) / 4;
-        for (int j0 = head; j0 < w; j0 += 4) {
-            const std::uint64_t bits = rng.bits(base + g0 + static_cast<std::uint64_t>(j0 - head) / 4);
-            const int lanes = std::min(4, w - j0);
-            for (int l = 0; l < lanes; ++l) {
-                const T v = xr[j0 + l];
-                yr[j0 + l] = ((bits >> (16 * l)) & 0xFFFFU) >= threshold ? v * scale : T(0);
+        static_assert(std::endian::native == std::endian::little, "dropout masks read 16-bit lanes of 64-bit draws");
+        std::uint16_t lanes[256];
+        for (int j0 = head; j0 < w; j0 += 256) {
+            const int count = std::min(256, w - j0);
+            const std::uint64_t c0 = base + g0 + static_cast<std::uint64_t>(j0 - head) / 4;
+            for (int k = 0; k < (count + 3) / 4; ++k) {
+                const std::uint64_t bits = rng.bits(c0 + static_cast<std::uint64_t>(k));
+                std::memcpy(lanes + 4 * k, &bits, sizeof bits);
             }
+            for (int j = 0; j < count; ++j)
+                yr[j0 + j] = lanes[j] >= threshold ? xr[j0 + j] * scale : T(0);
         }
     }
 }
