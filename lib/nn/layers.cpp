@@ -466,7 +466,7 @@ public:
         const Eigen::Index L = plan.num_local;
         c.d_score.resize(plan.att->num_edges(), H);
         matrix<T> d_er(L, H);
-        const T z_max = L == 0 ? T(0) : msg_all.leftCols(HD).cwiseAbs().maxCoeff();
+        const T z_max = exact_mode && L > 0 ? msg_all.leftCols(HD).cwiseAbs().maxCoeff() : T(0); // exact scales
         // a_r only sees the destination rows: sum over plan rows of d_er[v] z[v].
         auto attn_r_gradient = [&] {
             a_r_.grad.setZero();
