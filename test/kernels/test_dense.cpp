@@ -7,6 +7,8 @@
 
 #include <omp.h>
 
+#include <array>
+
 using namespace retexo;
 using test::random_matrix;
 
@@ -94,6 +96,37 @@ TEST_CASE("dropout masks depend on global row ids only", "[kernels][dense][deter
     // Another step draws another mask.
     dropout_forward(x.data(), ids, 50, 0.3, dropout_key{.seed = 42, .layer = 1, .step = 8}, b.data());
     CHECK(a != b);
+}
+
+TEST_CASE("dropout keeps an entry when its 16-bit lane of the row's counter draw passes p", "[kernels][dense]")
+{
+    // The definition, entry by entry: column c of a row mask_width wide is lane c % 4 of draw
+    // row_id * ceil(mask_width / 4) + c / 4.  Widths past one 256-column chunk, not a multiple
+    // of four, and column ranges that start inside a draw (column blocks) all follow it.
+    const dropout_key key{.seed = 3, .layer = 2, .step = 11};
+    const double p = 0.35;
+    const auto rng = key.rng();
+    const std::vector<node_t> ids = {0, 7, 123456};
+    for (const auto [col0, w, mask_width] :
+         {std::array<int, 3>{0, 601, 0}, std::array<int, 3>{5, 262, 300}, std::array<int, 3>{2, 1, 3}}) {
+        const int width = std::max(col0 + w, mask_width);
+        const auto groups = static_cast<std::uint64_t>((width + 3) / 4);
+        const matrix_f x = random_matrix(3, w, 4).cast<float>();
+        matrix_f y(3, w);
+        dropout_forward(x.data(), ids, w, p, key, y.data(), col0, mask_width);
+        int mismatches = 0;
+        for (int r = 0; r < 3; ++r)
+            for (int j = 0; j < w; ++j) {
+                const auto c = static_cast<std::uint64_t>(col0 + j);
+                const std::uint64_t lane =
+                    (rng.bits(static_cast<std::uint64_t>(ids[r]) * groups + c / 4) >> (16 * (c % 4))) & 0xFFFFU;
+                const float expected = lane >= static_cast<std::uint64_t>(p * 65536.0)
+                                           ? x(r, j) * static_cast<float>(1.0 / (1.0 - p))
+                                           : 0.0F;
+                mismatches += y(r, j) != expected;
+            }
+        CHECK(mismatches == 0);
+    }
 }
 
 TEST_CASE("softmax cross-entropy: value and gradient", "[kernels][loss][gradcheck]")
