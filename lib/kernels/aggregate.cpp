@@ -65,7 +65,7 @@ void aggregation::backward_exact(const float* d_out, int width, int k, std::int6
     const double scale = std::ldexp(1.0, k);
     const auto& off = back_.offsets;
     const auto& dst = back_.sources;
-#pragma omp parallel for schedule(dynamic, 256)
+#pragma omp parallel for schedule(dynamic, 256) if (worth_threads(static_cast <std::int64_t>(dst.size()) * width))
     for (node_t u = 0; u < num_src_; ++u) {
         std::int64_t* g = acc + static_cast<std::ptrdiff_t>(u) * width;
         for (offset_t e = off[u]; e < off[u + 1]; ++e) {

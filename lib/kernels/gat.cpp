@@ -47,7 +47,7 @@ void gat_attention::forward(const T* msg, const T* er, int head_dim, T* out, T* 
     const auto& off = plan_.offsets;
     const auto& src = plan_.sources;
     const T slope = static_cast<T>(slope_);
-#pragma omp parallel
+#pragma omp parallel if (worth_threads(static_cast <std::int64_t>(src.size()) * M))
     {
         std::vector<T> mx(static_cast<std::size_t>(H)), sum(static_cast<std::size_t>(H));
 #pragma omp for schedule(dynamic, 128)
@@ -111,7 +111,7 @@ void gat_attention::edge_gradients(const T* msg, const T* er, const T* alpha, co
     const auto& src = plan_.sources;
     const T slope = static_cast<T>(slope_);
     std::fill(d_er, d_er + static_cast<std::ptrdiff_t>(num_src_) * H, T(0));
-#pragma omp parallel
+#pragma omp parallel if (worth_threads(static_cast <std::int64_t>(src.size()) * M))
     {
         std::vector<T> dot_sum(static_cast<std::size_t>(H)), der(static_cast<std::size_t>(H)),
             prod(static_cast<std::size_t>(W));
@@ -165,7 +165,7 @@ void gat_attention::backward(const T* msg, const T* er, const T* alpha, const T*
     const int W = H * head_dim, M = W + H;
     check_finite("gat_attention::backward", "d_out", d_out, static_cast<std::size_t>(num_out()) * W);
     edge_gradients(msg, er, alpha, d_out, head_dim, d_er, d_score);
-#pragma omp parallel for schedule(dynamic, 128)
+#pragma omp parallel for schedule(dynamic, 128) if (worth_threads(static_cast <std::int64_t>(back_.sources.size()) * M))
     for (node_t u = 0; u < num_src_; ++u) {
         T* gz = d_msg + static_cast<std::ptrdiff_t>(u) * M;
         T* gl = gz + W;
@@ -196,7 +196,7 @@ void gat_attention::backward_exact(const float* msg, const float* er, const floa
     const int W = H * head_dim, M = W + H;
     const double scale = std::ldexp(1.0, k);
     edge_gradients(msg, er, alpha, d_out, head_dim, d_er, d_score);
-#pragma omp parallel for schedule(dynamic, 128)
+#pragma omp parallel for schedule(dynamic, 128) if (worth_threads(static_cast <std::int64_t>(back_.sources.size()) * M))
     for (node_t u = 0; u < num_src_; ++u) {
         std::int64_t* gz = acc + static_cast<std::ptrdiff_t>(u) * M;
         std::int64_t* gl = gz + W;

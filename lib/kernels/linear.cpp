@@ -200,7 +200,7 @@ struct linear_kernel::impl {
             }
         }
         // Fixed-order sum of the chunk partials.
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(static_cast <std::int64_t>(wsize) * chunks))
         for (std::size_t i = 0; i < wsize; ++i) {
             float s = accumulate ? dw[i] : 0.0F;
             for (int c = 0; c < chunks; ++c)

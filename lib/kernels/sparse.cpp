@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstring>
 #include <numeric>
 
 namespace retexo {
@@ -14,11 +15,12 @@ namespace {
 
 /// f(i, e) for every entry e (row i) of x, the columns split into one range per thread:
 /// each column's entries are visited in ascending row order by one thread, whatever the
-/// thread count (the sums of x^T d are the same bits).  No transposed copy of x.
+/// thread count (the sums of x^T d are the same bits).  No transposed copy of x.  `width`:
+/// the values f updates per entry.
 template <typename F>
-void by_column_ranges(const csr_matrix& x, const F& f)
+void by_column_ranges(const csr_matrix& x, int width, const F& f)
 {
-#pragma omp parallel
+#pragma omp parallel if (worth_threads(static_cast <std::int64_t>(x.values.size()) * width))
     {
         const std::int64_t t = omp_get_thread_num();
         const std::int64_t n = omp_get_num_threads();
@@ -30,12 +32,93 @@ void by_column_ranges(const csr_matrix& x, const F& f)
     }
 }
 
+/// x's entries by column: column j's are [start[j], start[j + 1]) of (row, value), rows
+/// ascending.  A counting sort; the buffers are kept between calls.
+struct column_order {
+    std::vector<offset_t> start;
+    std::vector<node_t> row;
+    std::vector<float> value;
+
+    void build(const csr_matrix& x)
+    {
+        start.assign(static_cast<std::size_t>(x.cols) + 1, 0);
+        for (std::int32_t j : x.indices)
+            ++start[static_cast<std::size_t>(j) + 1];
+        std::partial_sum(start.begin(), start.end(), start.begin());
+        row.resize(x.values.size());
+        value.resize(x.values.size());
+        for (std::int64_t i = 0; i < x.rows; ++i)
+            for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
+                const auto t = static_cast<std::size_t>(start[static_cast<std::size_t>(x.indices[e])]++);
+                row[t] = static_cast<node_t>(i);
+                value[t] = x.values[e];
+            }
+        std::copy_backward(start.begin(), start.end() - 1, start.end()); // start[j] was column j's end
+        start[0] = 0;
+    }
+};
+
+/// 16 floats, for accumulators the compiler keeps in registers (any target: GCC and Clang
+/// lower the type to whatever vectors it has).
+using floats16 = float __attribute__((vector_size(64)));
+
+floats16 load16(const float* p)
+{
+    floats16 v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+}
+
+void store16(float* p, floats16 v)
+{
+    std::memcpy(p, &v, sizeof v);
+}
+
+/// out[0, width) += sum over terms t in [t0, t1) of value(t) * row(t)[0, width), the terms in
+/// order: every element gets the chain of fused multiply-adds of the plain loop
+/// `for t: for k: out[k] += value(t) * row(t)[k]` (the same bits), but out is held in
+/// registers 64 or 16 columns at a time; the last width % 16 columns run the plain loop.
+template <typename Value, typename Row>
+void add_terms(offset_t t0, offset_t t1, const Value& value, const Row& row, int width, float* out)
+{
+    int k = 0;
+    for (; k + 64 <= width; k += 64) {
+        floats16 a0 = load16(out + k), a1 = load16(out + k + 16), a2 = load16(out + k + 32), a3 = load16(out + k + 48);
+        for (offset_t t = t0; t < t1; ++t) {
+            const float v = value(t);
+            const float* r = row(t) + k;
+            a0 += v * load16(r);
+            a1 += v * load16(r + 16);
+            a2 += v * load16(r + 32);
+            a3 += v * load16(r + 48);
+        }
+        store16(out + k, a0);
+        store16(out + k + 16, a1);
+        store16(out + k + 32, a2);
+        store16(out + k + 48, a3);
+    }
+    for (; k + 16 <= width; k += 16) {
+        floats16 a = load16(out + k);
+        for (offset_t t = t0; t < t1; ++t)
+            a += value(t) * load16(row(t) + k);
+        store16(out + k, a);
+    }
+    if (k == width) return;
+    for (offset_t t = t0; t < t1; ++t) {
+        const float v = value(t);
+        const float* r = row(t);
+#pragma omp simd
+        for (int c = k; c < width; ++c)
+            out[c] += v * r[c];
+    }
+}
+
 } // namespace
 
 void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y, bool accumulate)
 {
     check_finite("sparse_linear::forward", "x", x.values.data(), x.values.size());
-#pragma omp parallel for schedule(dynamic, 64)
+#pragma omp parallel for schedule(dynamic, 16) if (worth_threads(static_cast <std::int64_t>(x.values.size()) * out))
     for (std::int64_t i = 0; i < x.rows; ++i) {
         float* yi = y + i * out;
         if (accumulate) {
@@ -47,28 +130,28 @@ void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const f
         } else {
             std::fill(yi, yi + out, 0.0F);
         }
-        for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
-            const float v = x.values[e];
-            const float* wj = w + static_cast<std::ptrdiff_t>(x.indices[e]) * out;
-#pragma omp simd
-            for (int k = 0; k < out; ++k)
-                yi[k] += v * wj[k];
-        }
+        add_terms(
+            x.offsets[i], x.offsets[i + 1], [&](offset_t e) { return x.values[e]; },
+            [&](offset_t e) { return w + static_cast<std::ptrdiff_t>(x.indices[e]) * out; }, out, yi);
     }
 }
 
 void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int out, float* dw)
 {
     check_finite("sparse_linear::backward", "dy", dy, static_cast<std::size_t>(x.rows) * out);
-    std::fill(dw, dw + x.cols * out, 0.0F);
-    by_column_ranges(x, [&](std::int64_t i, offset_t e) {
-        const float v = x.values[e];
-        const float* d = dy + i * out;
-        float* dwj = dw + static_cast<std::ptrdiff_t>(x.indices[e]) * out;
-#pragma omp simd
-        for (int k = 0; k < out; ++k)
-            dwj[k] += v * d[k];
-    });
+    thread_local column_order order;
+    order.build(x); // each row of dw sums its column's entries, rows ascending
+    const auto& o = order;
+#pragma omp parallel for schedule(dynamic, 64) if (worth_threads(static_cast <std::int64_t>(x.values.size()) * out))
+    for (std::int64_t j = 0; j < x.cols; ++j) {
+        float* dwj = dw + j * out;
+        std::fill(dwj, dwj + out, 0.0F);
+        add_terms(
+            o.start[static_cast<std::size_t>(j)], o.start[static_cast<std::size_t>(j) + 1],
+            [&](offset_t t) { return o.value[static_cast<std::size_t>(t)]; },
+            [&](offset_t t) { return dy + static_cast<std::ptrdiff_t>(o.row[static_cast<std::size_t>(t)]) * out; }, out,
+            dwj);
+    }
 }
 
 namespace exact {
@@ -76,7 +159,7 @@ namespace exact {
 void sparse_gemm_tn(const csr_matrix& x, const float* d, int b, int k, std::int64_t* acc)
 {
     const double scale = std::ldexp(1.0, k);
-    by_column_ranges(x, [&](std::int64_t i, offset_t e) {
+    by_column_ranges(x, b, [&](std::int64_t i, offset_t e) {
         const float v = x.values[e];
         if (v == 0.0F) return;
         const double xs = static_cast<double>(v) * scale;
@@ -111,7 +194,7 @@ void dropout_forward(const csr_matrix& x, std::span<const node_t> row_ids, doubl
     const auto threshold = static_cast<std::uint64_t>(p * 65536.0);
     const auto scale = static_cast<float>(1.0 / (1.0 - p));
     const std::uint64_t groups = (static_cast<std::uint64_t>(std::max(col0 + x.cols, mask_width)) + 3) / 4;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(static_cast <std::int64_t>(x.values.size()) * 4))
     for (std::int64_t i = 0; i < x.rows; ++i) {
         const std::uint64_t base = static_cast<std::uint64_t>(row_ids[static_cast<std::size_t>(i)]) * groups;
         std::uint64_t group = ~std::uint64_t{0}, bits = 0; // neighbouring columns share a counter

@@ -406,7 +406,7 @@ public:
         lin_.forward(x, w_.value, matrix<T>(), z);
         msg.resize(rows_of(x), HD + H);
         msg.leftCols(HD) = z;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(static_cast <std::int64_t>(rows_of(x)) * HD))
         for (Eigen::Index u = 0; u < rows_of(x); ++u)
             for (int h = 0; h < H; ++h) {
                 T s = 0;
@@ -541,7 +541,7 @@ public:
                     for (int d = 0; d < D; ++d)
                         a_l_.grad(h, d) += d_el(u, h) * msg(u, h * D + d);
         }
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(static_cast <std::int64_t>(n) * H * D))
         for (node_t u = 0; u < n; ++u)
             for (int h = 0; h < H; ++h)
                 for (int d = 0; d < D; ++d)

@@ -84,16 +84,22 @@ nn::reduce_mode rank_context::reduce(bool exact) const
 void allreduce_gradients(const mpi::communicator& comm, const std::vector<parameter<float>*>& params, bool exact)
 {
     std::size_t total = 0;
-    for (auto* p : params)
+    for (auto* p : params) {
         total += static_cast<std::size_t>(p->size());
+        RETEXO_ENSURE(!exact || p->exact.size() == static_cast<std::size_t>(p->size()),
+                      "internal: exact gradient of " << p->name << " was not computed");
+    }
+    if (comm.size() == 1) { // already the sum: no copies, no call
+        if (exact)
+            for (auto* p : params)
+                nn::finish_exact_gradient(*p);
+        return;
+    }
     if (exact) {
         std::vector<std::int64_t> buf;
         buf.reserve(total);
-        for (auto* p : params) {
-            RETEXO_ENSURE(p->exact.size() == static_cast<std::size_t>(p->size()),
-                          "internal: exact gradient of " << p->name << " was not computed");
+        for (auto* p : params)
             buf.insert(buf.end(), p->exact.begin(), p->exact.end());
-        }
         comm.allreduce(std::span<std::int64_t>(buf), MPI_SUM, purpose::gradients);
         std::size_t off = 0;
         for (auto* p : params) {

@@ -174,6 +174,48 @@ TEST_CASE("sparse linear map and its weight gradient match the dense kernels", "
     }
 }
 
+TEST_CASE("sparse products sum their terms in the plain loops' order, bit for bit", "[kernels][sparse]")
+{
+    // The kernels hold 64 or 16 output columns in registers; each output must still be the
+    // plain loops' chain of multiply-adds: forward over a row's entries (ascending columns),
+    // the weight gradient over a column's entries (ascending rows).  Widths cover 64- and
+    // 16-column chunks and the plain tail.
+    const int in = 45;
+    const matrix_f x = sparse_random(130, in, 0.2, 11);
+    const auto s = csr_matrix::from_dense(x);
+    for (int out : {1, 7, 16, 19, 64, 83, 256}) {
+        INFO("out " << out);
+        const matrix_f w = test::random_matrix(in, out, 12).cast<float>();
+        const matrix_f b = test::random_matrix(1, out, 13).cast<float>();
+        const matrix_f dy = test::random_matrix(130, out, 14).cast<float>();
+        matrix_f want_y(130, out), want_dw = matrix_f::Zero(in, out);
+        for (Eigen::Index i = 0; i < s.rows; ++i) {
+            float* yi = want_y.data() + i * out;
+            std::copy(b.data(), b.data() + out, yi);
+            for (offset_t e = s.offsets[i]; e < s.offsets[i + 1]; ++e) {
+                const float v = s.values[e];
+                const float* wj = w.data() + static_cast<std::ptrdiff_t>(s.indices[e]) * out;
+                float* dwj = want_dw.data() + static_cast<std::ptrdiff_t>(s.indices[e]) * out;
+                const float* d = dy.data() + i * out;
+#pragma omp simd
+                for (int k = 0; k < out; ++k)
+                    yi[k] += v * wj[k];
+#pragma omp simd
+                for (int k = 0; k < out; ++k)
+                    dwj[k] += v * d[k];
+            }
+        }
+        at_thread_counts([&](int t) {
+            INFO(t << " threads");
+            matrix_f y(130, out), dw(in, out);
+            sparse_linear_forward(s, w.data(), out, b.data(), y.data());
+            sparse_linear_backward_weights(s, dy.data(), out, dw.data());
+            CHECK(y == want_y);
+            CHECK(dw == want_dw);
+        });
+    }
+}
+
 TEST_CASE("sparse dropout masks the stored values as dense dropout masks the row", "[kernels][sparse]")
 {
     const matrix_f x = sparse_random(40, 13, 0.3, 7);

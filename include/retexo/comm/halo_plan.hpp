@@ -16,6 +16,7 @@
 /// computes on its owned rows while the halo rows travel.
 
 #include <retexo/comm/communicator.hpp>
+#include <retexo/core/parallel.hpp>
 #include <retexo/graph/local_partition.hpp>
 
 #include <chrono>

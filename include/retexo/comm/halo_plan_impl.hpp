@@ -15,7 +15,7 @@ pending_exchange halo_plan::start_forward(const Src* owned, Dst* halo, int width
     if (send_buf_.size() < need) send_buf_.resize(need);
     auto* packed = reinterpret_cast<Dst*>(send_buf_.data());
     const auto rows = static_cast<std::int64_t>(send_rows_.size());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(rows * width))
     for (std::int64_t i = 0; i < rows; ++i) {
         const Src* src = owned + static_cast<std::ptrdiff_t>(send_rows_[i]) * width;
         Dst* dst = packed + i * width;
@@ -42,7 +42,7 @@ void halo_plan::reverse_add(const T* halo, T* owned, int width, purpose p) const
         const auto list = send_rows(q);
         const T* block = in + static_cast<std::ptrdiff_t>(send_displ_[q]) * width;
         const auto n = static_cast<std::int64_t>(list.size());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(n * width))
         for (std::int64_t i = 0; i < n; ++i) {
             T* dst = owned + static_cast<std::ptrdiff_t>(list[i]) * width;
             const T* src = block + i * width;

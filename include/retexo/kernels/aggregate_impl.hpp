@@ -39,7 +39,7 @@ void aggregation::forward_rows(const In* x, int width, T* out, node_t* argmax, s
     const auto n = all ? static_cast<std::int64_t>(num_out()) : static_cast<std::int64_t>(subset.size());
     const auto& off = plan_.offsets;
     const auto& src = plan_.sources;
-#pragma omp parallel for schedule(dynamic, 256)
+#pragma omp parallel for schedule(dynamic, 256) if (worth_threads(static_cast <std::int64_t>(src.size()) * width))
     for (std::int64_t k = 0; k < n; ++k) {
         const node_t i = all ? static_cast<node_t>(k) : subset[static_cast<std::size_t>(k)];
         T* o = out + static_cast<std::ptrdiff_t>(i) * width;
@@ -96,7 +96,7 @@ void aggregation::backward(const T* d_out, int width, T* d_x, const node_t* argm
     const float* w = back_weight_.data();
     const auto& off = back_.offsets;
     const auto& dst = back_.sources;
-#pragma omp parallel for schedule(dynamic, 256)
+#pragma omp parallel for schedule(dynamic, 256) if (worth_threads(static_cast <std::int64_t>(dst.size()) * width))
     for (node_t u = 0; u < num_src_; ++u) {
         T* g = d_x + static_cast<std::ptrdiff_t>(u) * width;
         std::fill(g, g + width, T(0));

@@ -5,6 +5,7 @@
 
 #include <retexo/core/bf16.hpp>
 #include <retexo/core/error.hpp>
+#include <retexo/core/parallel.hpp>
 #include <retexo/core/types.hpp>
 
 #include <Eigen/Core>

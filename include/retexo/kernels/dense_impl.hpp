@@ -18,17 +18,17 @@ void activation_forward(activation a, const T* x, std::size_t n, T* y, double pa
         if (x != y) std::copy(x, x + n, y);
         break;
     case activation::relu: // NOLINT(bugprone-branch-clone): not a clone, the check skips OpenMP loop bodies
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (parallel : worth_threads(static_cast <std::int64_t>(n)))
         for (std::size_t i = 0; i < n; ++i)
             y[i] = x[i] > T(0) ? x[i] : T(0);
         break;
     case activation::leaky_relu:
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (parallel : worth_threads(static_cast <std::int64_t>(n)))
         for (std::size_t i = 0; i < n; ++i)
             y[i] = x[i] > T(0) ? x[i] : s * x[i];
         break;
     case activation::elu:
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : worth_threads(static_cast <std::int64_t>(n) * 8))
         for (std::size_t i = 0; i < n; ++i)
             y[i] = x[i] > T(0) ? x[i] : s * std::expm1(x[i]);
         break;
@@ -44,17 +44,17 @@ void activation_backward(activation a, const T* x, const T* dy, std::size_t n, T
         if (dx != dy) std::copy(dy, dy + n, dx);
         break;
     case activation::relu: // NOLINT(bugprone-branch-clone): not a clone, the check skips OpenMP loop bodies
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (parallel : worth_threads(static_cast <std::int64_t>(n)))
         for (std::size_t i = 0; i < n; ++i)
             dx[i] = x[i] > T(0) ? dy[i] : T(0);
         break;
     case activation::leaky_relu:
-#pragma omp parallel for simd schedule(static)
+#pragma omp parallel for simd schedule(static) if (parallel : worth_threads(static_cast <std::int64_t>(n)))
         for (std::size_t i = 0; i < n; ++i)
             dx[i] = x[i] > T(0) ? dy[i] : s * dy[i];
         break;
     case activation::elu:
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : worth_threads(static_cast <std::int64_t>(n) * 8))
         for (std::size_t i = 0; i < n; ++i)
             dx[i] = x[i] > T(0) ? dy[i] : dy[i] * s * std::exp(x[i]);
         break;
@@ -66,7 +66,7 @@ void layer_norm_forward(const T* x, std::int64_t n, int w, const T* gamma, const
                         T* rstd)
 {
     check_finite("layer_norm::forward", "x", x, static_cast<std::size_t>(n) * w);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : worth_threads(n * w))
     for (std::int64_t r = 0; r < n; ++r) {
         const T* xr = x + r * w;
         double m = 0;
@@ -91,7 +91,7 @@ void layer_norm_forward(const T* x, std::int64_t n, int w, const T* gamma, const
 template <typename T>
 void layer_norm_xhat(const T* x, std::int64_t n, int w, const T* mean, const T* rstd, T* xhat)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : worth_threads(n * w))
     for (std::int64_t r = 0; r < n; ++r)
         for (int j = 0; j < w; ++j)
             xhat[r * w + j] = (x[r * w + j] - mean[r]) * rstd[r];
@@ -101,7 +101,7 @@ template <typename T>
 void layer_norm_backward_data(const T* x, const T* dy, std::int64_t n, int w, const T* gamma, const T* mean,
                               const T* rstd, T* dx)
 {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : worth_threads(n * w))
     for (std::int64_t r = 0; r < n; ++r) {
         const T* xr = x + r * w;
         const T* dr = dy + r * w;
@@ -128,7 +128,7 @@ void layer_norm_backward(const T* x, const T* dy, std::int64_t n, int w, const T
     layer_norm_backward_data(x, dy, n, w, gamma, mean, rstd, dx);
     const int blocks = reduction_blocks(n);
     std::vector<T> pg(static_cast<std::size_t>(blocks) * w, T(0)), pb(static_cast<std::size_t>(blocks) * w, T(0));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : worth_threads(n * w))
     for (int b = 0; b < blocks; ++b) {
         const auto [r0, r1] = block_range(n, blocks, b);
         T* g = pg.data() + static_cast<std::size_t>(b) * w;
@@ -164,7 +164,7 @@ void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double 
     const T scale = static_cast<T>(1.0 / (1.0 - p));
     // 16 bits per column, four columns per counter, counters numbered along the whole row.
     const std::uint64_t groups = (static_cast<std::uint64_t>(std::max(col0 + w, mask_width)) + 3) / 4;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : worth_threads(n * w))
     for (std::int64_t r = 0; r < n; ++r) {
         const std::uint64_t base = static_cast<std::uint64_t>(row_ids[r]) * groups;
         const T* xr = x + r * w;
@@ -206,7 +206,7 @@ void column_sums(const T* x, std::int64_t n, int w, T* out)
 {
     const int blocks = reduction_blocks(n);
     std::vector<T> part(static_cast<std::size_t>(blocks) * w, T(0));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : worth_threads(n * w))
     for (int b = 0; b < blocks; ++b) {
         const auto [r0, r1] = block_range(n, blocks, b);
         T* pb = part.data() + static_cast<std::size_t>(b) * w;
@@ -226,7 +226,7 @@ template <typename T>
 void gather_rows(const T* x, std::span<const node_t> rows, int w, T* out)
 {
     const auto n = static_cast<std::int64_t>(rows.size());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : worth_threads(n * w))
     for (std::int64_t i = 0; i < n; ++i)
         std::copy(x + static_cast<std::ptrdiff_t>(rows[i]) * w, x + static_cast<std::ptrdiff_t>(rows[i] + 1) * w,
                   out + i * w);
@@ -236,7 +236,7 @@ template <typename T>
 void scatter_add_rows(const T* in, std::span<const node_t> rows, int w, T* x)
 {
     const auto n = static_cast<std::int64_t>(rows.size());
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel : worth_threads(n * w))
     for (std::int64_t i = 0; i < n; ++i) {
         T* xr = x + static_cast<std::ptrdiff_t>(rows[i]) * w;
         for (int j = 0; j < w; ++j)

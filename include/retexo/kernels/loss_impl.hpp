@@ -11,7 +11,7 @@ loss_result softmax_cross_entropy(const T* logits, int classes, std::span<const 
 {
     const auto n = static_cast<std::int64_t>(rows.size());
     std::vector<double> per_row(static_cast<std::size_t>(n));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (worth_threads(n * classes * 16)) // two exp per entry
     for (std::int64_t i = 0; i < n; ++i) {
         const node_t r = rows[i];
         const T* z = logits + static_cast<std::ptrdiff_t>(r) * classes;

@@ -42,6 +42,7 @@ void optimizer<T>::step()
             const double c1 = 1.0 - std::pow(b1, static_cast<double>(t_));
             const double c2 = 1.0 - std::pow(b2, static_cast<double>(t_));
             const bool decoupled = opt_.kind == optimizer_kind::adamw;
+#pragma omp parallel for schedule(static) if (worth_threads(n * 4))
             for (Eigen::Index i = 0; i < n; ++i) {
                 double gi = g[i];
                 if (!decoupled) gi += wd * w[i];

@@ -14,7 +14,7 @@
 namespace retexo {
 
 /// y (x.rows x out) = x w (+ b as a row); w row-major (x.cols x out), b null or out values.
-/// accumulate: y += x w (+ b).
+/// accumulate: y += x w (+ b).  Each row of y sums its terms in the order of x's entries.
 void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y,
                            bool accumulate = false);
 

@@ -52,7 +52,7 @@ struct rank_context {
 };
 
 /// Sum the gradients of params over ranks (one all-reduce; int64 fixed point in exact
-/// mode, then converted).  Collective.
+/// mode, then converted; on one rank, no call).  Collective.
 void allreduce_gradients(const mpi::communicator& comm, const std::vector<parameter<float>*>& params, bool exact);
 /// Make every rank's initial parameter values rank 0's.  They are drawn from the seed alike
 /// on every rank, so ranks first compare an 8-byte digest of them; rank 0 broadcasts its
