@@ -1,12 +1,12 @@
 // Sparse x dense products (forward, weight gradient), dropout on stored values, row gathers.
 #include <retexo/kernels/exact.hpp>
+#include <retexo/kernels/row_sums.hpp>
 #include <retexo/kernels/sparse.hpp>
 
 #include <omp.h>
 
 #include <algorithm>
 #include <bit>
-#include <cstring>
 #include <numeric>
 
 namespace retexo {
@@ -58,61 +58,6 @@ struct column_order {
     }
 };
 
-/// 16 floats, for accumulators the compiler keeps in registers (any target: GCC and Clang
-/// lower the type to whatever vectors it has).
-using floats16 = float __attribute__((vector_size(64)));
-
-floats16 load16(const float* p)
-{
-    floats16 v;
-    std::memcpy(&v, p, sizeof v);
-    return v;
-}
-
-void store16(float* p, floats16 v)
-{
-    std::memcpy(p, &v, sizeof v);
-}
-
-/// out[0, width) += sum over terms t in [t0, t1) of value(t) * row(t)[0, width), the terms in
-/// order: every element gets the chain of fused multiply-adds of the plain loop
-/// `for t: for k: out[k] += value(t) * row(t)[k]` (the same bits), but out is held in
-/// registers 64 or 16 columns at a time; the last width % 16 columns run the plain loop.
-template <typename Value, typename Row>
-void add_terms(offset_t t0, offset_t t1, const Value& value, const Row& row, int width, float* out)
-{
-    int k = 0;
-    for (; k + 64 <= width; k += 64) {
-        floats16 a0 = load16(out + k), a1 = load16(out + k + 16), a2 = load16(out + k + 32), a3 = load16(out + k + 48);
-        for (offset_t t = t0; t < t1; ++t) {
-            const float v = value(t);
-            const float* r = row(t) + k;
-            a0 += v * load16(r);
-            a1 += v * load16(r + 16);
-            a2 += v * load16(r + 32);
-            a3 += v * load16(r + 48);
-        }
-        store16(out + k, a0);
-        store16(out + k + 16, a1);
-        store16(out + k + 32, a2);
-        store16(out + k + 48, a3);
-    }
-    for (; k + 16 <= width; k += 16) {
-        floats16 a = load16(out + k);
-        for (offset_t t = t0; t < t1; ++t)
-            a += value(t) * load16(row(t) + k);
-        store16(out + k, a);
-    }
-    if (k == width) return;
-    for (offset_t t = t0; t < t1; ++t) {
-        const float v = value(t);
-        const float* r = row(t);
-#pragma omp simd
-        for (int c = k; c < width; ++c)
-            out[c] += v * r[c];
-    }
-}
-
 } // namespace
 
 void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y, bool accumulate)
@@ -130,7 +75,7 @@ void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const f
         } else {
             std::fill(yi, yi + out, 0.0F);
         }
-        add_terms(
+        detail::add_terms(
             x.offsets[i], x.offsets[i + 1], [&](offset_t e) { return x.values[e]; },
             [&](offset_t e) { return w + static_cast<std::ptrdiff_t>(x.indices[e]) * out; }, out, yi);
     }
@@ -146,7 +91,7 @@ void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int ou
     for (std::int64_t j = 0; j < x.cols; ++j) {
         float* dwj = dw + j * out;
         std::fill(dwj, dwj + out, 0.0F);
-        add_terms(
+        detail::add_terms(
             o.start[static_cast<std::size_t>(j)], o.start[static_cast<std::size_t>(j) + 1],
             [&](offset_t t) { return o.value[static_cast<std::size_t>(t)]; },
             [&](offset_t t) { return dy + static_cast<std::ptrdiff_t>(o.row[static_cast<std::size_t>(t)]) * out; }, out,

@@ -39,17 +39,6 @@ csr random_edges(node_t rows, node_t sources, int per_row, std::uint64_t seed)
     return g;
 }
 
-template <typename F>
-void at_thread_counts(F&& f)
-{
-    const int keep = omp_get_max_threads();
-    for (int t : {1, 2, 3}) {
-        omp_set_num_threads(t);
-        f(t);
-    }
-    omp_set_num_threads(keep);
-}
-
 } // namespace
 
 TEST_CASE("csr_matrix: dense round trip, row selection, stacking, validation", "[kernels][sparse]")
@@ -126,7 +115,7 @@ TEST_CASE("sparse linear map and its weight gradient match the dense kernels", "
     // thread count.
     const auto check_products = [&](const auto& input) {
         matrix_f y0, dw0(in, out);
-        at_thread_counts([&](int t) {
+        test::at_thread_counts([&](int t) {
             INFO(t << " threads");
             matrix_f y, dw(in, out);
             k.forward(input, w, b, y);
@@ -176,14 +165,14 @@ TEST_CASE("sparse linear map and its weight gradient match the dense kernels", "
 
 TEST_CASE("sparse products sum their terms in the plain loops' order, bit for bit", "[kernels][sparse]")
 {
-    // The kernels hold 64 or 16 output columns in registers; each output must still be the
+    // The kernels hold up to 256 output columns in registers; each output must still be the
     // plain loops' chain of multiply-adds: forward over a row's entries (ascending columns),
-    // the weight gradient over a column's entries (ascending rows).  Widths cover 64- and
-    // 16-column chunks and the plain tail.
+    // the weight gradient over a column's entries (ascending rows).  Widths cover the 256-,
+    // 64- and 16-column blocks and the plain tail.
     const int in = 45;
     const matrix_f x = sparse_random(130, in, 0.2, 11);
     const auto s = csr_matrix::from_dense(x);
-    for (int out : {1, 7, 16, 19, 64, 83, 256}) {
+    for (int out : {1, 7, 16, 19, 64, 83, 256, 300, 531}) {
         INFO("out " << out);
         const matrix_f w = test::random_matrix(in, out, 12).cast<float>();
         const matrix_f b = test::random_matrix(1, out, 13).cast<float>();
@@ -205,7 +194,7 @@ TEST_CASE("sparse products sum their terms in the plain loops' order, bit for bi
                     dwj[k] += v * d[k];
             }
         }
-        at_thread_counts([&](int t) {
+        test::at_thread_counts([&](int t) {
             INFO(t << " threads");
             matrix_f y(130, out), dw(in, out);
             sparse_linear_forward(s, w.data(), out, b.data(), y.data());
@@ -270,7 +259,7 @@ TEST_CASE("sparse aggregation equals dense aggregation bit for bit", "[kernels][
                                         .backward = false});
                 matrix_f dense;
                 plan.forward(x, dense);
-                at_thread_counts([&](int t) {
+                test::at_thread_counts([&](int t) {
                     INFO(t << " threads");
                     const auto a = aggregate_sparse(plan, s);
                     REQUIRE_NOTHROW(a.validate("aggregate"));

@@ -6,6 +6,7 @@
 #include <retexo/graph/graph.hpp>
 
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include <filesystem>
 #include <memory>
@@ -53,6 +54,18 @@ std::optional<std::string> dataset_dir(const std::string& name);
 
 /// Directory of the built command-line tools.
 std::string apps_dir();
+
+/// f(t) with OpenMP at t = 1, 2 and 3 threads, the thread count restored after.
+template <typename F>
+void at_thread_counts(F&& f)
+{
+    const int keep = omp_get_max_threads();
+    for (int t : {1, 2, 3}) {
+        omp_set_num_threads(t);
+        f(t);
+    }
+    omp_set_num_threads(keep);
+}
 
 /// A small undirected graph from an edge list, with features, labels and a split.
 graph make_graph(node_t n, const std::vector<std::pair<node_t, node_t>>& undirected_edges, int features, int classes,

@@ -1,6 +1,8 @@
 #pragma once
 // Template bodies of aggregate.hpp.
 
+#include <retexo/kernels/row_sums.hpp>
+
 #include <algorithm>
 #include <limits>
 
@@ -71,6 +73,12 @@ void aggregation::forward_rows(const In* x, int width, T* out, node_t* argmax, s
             continue;
         }
         std::fill(o, o + width, T(0));
+        if constexpr (std::is_same_v<T, float> && std::is_same_v<In, float>) {
+            detail::add_terms(
+                e0, e1, [&](offset_t e) { return w[e]; },
+                [&](offset_t e) { return x + static_cast<std::ptrdiff_t>(src[e]) * width; }, width, o);
+            continue;
+        }
         for (offset_t e = e0; e < e1; ++e) {
             if (e + 4 < e1) {
                 const char* p = reinterpret_cast<const char*>(x + static_cast<std::ptrdiff_t>(src[e + 4]) * width);
@@ -100,6 +108,14 @@ void aggregation::backward(const T* d_out, int width, T* d_x, const node_t* argm
     for (node_t u = 0; u < num_src_; ++u) {
         T* g = d_x + static_cast<std::ptrdiff_t>(u) * width;
         std::fill(g, g + width, T(0));
+        if constexpr (std::is_same_v<T, float>) {
+            if (kind_ != aggregator::max) {
+                detail::add_terms(
+                    off[u], off[u + 1], [&](offset_t e) { return w[e]; },
+                    [&](offset_t e) { return d_out + static_cast<std::ptrdiff_t>(dst[e]) * width; }, width, g);
+                continue;
+            }
+        }
         for (offset_t e = off[u]; e < off[u + 1]; ++e) {
             if (e + 4 < off[u + 1]) {
                 const char* p = reinterpret_cast<const char*>(d_out + static_cast<std::ptrdiff_t>(dst[e + 4]) * width);
