@@ -225,3 +225,20 @@ TEST_CASE("vectorisable exp is accurate", "[kernels][dense]")
     CHECK(vexp(-100.0F) == 0.0F);
     CHECK(vexp(0.0F) == 1.0F);
 }
+
+TEST_CASE("vectorisable expm1 is accurate, also near 0", "[kernels][dense]")
+{
+    // Relative to the result: near 0, exp(x) - 1 computed as vexp(x) - 1 would lose digits.
+    double worst = 0;
+    for (float x = -87.0F; x <= 88.0F; x += 0.0137F)
+        if (x != 0.0F)
+            worst = std::max(worst, std::abs(static_cast<double>(vexpm1(x)) - std::expm1(static_cast<double>(x))) /
+                                        std::abs(std::expm1(static_cast<double>(x))));
+    for (float x = 1e-8F; x < 0.4F; x *= 1.37F)
+        for (float sx : {x, -x})
+            worst = std::max(worst, std::abs(static_cast<double>(vexpm1(sx)) - std::expm1(static_cast<double>(sx))) /
+                                        std::abs(std::expm1(static_cast<double>(sx))));
+    CHECK(worst < 3e-7);
+    CHECK(vexpm1(-100.0F) == -1.0F);
+    CHECK(vexpm1(0.0F) == 0.0F);
+}

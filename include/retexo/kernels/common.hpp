@@ -17,10 +17,14 @@
 
 namespace retexo {
 
-/// exp(x) for float in a form compilers vectorise (Cody-Waite range reduction and a degree-6
-/// polynomial; relative error below 2e-7 for x in [-87, 88]; inputs below -87 give 0).
-/// Deterministic: the same input always gives the same bits.
-inline float vexp(float x) noexcept
+namespace detail {
+/// exp(r) - 1 for r in [-ln2/2, ln2/2] (degree-6 polynomial), 2^n, and the n with
+/// x = n ln2 + r (Cody-Waite range reduction), for x clamped to [-87, 88].
+struct exp_parts {
+    float em1;   // exp(r) - 1
+    float scale; // 2^n
+};
+inline exp_parts exp_reduce(float x) noexcept
 {
     const float xc = x < -87.0F ? -87.0F : (x > 88.0F ? 88.0F : x);
     const float n = std::nearbyint(xc * 1.44269504088896341F);
@@ -32,15 +36,36 @@ inline float vexp(float x) noexcept
     p = p * r + 4.1665795894e-2F;
     p = p * r + 1.6666665459e-1F;
     p = p * r + 5.0000001201e-1F;
-    p = p * r * r + r + 1.0F;
     const std::int32_t bits = (static_cast<std::int32_t>(n) + 127) << 23;
     float scale;
     std::memcpy(&scale, &bits, sizeof scale);
-    return x < -87.0F ? 0.0F : p * scale;
+    return {p * r * r + r, scale};
+}
+} // namespace detail
+
+/// exp(x) for float in a form compilers vectorise (Cody-Waite range reduction and a degree-6
+/// polynomial; relative error below 2e-7 for x in [-87, 88]; inputs below -87 give 0).
+/// Deterministic: the same input always gives the same bits.
+inline float vexp(float x) noexcept
+{
+    const auto [em1, scale] = detail::exp_reduce(x);
+    return x < -87.0F ? 0.0F : (em1 + 1.0F) * scale;
 }
 inline double vexp(double x) noexcept
 {
     return std::exp(x);
+}
+
+/// exp(x) - 1 for float, vectorisable as vexp: 2^n (exp(r) - 1) + (2^n - 1), exact in its
+/// first term for |x| < ln2/2 (n = 0), so accurate relative to the result near 0 as well.
+inline float vexpm1(float x) noexcept
+{
+    const auto [em1, scale] = detail::exp_reduce(x);
+    return x < -87.0F ? -1.0F : scale * em1 + (scale - 1.0F);
+}
+inline double vexpm1(double x) noexcept
+{
+    return std::expm1(x);
 }
 
 namespace detail {

@@ -28,9 +28,9 @@ void activation_forward(activation a, const T* x, std::size_t n, T* y, double pa
             y[i] = x[i] > T(0) ? x[i] : s * x[i];
         break;
     case activation::elu:
-#pragma omp parallel for schedule(static) if (parallel : worth_threads(static_cast <std::int64_t>(n) * 8))
+#pragma omp parallel for simd schedule(static) if (parallel : worth_threads(static_cast <std::int64_t>(n) * 8))
         for (std::size_t i = 0; i < n; ++i)
-            y[i] = x[i] > T(0) ? x[i] : s * std::expm1(x[i]);
+            y[i] = x[i] > T(0) ? x[i] : s * vexpm1(x[i]);
         break;
     }
 }
@@ -54,9 +54,9 @@ void activation_backward(activation a, const T* x, const T* dy, std::size_t n, T
             dx[i] = x[i] > T(0) ? dy[i] : s * dy[i];
         break;
     case activation::elu:
-#pragma omp parallel for schedule(static) if (parallel : worth_threads(static_cast <std::int64_t>(n) * 8))
+#pragma omp parallel for simd schedule(static) if (parallel : worth_threads(static_cast <std::int64_t>(n) * 8))
         for (std::size_t i = 0; i < n; ++i)
-            dx[i] = x[i] > T(0) ? dy[i] : dy[i] * s * std::exp(x[i]);
+            dx[i] = x[i] > T(0) ? dy[i] : dy[i] * s * vexp(x[i]);
         break;
     }
 }
