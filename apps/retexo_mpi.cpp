@@ -167,8 +167,9 @@ po::options_description selection_options(option_text& t, train::retexo_options&
             .c_str())("smooth-steps", po::value(&ro.smooth.steps)->default_value(ro.smooth.steps),
                       "RETEXO: propagation steps of --smooth-alpha")(
         "output-stage", po::value(&t.output_stage)->default_value(t.output_stage),
-        "RETEXO: last | best: predict with the last stage, or with the stage (each has a classifier head) "
-        "of the best validation accuracy (before --smooth-alpha)");
+        "RETEXO: last | best | best-smoothed: predict with the last stage, with the stage (each has a "
+        "classifier head) of the best validation accuracy (before --smooth-alpha), or with the stage whose "
+        "predictions validate best after --smooth-alpha (label spreading's bytes once per stage)");
     return d;
 }
 

@@ -206,6 +206,9 @@ public:
     void keep_selected_round(retexo_stage& s);
     /// False when the run stopped after the stage with a checkpoint.
     bool embed(retexo_stage& s);
+    /// The run's predictions after the last stage: the output stage's, label spreading.
+    void finish_output(const stage_record& last, matrix_f logits);
+    bool smooths_each_stage() const;
     run_result finish(bool interrupted);
 
 private:
@@ -981,6 +984,39 @@ void retexo_run::embed_owned(retexo_stage& s, const node_features& x, const nn::
     }
 }
 
+bool retexo_run::smooths_each_stage() const
+{
+    return o_.output == stage_output::best_smoothed && o_.smooth.enabled();
+}
+
+void retexo_run::finish_output(const stage_record& last, matrix_f logits)
+{
+    result_.final_acc = last.best;
+    result_.logits = std::move(logits);
+    std::optional<smooth_result> sm;
+    double last_score = last.best.valid;
+    if (smooths_each_stage()) {
+        sm = smooth_predictions(ctx_, result_.logits, o_.smooth, meter_.timer);
+        last_score = sm->acc.valid;
+    }
+    // An earlier stage predicts if it validated better: its head's accuracy (best), or its
+    // accuracy after label spreading (best-smoothed; spread again below, the same result).
+    if (o_.output != stage_output::last && carry_.best_stage >= 0 && carry_.best_valid > last_score) {
+        result_.final_acc = result_.stages[static_cast<std::size_t>(carry_.best_stage)].best;
+        result_.logits = std::move(carry_.best_logits);
+        sm.reset();
+    }
+    if (!o_.smooth.enabled()) return;
+    if (!sm) sm = smooth_predictions(ctx_, result_.logits, o_.smooth, meter_.timer);
+    result_.smoothed = run_result::smoothing{.alpha = o_.smooth.alpha,
+                                             .valid = sm->valid,
+                                             .chosen = sm->alpha,
+                                             .steps = o_.smooth.steps,
+                                             .model = result_.final_acc};
+    result_.final_acc = sm->acc;
+    result_.logits = std::move(sm->scores);
+}
+
 bool retexo_run::embed(retexo_stage& s)
 {
     phase_timer::scope sc(meter_.timer, "embed"); // less label spreading's phases
@@ -1002,30 +1038,19 @@ bool retexo_run::embed(retexo_stage& s)
         result_.parameters.push_back(std::move(t));
     const bool logits_variant = o_.variant == retexo_variant::logits;
     carry_.logits = !s.last && uses_pseudo_labels(s.index + 1) ? logits : matrix_f();
-    if (o_.output == stage_output::best && !s.last && (carry_.best_stage < 0 || sr.best.valid >= carry_.best_valid)) {
-        carry_.best_logits = logits;
-        carry_.best_stage = s.index;
-        carry_.best_valid = sr.best.valid;
-    }
     if (s.last) {
-        result_.final_acc = sr.best;
-        result_.logits = std::move(logits);
-        if (o_.output == stage_output::best && carry_.best_stage >= 0 && carry_.best_valid > sr.best.valid) {
-            result_.final_acc = result_.stages[static_cast<std::size_t>(carry_.best_stage)].best;
-            result_.logits = std::move(carry_.best_logits);
-        }
-        if (o_.smooth.enabled()) {
-            auto sm = smooth_predictions(ctx_, result_.logits, o_.smooth, meter_.timer);
-            result_.smoothed = run_result::smoothing{.alpha = o_.smooth.alpha,
-                                                     .valid = sm.valid,
-                                                     .chosen = sm.alpha,
-                                                     .steps = o_.smooth.steps,
-                                                     .model = result_.final_acc};
-            result_.final_acc = sm.acc;
-            result_.logits = std::move(sm.scores);
-        }
+        finish_output(sr, std::move(logits));
         result_.embedding = s.model().spec().head ? std::move(hidden) : carry_.h.all.to_dense();
         return true;
+    }
+    if (o_.output != stage_output::last) {
+        const double score =
+            smooths_each_stage() ? smooth_predictions(ctx_, logits, o_.smooth, meter_.timer).acc.valid : sr.best.valid;
+        if (carry_.best_stage < 0 || score >= carry_.best_valid) {
+            carry_.best_logits = logits;
+            carry_.best_stage = s.index;
+            carry_.best_valid = score;
+        }
     }
     if (logits_variant) { // what crosses: each node's class probabilities
         softmax_rows(logits);

@@ -598,6 +598,37 @@ TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")
                       Catch::Equals("--variant: unknown variant 'probs' (expected hidden or logits)"));
 }
 
+TEST_CASE("output-stage best-smoothed predicts with the stage that validates best after label spreading",
+          "[retexo][mpi]")
+{
+    const graph g = small_graph();
+    auto o = three_stage_options(nn::layer_kind::gcn, train::retexo_variant::hidden, 0);
+    o.stages[2].lr = 1e-5; // a last stage that learns almost nothing
+    o.smooth = {.alpha = {0.0, 0.5, 0.9}, .steps = 5};
+    auto smoothed = o;
+    smoothed.output = train::stage_output::best_smoothed;
+    const auto [single, dist] = single_and_distributed(g, smoothed);
+    CHECK(single.final_acc.test == dist.final_acc.test);
+    CHECK(single.smoothed->chosen == dist.smoothed->chosen);
+    // The same stages as with the other outputs; the one chosen is among them, and after
+    // spreading it validates at least as well as the stage either other output picks.
+    const mpi::communicator world;
+    for (auto out : {train::stage_output::last, train::stage_output::best}) {
+        auto other = o;
+        other.output = out;
+        const run_with r(world, g, partition_random(g.num_nodes(), world.size(), 2), other);
+        CHECK(dist.final_acc.valid >= r.res.final_acc.valid);
+        for (std::size_t k = 0; k < 3; ++k)
+            CHECK(r.res.stages[k].best.test == dist.stages[k].best.test);
+    }
+    REQUIRE(dist.smoothed.has_value());
+    bool from_a_stage = false;
+    for (const auto& st : dist.stages)
+        from_a_stage =
+            from_a_stage || (st.best.valid == dist.smoothed->model.valid && st.best.test == dist.smoothed->model.test);
+    CHECK(from_a_stage);
+}
+
 TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run exactly", "[mpi][retexo][checkpoint]")
 {
     const mpi::communicator world;
@@ -615,8 +646,9 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
         if (extras) o.stages[2].pseudo_labels = 1; // pseudo-labels from stage 1's logits
         o.skip = extras;
         o.replicate_train = extras && model == nn::layer_kind::gcn; // and gathered training rows
-        o.output = extras ? train::stage_output::best
-                          : train::stage_output::last;            // the best stage's logits cross the checkpoints
+        o.output = !extras ? train::stage_output::last              // the best stage's logits cross the checkpoints
+                   : model == nn::layer_kind::gat ? train::stage_output::best_smoothed
+                                                  : train::stage_output::best;
         if (extras) o.smooth = {.alpha = {0.0, 0.8}, .steps = 3}; // and label spreading at the end
         if (extras) o.stages[1].patience = 2;                     // and a stage that stops early
         const std::string tag = name_of(model) + (extras ? "-cross-fit" : "");

@@ -60,12 +60,16 @@ constexpr name_table<selection, 2> names_of(selection)
     return {"selection", {{{selection::accuracy, "accuracy"}, {selection::loss, "loss"}}}};
 }
 
-/// Which predictions a run makes: the last stage's, or those of the stage whose classifier
-/// head (every stage has one) had the best validation accuracy (the later stage on a tie).
-enum class stage_output { last, best };
-constexpr name_table<stage_output, 2> names_of(stage_output)
+/// Which predictions a run makes: the last stage's, those of the stage whose classifier head
+/// (every stage has one) had the best validation accuracy, or (best_smoothed) the stage whose
+/// predictions validate best after label spreading (each stage's spread once more: label
+/// spreading's bytes once per stage).  The later stage on a tie.
+enum class stage_output { last, best, best_smoothed };
+constexpr name_table<stage_output, 3> names_of(stage_output)
 {
-    return {"output stage", {{{stage_output::last, "last"}, {stage_output::best, "best"}}}};
+    return {
+        "output stage",
+        {{{stage_output::last, "last"}, {stage_output::best, "best"}, {stage_output::best_smoothed, "best-smoothed"}}}};
 }
 
 /// Settings of one stage.
