@@ -608,6 +608,8 @@ TEST_CASE("output-stage best-smoothed predicts with the stage that validates bes
     auto smoothed = o;
     smoothed.output = train::stage_output::best_smoothed;
     const auto [single, dist] = single_and_distributed(g, smoothed);
+    REQUIRE(single.smoothed.has_value());
+    REQUIRE(dist.smoothed.has_value());
     CHECK(single.final_acc.test == dist.final_acc.test);
     CHECK(single.smoothed->chosen == dist.smoothed->chosen);
     // The same stages as with the other outputs; the one chosen is among them, and after
@@ -621,7 +623,6 @@ TEST_CASE("output-stage best-smoothed predicts with the stage that validates bes
         for (std::size_t k = 0; k < 3; ++k)
             CHECK(r.res.stages[k].best.test == dist.stages[k].best.test);
     }
-    REQUIRE(dist.smoothed.has_value());
     bool from_a_stage = false;
     for (const auto& st : dist.stages)
         from_a_stage =
