@@ -91,10 +91,25 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
                         {"calls", e.calls},
                         {"time_s", e.seconds}});
         if (std::isfinite(e.valid_loss)) hist.back()["valid_loss"] = e.valid_loss;
+        if (r.mode == "retexo") hist.back()["candidate"] = e.candidate;
     }
     j["history"] = hist;
     j["config"] = config;
     return j;
+}
+
+/// RETEXO's stages: the rounds each trained over all its candidates, the candidate kept.
+inline std::string stage_lines(const train::run_result& r)
+{
+    std::ostringstream o;
+    for (const auto& st : r.stages) {
+        const auto rounds = std::count_if(r.history.begin(), r.history.end(),
+                                          [&](const epoch_record& e) { return e.stage == st.stage; });
+        o << "stage " << st.stage << ": " << rounds << " rounds";
+        if (st.candidates > 1) o << " over " << st.candidates << " candidates, kept " << st.settings;
+        o << "; best round " << st.best_round << ", valid " << st.best.valid << ", " << st.seconds << " s\n";
+    }
+    return o.str();
 }
 
 /// The final side-by-side table of one or more runs.

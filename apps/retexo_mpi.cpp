@@ -154,9 +154,10 @@ po::options_description selection_options(option_text& t, train::retexo_options&
         "the best on validation is kept (with --search-dropout and --search-weight-decay: every combination)")(
         "search-dropout", po::value(&t.search_dropout), "RETEXO: dropout rates every stage tries (see --search-lr)")(
         "search-weight-decay", po::value(&t.search_weight_decay),
-        "RETEXO: weight decays every stage tries (see --search-lr)")(
-        "search-pseudo-labels", po::value(&t.search_pseudo_labels),
-        "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(
+        ("RETEXO: weight decays every stage tries (see --search-lr; one value: no search; default: " +
+         std::string(defaults::search_weight_decay_text) + ")")
+            .c_str())("search-pseudo-labels", po::value(&t.search_pseudo_labels),
+                      "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(
         "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
         "RETEXO: a search's candidate stops after N rounds without improvement (0: the stage's --patience)")(
         "smooth-alpha", po::value(&t.smooth_alpha),
@@ -248,7 +249,8 @@ po::options_description declare_options(option_text& t, app_options& a)
         "dropout", po::value(&t.dropout),
         last_stage_default("dropout rate", defaults::dropout_text, defaults::last_stage_dropout_text).c_str())(
         "weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay),
-        "weight decay")("optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adam | adamw | sgd")(
+        "weight decay (given without --search-weight-decay: used as given, no search)")(
+        "optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adam | adamw | sgd")(
         "norm", po::value(&t.norm)->default_value(t.norm),
         "layer | none: LayerNorm before the hidden ReLU, or none (the embedding the next stage aggregates "
         "is then the same affine map of every node's aggregate)")(
@@ -373,6 +375,8 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     if (!t.search_dropout.empty()) ro.search.dropout = list_of<double>("search-dropout", t.search_dropout);
     if (!t.search_weight_decay.empty())
         ro.search.weight_decay = list_of<double>("search-weight-decay", t.search_weight_decay);
+    else if (!vm["weight-decay"].defaulted())
+        ro.search.weight_decay.clear(); // the weight decay given is the one used
     if (!t.search_pseudo_labels.empty())
         ro.search.pseudo_labels = list_of<double>("search-pseudo-labels", t.search_pseudo_labels);
     RETEXO_ENSURE(a.wants(run_mode::retexo) || (ro.checkpoint.dir.empty() && !ro.checkpoint.resume),
@@ -469,17 +473,20 @@ std::vector<train::run_result> run_trainers(const train::rank_context& ctx, cons
     const bool root = comm.rank() == 0;
     std::vector<train::run_result> runs;
     if (a.wants(run_mode::retexo)) {
-        int total_rounds = 0, done = 0;
+        const auto candidates = a.retexo.search.size();
+        int total_rounds = 0, done = 0; // at most: candidates stop early
         for (const auto& st : a.retexo.stages)
-            total_rounds += st.rounds;
+            total_rounds += st.rounds * static_cast<int>(candidates);
         auto progress = [&](const epoch_record& r) {
             ++done;
             if (comm.rank() == a.kill_rank && r.stage == 0 && r.epoch == a.kill_round) std::raise(SIGKILL);
             if (!root || (r.epoch % a.log_every != 0 && r.epoch != 1)) return;
-            const double eta = r.seconds / done * (total_rounds - done);
-            std::printf("retexo   stage %d round %4d  loss %.4f  valid %.4f  bytes %10s  %6.1fs  ETA %.0fs\n", r.stage,
-                        r.epoch, r.loss, r.acc.valid, report::human_bytes(static_cast<double>(r.bytes)).c_str(),
-                        r.seconds, eta);
+            const double eta = r.seconds / done * std::max(0, total_rounds - done);
+            char which[64] = "";
+            if (candidates > 1) std::snprintf(which, sizeof which, " candidate %d/%zu", r.candidate + 1, candidates);
+            std::printf("retexo   stage %d%s round %4d  loss %.4f  valid %.4f  bytes %10s  %6.1fs  ETA %.0fs\n",
+                        r.stage, which, r.epoch, r.loss, r.acc.valid,
+                        report::human_bytes(static_cast<double>(r.bytes)).c_str(), r.seconds, eta);
             std::fflush(stdout);
         };
         runs.push_back(train::train_retexo(ctx, a.retexo, progress));
@@ -606,7 +613,11 @@ int main(int argc, char** argv)
         const train::rank_context ctx(comm, lp, a.inductive);
         const auto runs = run_trainers(ctx, a);
         if (runs.empty()) return cli::exit_ok; // stopped with a checkpoint
-        if (comm.rank() == 0) std::cout << report::table(runs);
+        if (comm.rank() == 0) {
+            std::cout << report::table(runs);
+            for (const auto& r : runs)
+                std::cout << report::stage_lines(r);
+        }
         const auto rss = peak_memory(comm);
         write_outputs(comm, a, lp, runs, rss);
         return cli::exit_ok;

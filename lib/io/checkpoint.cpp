@@ -14,7 +14,7 @@ namespace retexo {
 
 namespace {
 
-constexpr std::int64_t format_version = 2;
+constexpr std::int64_t format_version = 3;
 
 /// The scalar fields of the records a checkpoint keeps, for f(name, member): one list for
 /// writing and reading.
@@ -28,6 +28,7 @@ void fields(E& e, F&& f) requires std::is_same_v<std::remove_const_t<E>, epoch_r
     f("train", e.acc.train);
     f("valid", e.acc.valid);
     f("test", e.acc.test);
+    f("candidate", e.candidate);
     f("bytes", e.bytes);
     f("calls", e.calls);
     f("seconds", e.seconds);
@@ -222,13 +223,25 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
         f.set_attr("phases", phases);
         if (c.next_round > 1) {
             const auto& s = c.current;
-            for (const auto& [k, v] :
-                 std::map<std::string, std::int64_t>{{"stage.rounds_done", s.rounds_done},
-                                                     {"stage.best_round", s.best_round},
-                                                     {"stage.optimizer_steps", s.optimizer_steps},
-                                                     {"stage.tensors", static_cast<std::int64_t>(s.params.size())}})
+            for (const auto& [k, v] : std::map<std::string, std::int64_t>{
+                     {"stage.rounds_done", s.rounds_done},
+                     {"stage.best_round", s.best_round},
+                     {"stage.optimizer_steps", s.optimizer_steps},
+                     {"stage.tensors", static_cast<std::int64_t>(s.params.size())},
+                     {"search.candidate", s.search.candidate},
+                     {"search.tried", s.search.tried},
+                     {"search.step0", s.search.step0},
+                     {"search.top", s.search.top},
+                     {"search.top_step", s.search.top_step},
+                     {"search.top_round", s.search.top_round},
+                     {"search.top_rounds_done", s.search.top_rounds_done},
+                     {"search.top_tensors", static_cast<std::int64_t>(s.search.top_best.size())}})
                 f.set_attr(k, v);
             f.set_attr("stage.best_score", s.best_score);
+            f.set_attr("stage.best_loss", s.best_loss);
+            f.set_attr("search.top_score", s.search.top_score);
+            f.set_attr("search.top_loss", s.search.top_loss);
+            write_tensors(f, "search/top_best", s.search.top_best);
             f.set_attr("stage.elapsed", s.elapsed);
             write_tensors(f, "stage/params", s.params);
             write_tensors(f, "stage/first_moments", s.first_moments);
@@ -288,6 +301,18 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
         s.best_round = static_cast<int>(f.attr_int("stage.best_round"));
         s.optimizer_steps = f.attr_int("stage.optimizer_steps");
         s.best_score = f.attr_double("stage.best_score");
+        s.best_loss = f.attr_double("stage.best_loss");
+        auto& st = s.search;
+        st.candidate = static_cast<int>(f.attr_int("search.candidate"));
+        st.tried = static_cast<int>(f.attr_int("search.tried"));
+        st.step0 = f.attr_int("search.step0");
+        st.top = static_cast<int>(f.attr_int("search.top"));
+        st.top_step = f.attr_int("search.top_step");
+        st.top_round = static_cast<int>(f.attr_int("search.top_round"));
+        st.top_rounds_done = static_cast<int>(f.attr_int("search.top_rounds_done"));
+        st.top_score = f.attr_double("search.top_score");
+        st.top_loss = f.attr_double("search.top_loss");
+        st.top_best = read_tensors(f, "search/top_best", f.attr_int("search.top_tensors"));
         s.elapsed = f.attr_double("stage.elapsed");
         const auto n = f.attr_int("stage.tensors");
         s.params = read_tensors(f, "stage/params", n);

@@ -57,9 +57,6 @@ void retexo_options::validate() const
         RETEXO_ENSURE(v >= 0 && std::isfinite(v), "--search-pseudo-labels: every value must be >= 0, got " << v);
     smooth.validate();
     RETEXO_ENSURE(search.patience >= 0, "--search-patience must be >= 0, got " << search.patience);
-    RETEXO_ENSURE(!search.active() || (checkpoint.every_minutes == 0 && checkpoint.max_hours == 0),
-                  "a stage search (--search-*) checkpoints at stage ends only: --checkpoint-every-min and "
-                  "--max-hours must be 0");
 }
 
 bool retexo_options::replicates_rows(int ranks, std::int64_t n_train, std::int64_t width, std::int64_t params,
@@ -179,7 +176,6 @@ struct retexo_stage : stage_progress {
     std::vector<nn::layer_plan> plans_train;
     std::optional<nn::layer_plan> plan_eval;
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
-    double best_loss = std::numeric_limits<double>::infinity(); ///< validation loss at best_round (a search)
     int candidates = 1, chosen = 0;
     std::int64_t pseudo = 0; ///< pseudo-labelled training nodes, all ranks
 
@@ -201,8 +197,9 @@ public:
     /// False when the run stopped inside the stage with a checkpoint.
     bool train_rounds(retexo_stage& s);
     /// --search-*: train every candidate, then rebuild the stage's model as the one kept,
-    /// with its selected round's parameters.
-    void search(retexo_stage& s);
+    /// with its selected round's parameters.  False when the run stopped inside the search
+    /// with a checkpoint.
+    bool search(retexo_stage& s);
     void keep_selected_round(retexo_stage& s);
     /// False when the run stopped after the stage with a checkpoint.
     bool embed(retexo_stage& s);
@@ -591,6 +588,7 @@ bool retexo_run::train_rounds(retexo_stage& s)
         epoch_record rec;
         rec.stage = s.index;
         rec.epoch = round;
+        rec.candidate = s.search.candidate;
         rec.loss = train_round(s, round);
         evaluate(s, rec);
         const double score = o_.select == selection::loss ? -rec.valid_loss : rec.acc.valid;
@@ -602,7 +600,7 @@ bool retexo_run::train_rounds(retexo_stage& s)
             s.best = snapshot(s.params);
         }
         meter_.record(rec, result_, progress_);
-        if (checkpointing() && !o_.search.active() && checkpoint_round(s, round)) return false;
+        if (checkpointing() && checkpoint_round(s, round)) return false;
         if (patience(s) > 0 && round - s.best_round >= patience(s)) break;
     }
     return true;
@@ -888,48 +886,48 @@ void retexo_run::reset_model(retexo_stage& s)
     s.best.clear();
 }
 
-void retexo_run::search(retexo_stage& s)
+bool retexo_run::search(retexo_stage& s)
 {
-    const stage_options base = s.so;
-    const auto n = o_.search.size();
+    const stage_options& base = o_.stages[static_cast<std::size_t>(s.index)];
+    auto& st = s.search; // restored with the stage's progress when it resumes inside the search
     // Every candidate starts from the same optimiser step (it keys the dropout masks), and the
     // run goes on from the kept one's: the kept candidate's stage, and the stages after it,
     // are what a run with its settings alone (and the same patience) computes.
-    const std::int64_t step0 = step_;
-    std::int64_t top_step = step0;
-    retexo_stage top(s.index, base); // the best candidate so far: its settings and selection
-    int tried = 0;
-    for (std::size_t i = 0; i < n; ++i) {
+    if (!s.resumed) st = {.step0 = step_};
+    for (auto i = static_cast<std::size_t>(st.candidate); i < o_.search.size(); ++i) {
         if (s.index == 0 && !o_.search.first_without_pseudo_labels(i)) continue; // the same as an earlier one
-        ++tried;
-        reset_model(s);
+        if (!s.resumed) { // else: the candidate a checkpoint was taken in goes on
+            reset_model(s);
+            step_ = st.step0;
+            st.candidate = static_cast<int>(i);
+            ++st.tried;
+        }
         s.so = o_.search.candidate(base, i);
-        step_ = step0;
         build_model(s);
-        train_rounds(s); // no checkpoint inside a search's stage
-        if (i == 0 || s.best_score > top.best_score ||
-            (s.best_score == top.best_score && s.best_loss < top.best_loss)) {
-            top.so = s.so;
-            top.chosen = static_cast<int>(i);
-            top.best_score = s.best_score;
-            top.best_loss = s.best_loss;
-            top.best_round = s.best_round;
-            top.rounds_done = s.rounds_done;
-            top.best = std::move(s.best);
-            top_step = step_;
+        if (!train_rounds(s)) return false;
+        s.resumed = false;
+        if (st.top < 0 || s.best_score > st.top_score || (s.best_score == st.top_score && s.best_loss < st.top_loss)) {
+            st.top = static_cast<int>(i);
+            st.top_score = s.best_score;
+            st.top_loss = s.best_loss;
+            st.top_round = s.best_round;
+            st.top_rounds_done = s.rounds_done;
+            st.top_best = std::move(s.best);
+            st.top_step = step_;
         }
     }
-    step_ = top_step;
+    step_ = st.top_step;
     reset_model(s);
-    s.so = top.so;
+    s.so = o_.search.candidate(base, static_cast<std::size_t>(st.top));
     build_model(s);
-    s.best_score = top.best_score;
-    s.best_loss = top.best_loss;
-    s.best_round = top.best_round;
-    s.rounds_done = top.rounds_done;
-    s.best = std::move(top.best);
-    s.candidates = tried;
-    s.chosen = top.chosen;
+    s.best_score = st.top_score;
+    s.best_loss = st.top_loss;
+    s.best_round = st.top_round;
+    s.rounds_done = st.top_rounds_done;
+    s.best = std::move(st.top_best);
+    s.candidates = st.tried;
+    s.chosen = st.top;
+    return true;
 }
 
 void retexo_run::keep_selected_round(retexo_stage& s)
@@ -1095,7 +1093,7 @@ run_result train_retexo(const rank_context& ctx, const retexo_options& o, const 
         retexo_stage s = run.open_stage(stage);
         run.exchange_and_aggregate(s); // the stage's one exchange
         if (o.search.active()) {
-            run.search(s);
+            if (!run.search(s)) return run.finish(true);
         } else {
             run.build_model(s);
             if (!run.train_rounds(s)) return run.finish(true);

@@ -23,9 +23,11 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     on the training rows (dropout on the input too; the last stage's transform gives the
     logits), evaluating the validation rows after every round; the best round is kept and every
     node embedded (post-ReLU hidden).  A stage stops `patience` rounds after its best round.
-    output-stage = best predicts with the stage of the best validation accuracy; smooth-alpha
-    spreads the training labels over the predictions (retexo's train/smooth.hpp), alpha chosen
-    on validation.
+    Every stage trains one candidate per --search-weight-decay value and keeps the one that
+    validates best (ties: the lower validation loss).  smooth-alpha spreads the training labels
+    over the predictions (retexo's train/smooth.hpp), alpha chosen on validation; output-stage =
+    best predicts with the stage of the best validation accuracy, best-smoothed with the stage
+    that validates best after spreading (the last stage wins ties).
 Hyperparameters: the defaults table (data/defaults.cfg) that retexo_mpi and the library read,
 overridden by --config, a retexo_mpi config file read with retexo_mpi's rules; an option the
 peer does not implement, or a value it cannot follow (such as skip = true), is refused.
@@ -854,12 +856,57 @@ def stage_blocks(d, k, model, h, prev, A, M, out, opts, split):
     return new + prev
 
 
+def search_weight_decays(st):
+    """The weight decays every stage tries, as retexo_mpi chooses them: --search-weight-decay,
+    or none when --weight-decay alone is given (then the weight decay given is used)."""
+    if st.given("weight-decay") and not st.given("search-weight-decay"):
+        return [None]
+    return [float(v) for v in st.value("search-weight-decay", str).split(",")]
+
+
+def train_stage(blocks, s, wd, ytr, yva, make_stage, times):
+    """One candidate of a stage, trained to its patience: (valid accuracy, valid loss, the
+    stage with its best round's parameters, that round, the rounds run)."""
+    tb = time.perf_counter()
+    stage = make_stage()
+    opt = torch.optim.Adam(stage.params, lr=s["lr"], weight_decay=wd, foreach=True)
+    times["setup"] += time.perf_counter() - tb
+    best_valid, best_loss, best_params, best_round = -1.0, float("inf"), None, 0
+    for rnd in range(1, s["rounds"] + 1):
+        t1 = time.perf_counter()
+        logits, _ = stage.forward("train", True)
+        loss = F.cross_entropy(logits, ytr)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        t2 = time.perf_counter()
+        with torch.inference_mode():
+            lv, _ = stage.forward("valid", False)
+            valid = float((lv.argmax(1) == yva).float().mean())
+            vloss = float(F.cross_entropy(lv, yva))
+        if valid > best_valid:
+            best_valid, best_loss, best_round = valid, vloss, rnd
+            best_params = [q.detach().clone() for q in stage.params]
+        times["train"] += t2 - t1
+        times["eval"] += time.perf_counter() - t2
+        if s["patience"] > 0 and rnd - best_round >= s["patience"]:
+            break
+    with torch.no_grad():
+        for q, b in zip(stage.params, best_params):
+            q.copy_(b)
+    return best_valid, best_loss, stage, best_round, rnd
+
+
 def run_retexo(d, st, opts):
     """RETEXO's hidden variant, stage after stage (see the module's docstring)."""
     stage_settings = retexo_settings(st, opts)
     model, H, N, C = opts.model, st.value("heads", int), d.N, d.C
-    skip, output_best = st.value("skip", bool), st.value("output-stage", str) == "best"
+    skip, output = st.value("skip", bool), st.value("output-stage", str)
+    if output not in ("last", "best", "best-smoothed"):
+        raise SystemExit(f"peer.py: --output-stage: '{output}' is not a valid value")
     alphas = [float(a) for a in st.value("smooth-alpha", str).split(",")]
+    steps = st.value("smooth-steps", int)
+    decays = search_weight_decays(st)
     labels, split = d.labels, d.split
     tr, va = split["train"], split["valid"]
     ytr, yva = labels.index_select(0, tr), labels.index_select(0, va)
@@ -878,52 +925,48 @@ def run_retexo(d, st, opts):
         ta = time.perf_counter()
         blocks = stage_blocks(d, k, model, h, prev if skip else [], A, M, out, opts, split)
         times["aggregate"] += time.perf_counter() - ta
-        tb = time.perf_counter()
-        stage = RetexoStage(blocks, model, out, hidden, last, norm, p, C, H, graphs)
-        opt = torch.optim.Adam(stage.params, lr=s["lr"], weight_decay=s["weight-decay"], foreach=True)
-        times["setup"] += time.perf_counter() - tb
-        best_valid, best_params, best_round = -1.0, None, 0
-        for rnd in range(1, s["rounds"] + 1):
-            t1 = time.perf_counter()
-            logits, _ = stage.forward("train", True)
-            loss = F.cross_entropy(logits, ytr)
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-            t2 = time.perf_counter()
-            with torch.inference_mode():
-                lv, _ = stage.forward("valid", False)
-                valid = float((lv.argmax(1) == yva).float().mean())
-            if valid > best_valid:
-                best_valid, best_round = valid, rnd
-                best_params = [q.detach().clone() for q in stage.params]
-            times["train"] += t2 - t1
-            times["eval"] += time.perf_counter() - t2
-            if s["patience"] > 0 and rnd - best_round >= s["patience"]:
-                break
+        top, rounds_run = None, 0  # the candidate that validates best, ties to the lower validation loss
+        for wd in decays:
+            wd = s["weight-decay"] if wd is None else wd
+            got = train_stage(blocks, s, wd, ytr, yva,
+                              lambda: RetexoStage(blocks, model, out, hidden, last, norm, p, C, H, graphs), times)
+            rounds_run += got[4]
+            if top is None or got[0] > top[0][0] or (got[0] == top[0][0] and got[1] < top[0][1]):
+                top = (got, wd)
+        (_, _, stage, best_round, rnd), wd = top
         t4 = time.perf_counter()
-        with torch.no_grad():
-            for q, b in zip(stage.params, best_params):
-                q.copy_(b)
         with torch.inference_mode():
             logits, hid = stage.forward("all", False)
             h = hid.clone() if hid is not None else None
         acc = {r: accuracy(logits, labels, split[r]) for r in ("train", "valid", "test")}
-        if output_best and (best is None or (acc["valid"] > best[1] if last else acc["valid"] >= best[1])):
-            best = (logits, acc["valid"], acc)
         prev = blocks
         times["embed"] += time.perf_counter() - t4
+        # The output stage: the last unless an earlier one validates better, by its own
+        # predictions (best) or after label spreading (best-smoothed).
+        if output == "best-smoothed":
+            t5 = time.perf_counter()
+            chosen, spread = smooth(d, A, logits, acc, alphas, steps)
+            times["smooth"] += time.perf_counter() - t5
+            score = spread["valid"]
+        else:
+            chosen, spread, score = None, None, acc["valid"]
+        if output != "last" and (best is None or score >= best["score"]):
+            best = {"score": score, "logits": logits, "acc": acc, "alpha": chosen, "spread": spread}
         stages.append({"stage": k, "inputs": [b.kind for b in blocks], "input_density": [b.density for b in blocks],
-                       "rounds": rnd, "best_round": best_round, "lr": s["lr"], "dropout": p,
-                       "weight_decay": s["weight-decay"], "hidden": hidden, "norm": norm, "accuracy": acc})
-        log(f"stage {k}: inputs {[b.kind for b in blocks]}, best round {best_round}, "
+                       "rounds": rnd, "rounds_run": rounds_run, "best_round": best_round, "lr": s["lr"], "dropout": p,
+                       "weight_decay": wd, "candidates": len(decays), "hidden": hidden, "norm": norm,
+                       "accuracy": acc})
+        log(f"stage {k}: inputs {[b.kind for b in blocks]}, weight decay {wd}, best round {best_round}, "
             f"valid {acc['valid']:.3f} test {acc['test']:.3f}")
-    final_logits, final = (best[0], best[2]) if output_best else (logits, acc)
-    t5 = time.perf_counter()
-    chosen, final = smooth(d, A, final_logits, final, alphas, st.value("smooth-steps", int))
-    times["smooth"] = time.perf_counter() - t5
+    if output == "best-smoothed":
+        chosen, final = best["alpha"], best["spread"]
+    else:
+        final_logits, final = (best["logits"], best["acc"]) if output == "best" else (logits, acc)
+        t5 = time.perf_counter()
+        chosen, final = smooth(d, A, final_logits, final, alphas, steps)
+        times["smooth"] += time.perf_counter() - t5
     times["total"] = time.perf_counter() - t0
-    rounds = sum(s["rounds"] for s in stages)
+    rounds = sum(s["rounds_run"] for s in stages)  # every candidate's
     return {"rounds_total": rounds, "stages": stages, "smooth_alpha": chosen, "time_s": times,
             "ms_per_round": times["total"] / rounds * 1e3, "accuracy": final}
 

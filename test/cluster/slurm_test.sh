@@ -202,7 +202,7 @@ check_checkpoint() {
 
   id=$(train "$tmp/g2" "$tmp/b" "$opts") || { fail "b: sbatch"; return; }
   log=$(job_log retexo "$id")
-  wait_log "$log" "stage 0 round +20 " 60 || { fail "b: job $id shows no training progress"; show "$log"; return; }
+  wait_log "$log" "stage 0( candidate 1/[0-9]+)? round +20 " 60 || { fail "b: job $id shows no training progress"; show "$log"; return; }
   scancel -s USR1 "$id"
   state=$(wait_end "$id" 30)
   if [[ $state == COMPLETED && ! -e $tmp/b/model.h5 && -s $tmp/b/checkpoint/ckpt.rank0.h5 &&
@@ -215,8 +215,10 @@ check_checkpoint() {
   id=$(train "$tmp/g2" "$tmp/b" "$opts") || { fail "b: sbatch (resubmission)"; return; }
   log=$(job_log retexo "$id")
   state=$(wait_end "$id" 60)
-  # Resumed: it trained on to the end, and never printed stage 0's first round.
-  if [[ $state != COMPLETED ]] || grep -q "with a checkpoint" "$log" || grep -qE "stage 0 round +1 " "$log"; then
+  # Resumed: it trained on to the end, and never printed stage 0's first round (of the
+  # weight-decay search's first candidate).
+  if [[ $state != COMPLETED ]] || grep -q "with a checkpoint" "$log" ||
+    grep -qE "stage 0( candidate 1/[0-9]+)? round +1 " "$log"; then
     fail "b: resubmitted job $id did not resume to the end: $state"; show "$log"
   elif cmp "$tmp/b-ref/model.h5" "$tmp/b/model.h5" && cmp "$tmp/b-ref/predictions.h5" "$tmp/b/predictions.h5"; then
     ok "b: resubmitted job $id resumed; model.h5 and predictions.h5 identical to the uninterrupted run's"
@@ -233,7 +235,7 @@ check_stop() { # check_stop scancel|kill
   id=$(train "$tmp/g2" "$tmp/c-$1" "--rounds 5000 --hidden 16 --log-every 10 --emulate-latency 0.002") ||
     { fail "c: sbatch"; return; }
   log=$(job_log retexo "$id")
-  wait_log "$log" "stage 0 round +20 " 60 || { fail "c: job $id shows no training progress"; show "$log"; return; }
+  wait_log "$log" "stage 0( candidate 1/[0-9]+)? round +20 " 60 || { fail "c: job $id shows no training progress"; show "$log"; return; }
   t0=$(now_ms)
   if [[ $1 == scancel ]]; then
     scancel "$id"

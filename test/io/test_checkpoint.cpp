@@ -62,6 +62,17 @@ retexo_checkpoint sample()
     c.current.params = {counting(4, 2, 1)};
     c.current.first_moments = {counting(4, 2, 2)};
     c.current.second_moments = {counting(4, 2, 3)};
+    c.current.best_loss = 0.625;
+    c.current.search = {.candidate = 2,
+                        .tried = 3,
+                        .step0 = 300,
+                        .top = 1,
+                        .top_step = 320,
+                        .top_round = 9,
+                        .top_rounds_done = 12,
+                        .top_score = 0.7,
+                        .top_loss = 0.5,
+                        .top_best = {counting(4, 2, 4)}};
     return c;
 }
 
@@ -109,6 +120,18 @@ TEST_CASE("a checkpoint reads back what was written", "[io][checkpoint]")
     CHECK(r.current.fold_count == c.current.fold_count);
     CHECK(r.current.optimizer_steps == 11);
     CHECK(r.current.second_moments[0] == c.current.second_moments[0]);
+    CHECK(r.current.best_loss == 0.625);
+    const auto& rs = r.current.search;
+    CHECK(rs.candidate == 2);
+    CHECK(rs.tried == 3);
+    CHECK(rs.step0 == 300);
+    CHECK(rs.top == 1);
+    CHECK(rs.top_step == 320);
+    CHECK(rs.top_round == 9);
+    CHECK(rs.top_rounds_done == 12);
+    CHECK(rs.top_score == 0.7);
+    CHECK(rs.top_loss == 0.5);
+    CHECK(rs.top_best == c.current.search.top_best);
 }
 
 TEST_CASE("a new checkpoint keeps the previous one", "[io][checkpoint]")

@@ -43,9 +43,23 @@ struct stage_carry {
 struct stage_progress {
     int rounds_done = 0, best_round = 0;
     double best_score = -std::numeric_limits<double>::infinity();
-    std::vector<matrix_f> best;           ///< the stage model's values at best_round
-    node_inputs x;                        ///< the stage's exchanged (and aggregated) inputs
+    double best_loss = std::numeric_limits<double>::infinity(); ///< validation loss at best_round (a search)
+    std::vector<matrix_f> best;                                 ///< the stage model's values at best_round
+    node_inputs x;                                              ///< the stage's exchanged (and aggregated) inputs
     std::vector<std::int64_t> fold_count; ///< cross-fitting: each model's training nodes, all ranks
+    /// A stage search (train::stage_search): the candidate in training, and the best
+    /// finished candidate so far with its round selection.
+    struct search_state {
+        int candidate = 0;         ///< the candidate in training
+        int tried = 0;             ///< candidates begun, this one included
+        std::int64_t step0 = 0;    ///< the run's optimiser step every candidate starts from
+        int top = -1;              ///< the best finished candidate (-1: none yet)
+        std::int64_t top_step = 0; ///< the run's optimiser step after it
+        int top_round = 0, top_rounds_done = 0;
+        double top_score = -std::numeric_limits<double>::infinity();
+        double top_loss = std::numeric_limits<double>::infinity();
+        std::vector<matrix_f> top_best; ///< its values at top_round
+    } search;
 };
 
 /// One rank's part of a RETEXO run at one moment.

@@ -18,7 +18,8 @@ struct accuracies {
 /// One line of training history.
 struct epoch_record {
     int stage = 0;
-    int epoch = 0; ///< epoch (standard) or round (retexo), 1-based
+    int epoch = 0;     ///< epoch (standard) or round (retexo), 1-based
+    int candidate = 0; ///< RETEXO stage search: the candidate trained (retexo_options::search)
     double loss = 0;
     double valid_loss = std::numeric_limits<double>::quiet_NaN(); ///< RETEXO selecting by loss only
     accuracies acc;

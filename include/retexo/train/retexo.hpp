@@ -177,9 +177,9 @@ struct retexo_options {
     /// the mean of the models'.  All models' gradients travel in one all-reduce per round.
     /// 1: one model per stage.
     int cross_fit = defaults::cross_fit;
-    /// Settings each stage chooses among on validation.  Checkpoints are then taken at stage
-    /// ends only (validate() refuses --checkpoint-every-min and --max-hours with a search).
-    stage_search search;
+    /// Settings each stage chooses among on validation (default: the weight decays of the
+    /// defaults table; `search = {}` trains the stages' own settings only).
+    stage_search search{.weight_decay = {defaults::search_weight_decay.begin(), defaults::search_weight_decay.end()}};
     /// Label spreading of the last stage's predictions over the graph, alpha chosen on
     /// validation (train/smooth.hpp); alpha 0 is the model's own predictions, so the choice
     /// never scores lower on validation than the model.  Off when smooth.alpha is empty.
