@@ -105,8 +105,9 @@ std::vector<stage_options> default_stages(int count);
 
 /// Candidate settings for every stage, chosen on validation.  A stage trains each candidate
 /// in turn on its one exchange of inputs (no halo byte more; a candidate's gradients are
-/// all-reduced as one model's, so K candidates cost at most K times the gradient bytes, less
-/// when they stop early), each stopping after `patience` rounds without improvement, and keeps
+/// all-reduced as one model's, so K candidates cost at most K times the gradient bytes of the
+/// stage's full rounds, less when they stop early), each stopping after `patience` rounds
+/// without improvement, and keeps
 /// the candidate whose selected round scored best on validation (accuracy, or loss with
 /// --select loss), ties broken by the lower validation loss.  The candidates: every
 /// combination of the listed values; an empty list keeps the stage's own setting.
