@@ -200,6 +200,16 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
         f.write_matrix("inputs/best_logits", c.carry.best_logits);
         f.set_attr("best_stage", static_cast<std::int64_t>(c.carry.best_stage));
         f.set_attr("best_valid", c.carry.best_valid);
+        f.write_matrix("inputs/best_spread", c.carry.best_spread);
+        f.set_attr("best_alpha", c.carry.best_alpha);
+        const auto& sa = c.carry.best_spread_acc;
+        f.write_matrix("inputs/best_spread_acc", matrix<double>{{sa.train, sa.valid, sa.test}});
+        matrix<double> alpha_valid; // one row per alpha
+        if (!c.carry.best_alpha_valid.empty()) {
+            alpha_valid.resize(static_cast<Eigen::Index>(c.carry.best_alpha_valid.size()), 1);
+            std::copy(c.carry.best_alpha_valid.begin(), c.carry.best_alpha_valid.end(), alpha_valid.data());
+        }
+        f.write_matrix("inputs/best_alpha_valid", alpha_valid);
         f.write_matrix("inputs/logits", c.carry.logits);
         std::string names;
         for (std::size_t i = 0; i < c.finished.size(); ++i) {
@@ -274,6 +284,13 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
     c.carry.best_logits = f.read_matrix<float>("inputs/best_logits");
     c.carry.best_stage = static_cast<int>(f.attr_int("best_stage"));
     c.carry.best_valid = f.attr_double("best_valid");
+    c.carry.best_spread = f.read_matrix<float>("inputs/best_spread");
+    c.carry.best_alpha = f.attr_double("best_alpha");
+    const auto sa = f.read_matrix<double>("inputs/best_spread_acc", 3);
+    RETEXO_ENSURE(sa.rows() == 1, path << ": inputs/best_spread_acc must be 1 x 3");
+    c.carry.best_spread_acc = {sa(0, 0), sa(0, 1), sa(0, 2)};
+    const auto av = f.read_matrix<double>("inputs/best_alpha_valid");
+    c.carry.best_alpha_valid.assign(av.data(), av.data() + av.size());
     c.carry.logits = f.read_matrix<float>("inputs/logits");
     std::stringstream names(f.attr_string("finished_names"));
     for (std::int64_t i = 0; i < f.attr_int("num_finished"); ++i) {

@@ -998,11 +998,16 @@ void retexo_run::finish_output(const stage_record& last, matrix_f logits)
         last_score = sm->acc.valid;
     }
     // An earlier stage predicts if it validated better: its head's accuracy (best), or its
-    // accuracy after label spreading (best-smoothed; spread again below, the same result).
+    // accuracy after label spreading (best-smoothed: its spreading, kept since its stage).
     if (o_.output != stage_output::last && carry_.best_stage >= 0 && carry_.best_valid > last_score) {
         result_.final_acc = result_.stages[static_cast<std::size_t>(carry_.best_stage)].best;
         result_.logits = std::move(carry_.best_logits);
         sm.reset();
+        if (smooths_each_stage())
+            sm = smooth_result{.scores = std::move(carry_.best_spread),
+                               .alpha = carry_.best_alpha,
+                               .acc = carry_.best_spread_acc,
+                               .valid = std::move(carry_.best_alpha_valid)};
     }
     if (!o_.smooth.enabled()) return;
     if (!sm) sm = smooth_predictions(ctx_, result_.logits, o_.smooth, meter_.timer);
@@ -1042,12 +1047,19 @@ bool retexo_run::embed(retexo_stage& s)
         return true;
     }
     if (o_.output != stage_output::last) {
-        const double score =
-            smooths_each_stage() ? smooth_predictions(ctx_, logits, o_.smooth, meter_.timer).acc.valid : sr.best.valid;
+        std::optional<smooth_result> sm;
+        if (smooths_each_stage()) sm = smooth_predictions(ctx_, logits, o_.smooth, meter_.timer);
+        const double score = sm ? sm->acc.valid : sr.best.valid;
         if (carry_.best_stage < 0 || score >= carry_.best_valid) {
             carry_.best_logits = logits;
             carry_.best_stage = s.index;
             carry_.best_valid = score;
+            if (sm) {
+                carry_.best_spread = std::move(sm->scores);
+                carry_.best_alpha = sm->alpha;
+                carry_.best_spread_acc = sm->acc;
+                carry_.best_alpha_valid = std::move(sm->valid);
+            }
         }
     }
     if (logits_variant) { // what crosses: each node's class probabilities

@@ -33,6 +33,13 @@ struct stage_carry {
     matrix_f best_logits;
     int best_stage = -1;
     double best_valid = 0;
+    /// --output-stage best-smoothed: that stage's label spreading (scores empty: none kept),
+    /// so that it is not spread again when it predicts: its scores, the alpha chosen, their
+    /// accuracy and each alpha's validation accuracy.
+    matrix_f best_spread;
+    double best_alpha = 0;
+    accuracies best_spread_acc;
+    std::vector<double> best_alpha_valid;
     /// Pseudo-labels: the finished stage's logits of every owned row (empty: none used).
     matrix_f logits;
 };
