@@ -33,26 +33,33 @@ smooth_result smooth_predictions(const rank_context& ctx, const matrix_f& logits
         g0.row(r).setZero();
         g0(r, ctx.part.labels[r]) = 1.0F;
     }
-    // Every candidate's G in its own block of C columns, owned rows then halo rows.
+    // G_K = (1 - alpha) sum_{k<K} alpha^k A^k G0 + alpha^K A^K G0, so one sequence of powers
+    // P_k = A^k G0 (C columns, owned rows then halo rows) serves every candidate: each step
+    // sends C values per halo row, whatever the number of candidates.
     const auto local = static_cast<Eigen::Index>(ctx.graph.num_local);
-    matrix_f g(local, C * m), next(own, C * m);
+    std::vector<matrix_f> sums(static_cast<std::size_t>(m)); // each candidate's G_K
+    std::vector<float> power(static_cast<std::size_t>(m), 1.0F); // alpha^k
     for (Eigen::Index j = 0; j < m; ++j)
-        g.block(0, j * C, own, C) = g0;
+        sums[static_cast<std::size_t>(j)] = (1 - static_cast<float>(active[static_cast<std::size_t>(j)])) * g0;
     if (m > 0) {
+        matrix_f p(local, C), next(own, C);
+        p.topRows(own) = g0;
         const aggregation agg(
             *ctx.graph.in_edges, static_cast<node_t>(local),
             aggregation_options{.kind = aggregator::gcn, .in_degree = ctx.graph.in_degree, .backward = false});
-        const int width = static_cast<int>(C * m);
-        for (int step = 0; step < o.steps; ++step) {
+        const int width = static_cast<int>(C);
+        for (int step = 1; step <= o.steps; ++step) {
             {
                 phase_timer::scope sc(timer, "exchange");
-                ctx.halo->forward(g.data(), g.data() + own * width, width, purpose::smooth);
+                ctx.halo->forward(p.data(), p.data() + own * width, width, purpose::smooth);
             }
             phase_timer::scope sc(timer, "aggregate");
-            agg.forward(g.data(), width, next.data());
-            for (Eigen::Index j = 0; j < m; ++j) {
-                const auto a = static_cast<float>(active[static_cast<std::size_t>(j)]);
-                g.block(0, j * C, own, C) = (1 - a) * g0 + a * next.block(0, j * C, own, C);
+            agg.forward(p.data(), width, next.data());
+            p.topRows(own) = next;
+            for (std::size_t j = 0; j < sums.size(); ++j) {
+                const auto a = static_cast<float>(active[j]);
+                power[j] *= a;
+                sums[j] += (step < o.steps ? (1 - a) * power[j] : power[j]) * next;
             }
         }
     }
@@ -60,7 +67,7 @@ smooth_result smooth_predictions(const rank_context& ctx, const matrix_f& logits
     smooth_result best;
     for (double a : o.alpha) {
         const auto j = static_cast<Eigen::Index>(std::find(active.begin(), active.end(), a) - active.begin());
-        matrix_f scores = a > 0 ? matrix_f(g.block(0, j * C, own, C)) : logits_owned;
+        matrix_f scores = a > 0 ? sums[static_cast<std::size_t>(j)] : logits_owned;
         const accuracies acc = reduce_accuracies(ctx, scores);
         best.valid.push_back(acc.valid);
         if (best.valid.size() == 1 || acc.valid > best.acc.valid) {

@@ -883,12 +883,68 @@ TEST_CASE("label spreading after the last stage: chosen on validation, the same 
     // On this homophilous graph spreading the training labels helps validation.
     CHECK(sm.chosen > 0);
     CHECK(dist.final_acc.valid > sm.model.valid);
-    // Only the ranks' halo rows travel: C values per halo row and step, per nonzero candidate.
+    // Only the ranks' halo rows travel.
     if (world.size() > 1) CHECK(dist.bytes.sent[static_cast<int>(purpose::smooth)] > 0);
     CHECK(single.bytes.sent[static_cast<int>(purpose::smooth)] == 0);
     auto bad = o;
     bad.smooth.alpha = {1.0};
     CHECK_THROWS_WITH(bad.validate(), Catch::Contains("--smooth-alpha"));
+}
+
+TEST_CASE("label spreading equals its recurrence and sends C values per halo row and step, whatever the candidates",
+          "[retexo][mpi]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    const auto lp = extract_partition(g, partition_random(g.num_nodes(), world.size(), 3), world.size(), world.rank());
+    const train::rank_context ctx(world, lp);
+    const int C = g.num_classes;
+    const node_t n = g.num_nodes();
+    const int steps = 4;
+    auto logit = [](node_t v, int c) { return std::sin(0.37 * v + 1.3 * c); };
+    // The oracle: G <- (1 - alpha) G0 + alpha A G, steps times, on the whole graph, in double.
+    auto reference = [&](double alpha) {
+        Eigen::MatrixXd g0(n, C);
+        for (node_t v = 0; v < n; ++v) {
+            for (int c = 0; c < C; ++c)
+                g0(v, c) = std::exp(logit(v, c));
+            g0.row(v) /= g0.row(v).sum();
+        }
+        for (node_t v : g.train) {
+            g0.row(v).setZero();
+            g0(v, g.labels[v]) = 1;
+        }
+        Eigen::MatrixXd cur = g0, next(n, C);
+        for (int s = 0; s < steps; ++s) {
+            for (node_t v = 0; v < n; ++v) {
+                const double dv = static_cast<double>(g.in_edges.degree(v) + 1);
+                next.row(v) = cur.row(v) / dv;
+                for (node_t u : g.in_edges.row(v))
+                    next.row(v) += cur.row(u) / std::sqrt(dv * static_cast<double>(g.in_edges.degree(u) + 1));
+            }
+            cur = (1 - alpha) * g0 + alpha * next;
+        }
+        return cur;
+    };
+    matrix_f logits(lp.num_owned(), C);
+    for (node_t r = 0; r < lp.num_owned(); ++r)
+        for (int c = 0; c < C; ++c)
+            logits(r, c) = static_cast<float>(logit(lp.owned_global[r], c));
+    phase_timer timer;
+    const auto smooth = static_cast<int>(purpose::smooth);
+    for (const auto& alphas : {std::vector<double>{0.7}, std::vector<double>{0.0, 0.5, 0.9}}) {
+        const auto before = ctx.comm.ledger().sent[smooth];
+        const auto r = train::smooth_predictions(ctx, logits, {.alpha = alphas, .steps = steps}, timer);
+        CHECK(ctx.comm.ledger().sent[smooth] - before ==
+              static_cast<std::uint64_t>(steps * C * ctx.halo->num_send_rows()) * sizeof(float));
+        REQUIRE(r.alpha > 0); // spreading helps on this homophilous graph
+        const auto want = reference(r.alpha);
+        double err = 0;
+        for (node_t row = 0; row < lp.num_owned(); ++row)
+            for (int c = 0; c < C; ++c)
+                err = std::max(err, std::abs(r.scores(row, c) - want(lp.owned_global[row], c)));
+        CHECK(err < 1e-5);
+    }
 }
 
 TEST_CASE("output-stage best predicts with the stage of the best validation accuracy", "[retexo][mpi]")
