@@ -290,9 +290,9 @@ po::options_description declare_options(option_text& t, app_options& a)
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
         "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
         "replicate-train", po::value<bool>()->implicit_value(true),
-        "RETEXO, gcn and sage stages: gather every training row's stage input onto every rank once per "
-        "stage; each rank computes the whole gradient, none crosses the network (fewer bytes when the "
-        "labelled nodes are few; the single-process result; gat and sage-pool stages all-reduce as before). "
+        "RETEXO: gather every training row's stage input (gat and sage-pool: and their in-neighbours' rows "
+        "and in-edges) onto every rank once per stage; each rank computes the whole gradient, none crosses "
+        "the network (fewer bytes when the labelled nodes are few; the single-process result). "
         "Default: where the rows are fewer bytes than the stage's gradient all-reduces; =false: never")(
         "no-overlap", po::bool_switch(&t.no_overlap),
         "wait for the halo rows before aggregating (default: aggregate the rows whose neighbours are all "

@@ -59,14 +59,14 @@ void retexo_options::validate() const
     RETEXO_ENSURE(search.patience >= 0, "--search-patience must be >= 0, got " << search.patience);
 }
 
-bool retexo_options::replicates_rows(int ranks, std::int64_t n_train, std::int64_t width, std::int64_t params,
+bool retexo_options::replicates_rows(int ranks, std::int64_t rows, std::int64_t width, std::int64_t params,
                                      int rounds) const
 {
     if (replicate_train) return *replicate_train;
     if (ranks == 1) return false;
-    // Summed over ranks: the gather sends each training row (inputs, id, label) to the P-1
-    // other ranks; an all-reduce sends 2(P-1)/P of the payload per rank per round.
-    const double gather = static_cast<double>(n_train) * (4.0 * static_cast<double>(width) + 12.0);
+    // Summed over ranks: the gather sends each row (inputs, id, label) to the P-1 other
+    // ranks; an all-reduce sends 2(P-1)/P of the payload per rank per round.
+    const double gather = static_cast<double>(rows) * (4.0 * static_cast<double>(width) + 12.0);
     const double allreduce = 2.0 * 4.0 * static_cast<double>(params) * rounds;
     return gather < allreduce;
 }
@@ -158,11 +158,20 @@ struct retexo_stage : stage_progress {
     /// One model, or one per fold (cross-fitting); params: all of theirs, in model order.
     std::vector<nn::stage_model> models;
     std::vector<parameter<float>*> params;
-    /// --replicate-train: every rank's training rows, in global-id order (rows: all of them).
+    /// --replicate-train: every rank's training rows, in global-id order, and for graph
+    /// stages their in-neighbours too, with the in-edges of the training rows (rows: the
+    /// training rows' positions; labels: by position).
     struct gathered_rows {
         node_features x;
         std::vector<node_t> ids, rows;
         std::vector<std::int32_t> labels;
+        csr in_edges;                 ///< graph stages: num rows (x), edges into the training rows
+        std::vector<offset_t> degree; ///< graph stages: every row's in-degree in the training graph
+        nn::local_graph graph() const
+        {
+            const auto n = static_cast<node_t>(ids.size());
+            return {.in_edges = &in_edges, .num_owned = n, .num_local = n, .in_degree = degree};
+        }
     };
     std::optional<gathered_rows> all_train;
     /// Cross-fitting: each model's training rows on this rank and over all ranks, and the
@@ -219,6 +228,14 @@ private:
     void exchange_inputs(retexo_stage& s);
     /// --replicate-train: gather every rank's training rows (collective).
     void gather_training_rows(retexo_stage& s);
+    /// --replicate-train, graph stages: gather every rank's training rows, their in-edges in
+    /// the training graph and the rows of their in-neighbours, each from its owner
+    /// (collective).
+    void gather_training_graph(retexo_stage& s);
+    /// Every rank's rows `rows` of x (n over all ranks), in rank order, each block in its
+    /// storage (collective).
+    node_features allgather_rows(const retexo_stage& s, const node_features& x, std::span<const node_t> rows,
+                                 std::int64_t n) const;
     // What the stage trains on: this rank's training rows or (gathered) every rank's.
     const node_features& training_x(const retexo_stage& s) const
     {
@@ -231,6 +248,10 @@ private:
     const std::vector<node_t>& training_rows(const retexo_stage& s) const
     {
         return s.all_train ? s.all_train->rows : train_rows_;
+    }
+    nn::local_graph training_graph(const retexo_stage& s) const
+    {
+        return s.all_train ? s.all_train->graph() : ctx_.train_graph;
     }
     /// The stage's training targets: the labelled rows and, with pseudo-labels, those chosen
     /// from the previous stage's logits (collective).
@@ -444,9 +465,22 @@ void retexo_run::build_model(retexo_stage& s)
     std::int64_t params = 0;
     for (const auto* p : s.params)
         params += p->value.size();
-    if (!s.graph && !s.all_train &&
-        o_.replicates_rows(ctx_.comm.size(), global_train_, s.x.all.cols(), params, so.rounds))
-        gather_training_rows(s);
+    if (!s.all_train) {
+        // Graph stages gather the training rows' in-neighbours too: at most one row per edge.
+        std::int64_t rows = global_train_;
+        if (s.graph && o_.replicate_train.value_or(true)) {
+            std::int64_t edges = 0;
+            for (node_t r : train_rows_)
+                edges += ctx_.train_graph.in_edges->degree(r);
+            rows += ctx_.comm.allreduce(edges, MPI_SUM, purpose::train_rows);
+        }
+        if (o_.replicates_rows(ctx_.comm.size(), rows, s.x.all.cols(), params, so.rounds)) {
+            if (s.graph)
+                gather_training_graph(s);
+            else
+                gather_training_rows(s);
+        }
+    }
     assign_folds(s, folds);
     // Mini-batches: the batch of a training node is hash(global id, stage, round) mod
     // batches, the same on every partitioning.
@@ -474,7 +508,7 @@ void retexo_run::build_model(retexo_stage& s)
     if (o_.track_test) s.eval_rows.insert(s.eval_rows.end(), ctx_.test_rows.begin(), ctx_.test_rows.end());
     if (s.graph) {
         for (const auto& rows : s.fold_rows)
-            s.plans_train.push_back(s.model().make_plan(ctx_.train_graph, rows));
+            s.plans_train.push_back(s.model().make_plan(training_graph(s), rows));
         s.plan_eval = s.model().make_plan(ctx_.graph, s.eval_rows);
     }
 }
@@ -658,7 +692,7 @@ double retexo_run::train_round(retexo_stage& s, int round)
     for (std::size_t b = 0; b < batch_rows.size(); ++b) {
         ++step_;
         std::optional<nn::layer_plan> batch_plan;
-        if (s.graph && s.batches > 1) batch_plan = s.model().make_plan(ctx_.train_graph, batch_rows[b]);
+        if (s.graph && s.batches > 1) batch_plan = s.model().make_plan(training_graph(s), batch_rows[b]);
         const nn::layer_plan* plan = !s.graph ? nullptr : s.batches > 1 ? &*batch_plan : &s.plans_train[0];
         const auto n_global = std::max<std::int64_t>(1, counts[b]);
         const loss_result loss = model_step(s, s.model(), batch_rows[b], plan, n_global);
@@ -678,6 +712,7 @@ loss_result retexo_run::model_step(retexo_stage& s, nn::stage_model& m, const st
     p.plan = plan;
     p.every_message = (s.all_train ? local_mode_ : mode_).exact;
     const nn::halo_gradient_fn add_halo = [&](std::int64_t* d_msg, int width) {
+        if (s.all_train) return; // every gathered row is this rank's
         phase_timer::scope sc(meter_.timer, "exchange");
         ctx_.halo->reverse_add(d_msg + static_cast<std::ptrdiff_t>(own_) * width, d_msg, width);
     };
@@ -704,23 +739,14 @@ double retexo_run::step_loss(const retexo_stage& s, const loss_result& loss, std
     return s.all_train ? mean_loss(loss, n_global, loss_k_) : reduce_loss(ctx_.comm, loss, n_global, loss_k_);
 }
 
-void retexo_run::gather_training_rows(retexo_stage& s)
+node_features retexo_run::allgather_rows(const retexo_stage& s, const node_features& x, std::span<const node_t> rows,
+                                         std::int64_t n) const
 {
-    phase_timer::scope sc(meter_.timer, "exchange");
     const auto& comm = ctx_.comm;
-    const auto& rows = train_rows_;
-    std::vector<node_t> ids;
-    std::vector<std::int32_t> labels;
-    for (node_t r : rows) {
-        ids.push_back(local_ids_[r]);
-        labels.push_back(labels_[r]);
-    }
     auto gather = [&]<typename T>(const std::vector<T>& v) {
         return comm.allgatherv(std::span<const T>(v), purpose::train_rows);
     };
-    ids = gather(ids);
-    labels = gather(labels);
-    const node_features mine = s.x.for_training(ctx_.inductive).select_rows(rows);
+    const node_features mine = x.select_rows(rows);
     // The storage of each column block (dense, sparse) and its width.
     fnv1a layout;
     mine.for_each_block([&]<typename X>(const X& b, Eigen::Index) {
@@ -732,7 +758,6 @@ void retexo_run::gather_training_rows(retexo_stage& s)
                       comm.allreduce(storage, MPI_MAX, purpose::train_rows),
                   "--replicate-train: the ranks hold stage "
                       << s.index << "'s inputs in different storage (dense, sparse, blocks)");
-    const auto n = static_cast<std::int64_t>(ids.size());
     const auto gather_dense = [&](const matrix_f& d) {
         std::vector<float> v(d.data(), d.data() + d.size());
         v = gather(v);
@@ -759,11 +784,36 @@ void retexo_run::gather_training_rows(retexo_stage& s)
     };
     std::vector<column_blocks::block> gathered;
     mine.for_each_block([&](const auto& b, Eigen::Index) { gathered.push_back(gather_block(b)); });
-    node_features all = from_blocks(std::move(gathered));
-    std::vector<node_t> order(static_cast<std::size_t>(n));
+    return from_blocks(std::move(gathered));
+}
+
+namespace {
+/// The positions that put ids in ascending order.
+std::vector<node_t> ascending(const std::vector<node_t>& ids)
+{
+    std::vector<node_t> order(ids.size());
     std::iota(order.begin(), order.end(), node_t{0});
     std::sort(order.begin(), order.end(),
               [&](node_t a, node_t b) { return ids[static_cast<std::size_t>(a)] < ids[static_cast<std::size_t>(b)]; });
+    return order;
+}
+} // namespace
+
+void retexo_run::gather_training_rows(retexo_stage& s)
+{
+    phase_timer::scope sc(meter_.timer, "exchange");
+    const auto& comm = ctx_.comm;
+    std::vector<node_t> ids;
+    std::vector<std::int32_t> labels;
+    for (node_t r : train_rows_) {
+        ids.push_back(local_ids_[r]);
+        labels.push_back(labels_[r]);
+    }
+    ids = comm.allgatherv(std::span<const node_t>(ids), purpose::train_rows);
+    labels = comm.allgatherv(std::span<const std::int32_t>(labels), purpose::train_rows);
+    const node_features all =
+        allgather_rows(s, s.x.for_training(ctx_.inductive), train_rows_, static_cast<std::int64_t>(ids.size()));
+    const auto order = ascending(ids);
     auto& g = s.all_train.emplace();
     g.x = all.select_rows(order);
     for (node_t i : order) {
@@ -772,6 +822,79 @@ void retexo_run::gather_training_rows(retexo_stage& s)
     }
     g.rows.resize(order.size());
     std::iota(g.rows.begin(), g.rows.end(), node_t{0});
+}
+
+void retexo_run::gather_training_graph(retexo_stage& s)
+{
+    phase_timer::scope sc(meter_.timer, "exchange");
+    const auto& comm = ctx_.comm;
+    const auto& tg = ctx_.train_graph;
+    auto gather = [&]<typename T>(const std::vector<T>& v) {
+        return comm.allgatherv(std::span<const T>(v), purpose::train_rows);
+    };
+    // Every rank's training nodes: id, label and in-neighbours' ids.
+    std::vector<node_t> dst, src;
+    std::vector<std::int32_t> labels, count;
+    for (node_t r : train_rows_) {
+        dst.push_back(local_ids_[r]);
+        labels.push_back(labels_[r]);
+        const auto in = tg.in_edges->row(r);
+        count.push_back(static_cast<std::int32_t>(in.size()));
+        for (node_t u : in)
+            src.push_back(local_ids_[u]);
+    }
+    dst = gather(dst);
+    labels = gather(labels);
+    count = gather(count);
+    src = gather(src);
+    // The rows the training rows read, each sent by its owner (whose copy is exact).
+    std::vector<node_t> need = dst;
+    need.insert(need.end(), src.begin(), src.end());
+    std::sort(need.begin(), need.end());
+    need.erase(std::unique(need.begin(), need.end()), need.end());
+    std::vector<node_t> mine, mine_ids;
+    std::vector<offset_t> degree;
+    for (node_t r = 0; r < own_; ++r)
+        if (std::binary_search(need.begin(), need.end(), local_ids_[r])) {
+            mine.push_back(r);
+            mine_ids.push_back(local_ids_[r]);
+            degree.push_back(tg.in_degree[static_cast<std::size_t>(r)]);
+        }
+    mine_ids = gather(mine_ids);
+    degree = gather(degree);
+    const node_features rows =
+        allgather_rows(s, s.x.for_training(ctx_.inductive), mine, static_cast<std::int64_t>(mine_ids.size()));
+    RETEXO_ENSURE(mine_ids.size() == need.size(), "--replicate-train: stage "
+                                                      << s.index << " gathered " << mine_ids.size() << " rows of "
+                                                      << need.size() << " its training rows read");
+    const auto order = ascending(mine_ids);
+    auto& g = s.all_train.emplace();
+    g.x = rows.select_rows(order);
+    g.ids = need;
+    for (node_t i : order)
+        g.degree.push_back(degree[static_cast<std::size_t>(i)]);
+    const auto position = [&](node_t id) {
+        return static_cast<node_t>(std::lower_bound(need.begin(), need.end(), id) - need.begin());
+    };
+    // The training rows' in-edges, sources in ascending id order (the whole graph's order).
+    const auto n = static_cast<std::size_t>(need.size());
+    std::vector<std::vector<node_t>> in(n);
+    g.labels.assign(n, -1);
+    std::size_t e = 0;
+    for (std::size_t i = 0; i < dst.size(); ++i) {
+        const node_t v = position(dst[i]);
+        g.labels[static_cast<std::size_t>(v)] = labels[i];
+        g.rows.push_back(v);
+        auto& row = in[static_cast<std::size_t>(v)];
+        for (std::int32_t k = 0; k < count[i]; ++k)
+            row.push_back(position(src[e++]));
+        std::sort(row.begin(), row.end());
+    }
+    std::sort(g.rows.begin(), g.rows.end());
+    for (const auto& row : in) {
+        g.in_edges.sources.insert(g.in_edges.sources.end(), row.begin(), row.end());
+        g.in_edges.offsets.push_back(static_cast<offset_t>(g.in_edges.sources.size()));
+    }
 }
 
 void retexo_run::stage_logits(retexo_stage& s, nn::stage_pass& p, const node_features& x)

@@ -37,7 +37,7 @@ smooth_result smooth_predictions(const rank_context& ctx, const matrix_f& logits
     // P_k = A^k G0 (C columns, owned rows then halo rows) serves every candidate: each step
     // sends C values per halo row, whatever the number of candidates.
     const auto local = static_cast<Eigen::Index>(ctx.graph.num_local);
-    std::vector<matrix_f> sums(static_cast<std::size_t>(m)); // each candidate's G_K
+    std::vector<matrix_f> sums(static_cast<std::size_t>(m));     // each candidate's G_K
     std::vector<float> power(static_cast<std::size_t>(m), 1.0F); // alpha^k
     for (Eigen::Index j = 0; j < m; ++j)
         sums[static_cast<std::size_t>(j)] = (1 - static_cast<float>(active[static_cast<std::size_t>(j)])) * g0;

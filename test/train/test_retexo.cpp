@@ -155,13 +155,12 @@ TEST_CASE("retexo --replicate-train: the single-process run at every rank count,
     for (auto model :
          {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
         for (auto variant : {train::retexo_variant::hidden, train::retexo_variant::logits}) {
-            const bool graph_model = model == nn::layer_kind::sage_pool || model == nn::layer_kind::gat;
-            const bool mlp_stage0 = !graph_model || variant == train::retexo_variant::logits;
             for (int batch : {0, 150}) {
                 DYNAMIC_SECTION(name_of(model) << " " << name_of(variant) << " batch " << batch)
                 {
                     auto o = three_stage_options(model, variant, batch);
-                    const auto [single, plain] = single_and_distributed(g, o);
+                    const auto [single, plain] = single_and_distributed(g, o); // gradients all-reduced
+                    CHECK((plain.bytes.sent_for(purpose::gradients) > 0) == (P > 1));
                     o.replicate_train = true;
                     const auto dist = run_with(mpi::communicator(), g, partition_random(g.num_nodes(), P, 2), o).res;
                     check_identical(single, dist);
@@ -169,11 +168,10 @@ TEST_CASE("retexo --replicate-train: the single-process run at every rank count,
                     REQUIRE(dist.parameters.size() == single.parameters.size());
                     for (std::size_t i = 0; i < dist.parameters.size(); ++i)
                         CHECK(dist.parameters[i].value == single.parameters[i].value);
-                    // Graph stages (GAT, SAGE-pool) still all-reduce their gradients; the
-                    // logits variant's stage 0 (an MLP) does not.
-                    CHECK((dist.stages[0].bytes.sent_for(purpose::gradients) == 0) == (mlp_stage0 || P == 1));
-                    CHECK((dist.bytes.sent_for(purpose::gradients) == 0) == (!graph_model || P == 1));
-                    CHECK((dist.bytes.sent_for(purpose::train_rows) > 0) == (mlp_stage0 && P > 1));
+                    // Every stage gathers its training rows (graph stages: with their
+                    // in-neighbours' rows and in-edges) and no gradient crosses.
+                    CHECK(dist.bytes.sent_for(purpose::gradients) == 0);
+                    CHECK((dist.bytes.sent_for(purpose::train_rows) > 0) == (P > 1));
                     // The same embeddings cross as without replication.
                     CHECK(dist.bytes.sent_for(purpose::halo_forward) == plain.bytes.sent_for(purpose::halo_forward));
                 }
@@ -445,7 +443,7 @@ TEST_CASE("retexo inductive: evaluation nodes never reach training; equal at eve
         for (std::size_t e = 0; e < single.res.history.size(); ++e)
             CHECK(dist.res.history[e].loss == single.res.history[e].loss);
         CHECK(dist.res.final_acc.test == single.res.final_acc.test);
-        if (model == nn::layer_kind::gcn) { // gathered training rows: the training graph's inputs
+        { // gathered training rows (GAT: and their in-neighbours'): the training graph's inputs
             auto r = o;
             r.replicate_train = true;
             check_identical(single.res, run_with(world, g, a, r, true).res);
@@ -658,8 +656,8 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
         o.cross_fit = extras ? 2 : 1;              // and with fold models and skipped inputs
         if (extras) o.stages[2].pseudo_labels = 1; // pseudo-labels from stage 1's logits
         o.skip = extras;
-        o.replicate_train = extras && model == nn::layer_kind::gcn; // and gathered training rows
-        o.output = !extras ? train::stage_output::last              // the best stage's logits cross the checkpoints
+        o.replicate_train = extras;                    // and gathered training rows (GAT: with their neighbourhoods)
+        o.output = !extras ? train::stage_output::last // the best stage's logits cross the checkpoints
                    : model == nn::layer_kind::gat ? train::stage_output::best_smoothed
                                                   : train::stage_output::best;
         if (extras) o.smooth = {.alpha = {0.0, 0.8}, .steps = 3}; // and label spreading at the end

@@ -28,7 +28,7 @@ enum class purpose : int {
     control,       ///< error agreement, early-stop decisions, small control values
     output,        ///< redistribution of results for writing (after training)
     checkpoint,    ///< agreement around checkpoint writes and resumes
-    train_rows,    ///< training rows' stage inputs gathered once per stage (--replicate-train)
+    train_rows,    ///< training rows (GAT: with neighbourhoods) gathered once per stage (--replicate-train)
     smooth,        ///< class scores of halo rows, label spreading after training (train/smooth.hpp)
     count_
 };

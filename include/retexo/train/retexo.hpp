@@ -187,18 +187,19 @@ struct retexo_options {
     smooth_options smooth{.alpha = {defaults::smooth_alpha.begin(), defaults::smooth_alpha.end()}};
     /// The run's predictions (before label spreading).
     stage_output output = named<stage_output>(defaults::output_stage);
-    /// Stages that train on per-node rows (gcn, sage, the logits variant's stage 0; GAT and
-    /// SAGE-pool stages train on neighbourhoods and all-reduce as before) can gather every
-    /// rank's training rows (their stage inputs, ids and labels) onto every rank once per
-    /// stage, in global-id order.  Each rank then computes the whole gradient itself and no
-    /// gradient crosses the network; every rank computes over all training rows.  The result
-    /// is the single-process run's.  true: always; false: never; unset (the default): where it
-    /// sends fewer bytes than the stage's gradient all-reduces would over all its rounds
-    /// (replicates_rows()), decided alike on every rank; one process: never.
+    /// A stage can gather every rank's training rows (their stage inputs, ids and labels) onto
+    /// every rank once per stage, in global-id order; GAT and SAGE-pool stages, which train on
+    /// neighbourhoods, also gather the training rows' in-edges and their in-neighbours'
+    /// inputs, each row from its owner.  Each rank then computes the whole gradient itself
+    /// and no gradient crosses the network; every rank computes over all training rows.  The
+    /// result is the single-process run's.  true: always; false: never; unset (the default):
+    /// where it sends fewer bytes than the stage's gradient all-reduces would over all its
+    /// rounds (replicates_rows(), graph stages counting one row per training in-edge),
+    /// decided alike on every rank; one process: never.
     std::optional<bool> replicate_train;
-    /// Whether a stage gathers its training rows: `n_train` training nodes over `ranks`
-    /// ranks, `width` input columns (dense), `params` parameters, `rounds` rounds.
-    bool replicates_rows(int ranks, std::int64_t n_train, std::int64_t width, std::int64_t params, int rounds) const;
+    /// Whether a stage gathers its training rows: `rows` rows to gather over `ranks` ranks,
+    /// `width` input columns (dense), `params` parameters, `rounds` rounds.
+    bool replicates_rows(int ranks, std::int64_t rows, std::int64_t width, std::int64_t params, int rounds) const;
     checkpoint_options checkpoint;
 
     void validate() const;
