@@ -152,12 +152,15 @@ po::options_description selection_options(option_text& t, train::retexo_options&
         "search-lr", po::value(&t.search_lr),
         "RETEXO: learning rates every stage tries (a,b,...), each candidate on the stage's one exchange; "
         "the best on validation is kept (with --search-dropout and --search-weight-decay: every combination)")(
-        "search-dropout", po::value(&t.search_dropout), "RETEXO: dropout rates every stage tries (see --search-lr)")(
-        "search-weight-decay", po::value(&t.search_weight_decay),
-        ("RETEXO: weight decays every stage tries (see --search-lr; one value: no search; default: " +
-         std::string(defaults::search_weight_decay_text) + ")")
-            .c_str())("search-pseudo-labels", po::value(&t.search_pseudo_labels),
-                      "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(
+        "search-dropout", po::value(&t.search_dropout),
+        ("RETEXO: dropout rates every stage tries (see --search-lr; one value: no search; default: " +
+         std::string(defaults::search_dropout_text) + ")")
+            .c_str())("search-weight-decay", po::value(&t.search_weight_decay),
+                      ("RETEXO: weight decays every stage tries (see --search-lr; one value: no search; default: " +
+                       std::string(defaults::search_weight_decay_text) + ")")
+                          .c_str())(
+        "search-pseudo-labels", po::value(&t.search_pseudo_labels),
+        "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(
         "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
         "RETEXO: a search's candidate stops after N rounds without improvement (0: the stage's --patience)")(
         "smooth-alpha", po::value(&t.smooth_alpha),
@@ -245,11 +248,12 @@ po::options_description declare_options(option_text& t, app_options& a)
     po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,200,100)");
     d_retexo.add_options()("rounds", po::value(&t.rounds)->default_value(t.rounds),
                            "rounds per stage")("lr", po::value(&t.lr)->default_value(t.lr), "learning rate")(
-        "hidden", po::value(&t.hidden)->default_value(t.hidden), "hidden width")(
-        "dropout", po::value(&t.dropout),
-        last_stage_default("dropout rate", defaults::dropout_text, defaults::last_stage_dropout_text).c_str())(
-        "weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay),
-        "weight decay (given without --search-weight-decay: used as given, no search)")(
+        "hidden", po::value(&t.hidden)->default_value(t.hidden),
+        "hidden width")("dropout", po::value(&t.dropout),
+                        (last_stage_default("dropout rate", defaults::dropout_text, defaults::last_stage_dropout_text) +
+                         " (given without --search-dropout: used as given, no search)")
+                            .c_str())("weight-decay", po::value(&t.weight_decay)->default_value(t.weight_decay),
+                                      "weight decay (given without --search-weight-decay: used as given, no search)")(
         "optimizer", po::value(&t.optimizer)->default_value(t.optimizer), "adam | adamw | sgd")(
         "norm", po::value(&t.norm)->default_value(t.norm),
         "layer | none: LayerNorm before the hidden ReLU, or none (the embedding the next stage aggregates "
@@ -372,7 +376,10 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     if (!t.smooth_alpha.empty()) ro.smooth.alpha = list_of<double>("smooth-alpha", t.smooth_alpha);
     if (ro.smooth.alpha == std::vector<double>{0}) ro.smooth.alpha.clear(); // the model's own predictions
     if (!t.search_lr.empty()) ro.search.lr = list_of<double>("search-lr", t.search_lr);
-    if (!t.search_dropout.empty()) ro.search.dropout = list_of<double>("search-dropout", t.search_dropout);
+    if (!t.search_dropout.empty())
+        ro.search.dropout = list_of<double>("search-dropout", t.search_dropout);
+    else if (vm.count("dropout") != 0U)
+        ro.search.dropout.clear(); // the dropout given is the one used
     if (!t.search_weight_decay.empty())
         ro.search.weight_decay = list_of<double>("search-weight-decay", t.search_weight_decay);
     else if (!vm["weight-decay"].defaulted())

@@ -23,8 +23,9 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     on the training rows (dropout on the input too; the last stage's transform gives the
     logits), evaluating the validation rows after every round; the best round is kept and every
     node embedded (post-ReLU hidden).  A stage stops `patience` rounds after its best round.
-    Every stage trains one candidate per --search-weight-decay value and keeps the one that
-    validates best (ties: the lower validation loss).  smooth-alpha spreads the training labels
+    Every stage trains one candidate per --search-dropout and --search-weight-decay value
+    (every combination, in retexo's order) and keeps the one that validates best (ties: the
+    lower validation loss).  smooth-alpha spreads the training labels
     over the predictions (retexo's train/smooth.hpp), alpha chosen on validation; output-stage =
     best predicts with the stage of the best validation accuracy, best-smoothed with the stage
     that validates best after spreading (the last stage wins ties).
@@ -856,12 +857,15 @@ def stage_blocks(d, k, model, h, prev, A, M, out, opts, split):
     return new + prev
 
 
-def search_weight_decays(st):
-    """The weight decays every stage tries, as retexo_mpi chooses them: --search-weight-decay,
-    or none when --weight-decay alone is given (then the weight decay given is used)."""
-    if st.given("weight-decay") and not st.given("search-weight-decay"):
-        return [None]
-    return [float(v) for v in st.value("search-weight-decay", str).split(",")]
+def search_candidates(st):
+    """The (dropout, weight decay) pairs every stage tries, in retexo_mpi's order (dropout
+    varies fastest).  An axis is the --search-X values, or the stage's own (None) when --X
+    alone is given."""
+    def axis(key):
+        if st.given(key) and not st.given("search-" + key):
+            return [None]
+        return [float(v) for v in st.value("search-" + key, str).split(",")]
+    return [(p, wd) for wd in axis("weight-decay") for p in axis("dropout")]
 
 
 def train_stage(blocks, s, wd, ytr, yva, make_stage, times):
@@ -906,7 +910,7 @@ def run_retexo(d, st, opts):
         raise SystemExit(f"peer.py: --output-stage: '{output}' is not a valid value")
     alphas = [float(a) for a in st.value("smooth-alpha", str).split(",")]
     steps = st.value("smooth-steps", int)
-    decays = search_weight_decays(st)
+    candidates = search_candidates(st)
     labels, split = d.labels, d.split
     tr, va = split["train"], split["valid"]
     ytr, yva = labels.index_select(0, tr), labels.index_select(0, va)
@@ -920,20 +924,21 @@ def run_retexo(d, st, opts):
     stages, h, prev, best = [], None, [], None
     for k, s in enumerate(stage_settings):
         last = k + 1 == len(stage_settings)
-        p, hidden, norm = s["dropout"], s["hidden"], s["norm"] == "layer"
+        hidden, norm = s["hidden"], s["norm"] == "layer"
         out = C if last else hidden
         ta = time.perf_counter()
         blocks = stage_blocks(d, k, model, h, prev if skip else [], A, M, out, opts, split)
         times["aggregate"] += time.perf_counter() - ta
         top, rounds_run = None, 0  # the candidate that validates best, ties to the lower validation loss
-        for wd in decays:
+        for p, wd in candidates:
+            p = s["dropout"] if p is None else p
             wd = s["weight-decay"] if wd is None else wd
             got = train_stage(blocks, s, wd, ytr, yva,
                               lambda: RetexoStage(blocks, model, out, hidden, last, norm, p, C, H, graphs), times)
             rounds_run += got[4]
             if top is None or got[0] > top[0][0] or (got[0] == top[0][0] and got[1] < top[0][1]):
-                top = (got, wd)
-        (_, _, stage, best_round, rnd), wd = top
+                top = (got, p, wd)
+        (_, _, stage, best_round, rnd), p, wd = top
         t4 = time.perf_counter()
         with torch.inference_mode():
             logits, hid = stage.forward("all", False)
@@ -954,9 +959,9 @@ def run_retexo(d, st, opts):
             best = {"score": score, "logits": logits, "acc": acc, "alpha": chosen, "spread": spread}
         stages.append({"stage": k, "inputs": [b.kind for b in blocks], "input_density": [b.density for b in blocks],
                        "rounds": rnd, "rounds_run": rounds_run, "best_round": best_round, "lr": s["lr"], "dropout": p,
-                       "weight_decay": wd, "candidates": len(decays), "hidden": hidden, "norm": norm,
+                       "weight_decay": wd, "candidates": len(candidates), "hidden": hidden, "norm": norm,
                        "accuracy": acc})
-        log(f"stage {k}: inputs {[b.kind for b in blocks]}, weight decay {wd}, best round {best_round}, "
+        log(f"stage {k}: inputs {[b.kind for b in blocks]}, dropout {p}, weight decay {wd}, best round {best_round}, "
             f"valid {acc['valid']:.3f} test {acc['test']:.3f}")
     if output == "best-smoothed":
         chosen, final = best["alpha"], best["spread"]

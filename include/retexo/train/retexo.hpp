@@ -178,9 +178,11 @@ struct retexo_options {
     /// the mean of the models'.  All models' gradients travel in one all-reduce per round.
     /// 1: one model per stage.
     int cross_fit = defaults::cross_fit;
-    /// Settings each stage chooses among on validation (default: the weight decays of the
-    /// defaults table; `search = {}` trains the stages' own settings only).
-    stage_search search{.weight_decay = {defaults::search_weight_decay.begin(), defaults::search_weight_decay.end()}};
+    /// Settings each stage chooses among on validation (default: the dropout rates and weight
+    /// decays of the defaults table, every combination; `search = {}` trains the stages' own
+    /// settings only).
+    stage_search search{.dropout = {defaults::search_dropout.begin(), defaults::search_dropout.end()},
+                        .weight_decay = {defaults::search_weight_decay.begin(), defaults::search_weight_decay.end()}};
     /// Label spreading of the last stage's predictions over the graph, alpha chosen on
     /// validation (train/smooth.hpp); alpha 0 is the model's own predictions, so the choice
     /// never scores lower on validation than the model.  Off when smooth.alpha is empty.
@@ -194,11 +196,13 @@ struct retexo_options {
     /// and no gradient crosses the network; every rank computes over all training rows.  The
     /// result is the single-process run's.  true: always; false: never; unset (the default):
     /// where it sends fewer bytes than the stage's gradient all-reduces would over all its
-    /// rounds (replicates_rows(), graph stages counting one row per training in-edge),
+    /// candidates' rounds (replicates_rows(), graph stages counting one row per training
+    /// in-edge),
     /// decided alike on every rank; one process: never.
     std::optional<bool> replicate_train;
     /// Whether a stage gathers its training rows: `rows` rows to gather over `ranks` ranks,
-    /// `width` input columns (dense), `params` parameters, `rounds` rounds.
+    /// `width` input columns (dense), `params` parameters, `rounds` rounds (a search's: over
+    /// all its candidates).
     bool replicates_rows(int ranks, std::int64_t rows, std::int64_t width, std::int64_t params, int rounds) const;
     checkpoint_options checkpoint;
 
