@@ -466,7 +466,14 @@ public:
         const Eigen::Index L = plan.num_local;
         c.d_score.resize(plan.att->num_edges(), H);
         matrix<T> d_er(L, H);
-        const T z_max = exact_mode && L > 0 ? msg_all.leftCols(HD).cwiseAbs().maxCoeff() : T(0); // exact scales
+        // Exact scales: the largest message of the rows the plan reads, so that which other
+        // rows are present (a rank's halo, a gathered neighbourhood) does not change them.
+        T z_max = 0;
+        if (exact_mode && L > 0 && plan.support.empty())
+            z_max = msg_all.leftCols(HD).cwiseAbs().maxCoeff();
+        else if (exact_mode)
+            for (node_t u : plan.support)
+                z_max = std::max(z_max, msg_all.row(u).leftCols(HD).cwiseAbs().maxCoeff());
         // a_r only sees the destination rows: sum over plan rows of d_er[v] z[v].
         auto attn_r_gradient = [&] {
             a_r_.grad.setZero();
@@ -526,8 +533,11 @@ public:
         const matrix<T> d_el = dm.rightCols(H);
         a_l_.grad.setZero();
         if (exact_mode) {
-            a_l_.exact_k =
-                mode.scale_for({static_cast<double>(max_abs_of(d_el)), static_cast<double>(max_abs_of(msg))});
+            T msg_max = 0; // over the rows whose messages were read (d_el nonzero): see z_max
+            for (node_t u = 0; u < n; ++u)
+                if (d_el.row(u).cwiseAbs().maxCoeff() > 0)
+                    msg_max = std::max(msg_max, msg.row(u).cwiseAbs().maxCoeff());
+            a_l_.exact_k = mode.scale_for({static_cast<double>(max_abs_of(d_el)), static_cast<double>(msg_max)});
             a_l_.exact.assign(static_cast<std::size_t>(HD), 0);
             const double scale = std::ldexp(1.0, a_l_.exact_k);
             for (node_t u = 0; u < n; ++u)

@@ -2,6 +2,8 @@
 #include <retexo/kernels/dense.hpp>
 #include <retexo/nn/reduce.hpp>
 
+#include <algorithm>
+#include <span>
 #include <vector>
 
 namespace retexo::nn {
@@ -16,6 +18,38 @@ int reduce_mode::scale_for(std::initializer_list<double> local_max) const
     return exact::scale_exponent(bound);
 }
 
+namespace {
+
+/// The rows of D (n x b) with a nonzero entry.  Only they add to X^T D, so only their rows of
+/// X bound the fixed-point scale: which other rows are present (all of a rank's rows, a
+/// gathered neighbourhood) must not change the exact sum.
+std::vector<std::int64_t> live_rows(const float* d, std::int64_t n, int b)
+{
+    std::vector<std::int64_t> rows;
+    for (std::int64_t i = 0; i < n; ++i)
+        if (exact::max_abs(d + i * b, static_cast<std::size_t>(b)) > 0) rows.push_back(i);
+    return rows;
+}
+
+/// max |x| over the given rows of a dense (n x a) or sparse block.
+float max_abs_rows(const float* x, int a, std::span<const std::int64_t> rows)
+{
+    float m = 0;
+    for (std::int64_t i : rows)
+        m = std::max(m, exact::max_abs(x + i * a, static_cast<std::size_t>(a)));
+    return m;
+}
+float max_abs_rows(const csr_matrix& x, std::span<const std::int64_t> rows)
+{
+    float m = 0;
+    for (std::int64_t i : rows)
+        m = std::max(m, exact::max_abs(x.values.data() + x.offsets[static_cast<std::size_t>(i)],
+                                       static_cast<std::size_t>(x.row_nnz(i))));
+    return m;
+}
+
+} // namespace
+
 template <>
 void weight_gradient<float>(parameter<float>& p, const linear_kernel& kernel, const float* x, const float* d,
                             std::int64_t n, const reduce_mode& mode)
@@ -26,8 +60,8 @@ void weight_gradient<float>(parameter<float>& p, const linear_kernel& kernel, co
         kernel.backward_weights(x, d, n, p.grad.data(), static_cast<decltype(p.grad.data())>(nullptr));
         return;
     }
-    p.exact_k = mode.scale_for(
-        {exact::max_abs(x, static_cast<std::size_t>(n) * a), exact::max_abs(d, static_cast<std::size_t>(n) * b)});
+    p.exact_k =
+        mode.scale_for({max_abs_rows(x, a, live_rows(d, n, b)), exact::max_abs(d, static_cast<std::size_t>(n) * b)});
     p.exact.assign(static_cast<std::size_t>(p.size()), 0);
     exact::gemm_tn(x, d, n, a, b, p.exact_k, p.exact.data());
 }
@@ -54,12 +88,13 @@ void blockwise_weight_gradient(parameter<float>& p, const linear_kernel& kernel,
         return;
     }
     const auto n = rows_of(x);
+    const auto live = live_rows(d, n, b);
     float x_max = 0;
     blocks([&]<typename B>(const B& block, Eigen::Index) {
         if constexpr (std::is_same_v<B, matrix_f>)
-            x_max = std::max(x_max, exact::max_abs(block.data(), static_cast<std::size_t>(block.size())));
+            x_max = std::max(x_max, max_abs_rows(block.data(), static_cast<int>(block.cols()), live));
         else
-            x_max = std::max(x_max, exact::max_abs(block.values.data(), block.values.size()));
+            x_max = std::max(x_max, max_abs_rows(block, live));
     });
     p.exact_k = mode.scale_for({x_max, exact::max_abs(d, static_cast<std::size_t>(n) * b)});
     p.exact.assign(static_cast<std::size_t>(p.size()), 0);

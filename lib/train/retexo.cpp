@@ -880,7 +880,8 @@ void retexo_run::gather_training_graph(retexo_stage& s)
     const auto position = [&](node_t id) {
         return static_cast<node_t>(std::lower_bound(need.begin(), need.end(), id) - need.begin());
     };
-    // The training rows' in-edges, sources in ascending id order (the whole graph's order).
+    // The training rows' in-edges, in their owners' order (the whole graph's: the float sums of
+    // an attention softmax depend on it).
     const auto n = static_cast<std::size_t>(need.size());
     std::vector<std::vector<node_t>> in(n);
     g.labels.assign(n, -1);
@@ -892,7 +893,6 @@ void retexo_run::gather_training_graph(retexo_stage& s)
         auto& row = in[static_cast<std::size_t>(v)];
         for (std::int32_t k = 0; k < count[i]; ++k)
             row.push_back(position(src[e++]));
-        std::sort(row.begin(), row.end());
     }
     std::sort(g.rows.begin(), g.rows.end());
     for (const auto& row : in) {

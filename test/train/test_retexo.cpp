@@ -180,6 +180,40 @@ TEST_CASE("retexo --replicate-train: the single-process run at every rank count,
     }
 }
 
+TEST_CASE("retexo exact sums: rows outside the training neighbourhoods do not change them", "[mpi][retexo][replicate]")
+{
+    // Few training nodes, and one node outside their neighbourhoods with inputs 1000 times
+    // larger: the single process holds it, a gathered neighbourhood does not, a rank may. The
+    // fixed-point scales must come from the rows the sums read, or the runs differ.
+    graph g = small_graph();
+    g.train.resize(12);
+    std::vector<char> read(static_cast<std::size_t>(g.num_nodes()), 0);
+    for (node_t v : g.train) {
+        read[static_cast<std::size_t>(v)] = 1;
+        for (node_t u : g.in_edges.row(v))
+            read[static_cast<std::size_t>(u)] = 1;
+    }
+    const auto far =
+        std::find_if(g.test.begin(), g.test.end(), [&](node_t v) { return !read[static_cast<std::size_t>(v)]; });
+    REQUIRE(far != g.test.end());
+    g.features.dense().row(*far) *= 1000.0F;
+    const int P = mpi::communicator().size();
+    for (auto model : {nn::layer_kind::gat, nn::layer_kind::sage_pool}) {
+        DYNAMIC_SECTION(name_of(model))
+        {
+            auto o = exact_options(model, train::retexo_variant::hidden, 0);
+            const auto [single, plain] = single_and_distributed(g, o); // gradients all-reduced
+            check_identical(single, plain);
+            o.replicate_train = true;
+            const auto dist = run_with(mpi::communicator(), g, partition_random(g.num_nodes(), P, 2), o).res;
+            check_identical(single, dist);
+            REQUIRE(dist.parameters.size() == single.parameters.size());
+            for (std::size_t i = 0; i < dist.parameters.size(); ++i)
+                CHECK(dist.parameters[i].value == single.parameters[i].value);
+        }
+    }
+}
+
 TEST_CASE("retexo: metering the bytes of every round costs a few bytes a round", "[mpi][retexo][bytes]")
 {
     const mpi::communicator world;
