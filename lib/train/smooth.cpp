@@ -22,7 +22,7 @@ smooth_result smooth_predictions(const rank_context& ctx, const matrix_f& logits
     const auto own = static_cast<Eigen::Index>(ctx.part.num_owned());
     const auto C = logits_owned.cols();
     RETEXO_ENSURE_DIMS("smooth_predictions", "logits rows", logits_owned.rows(), own);
-    std::vector<double> active; // nonzero candidates, propagated side by side
+    std::vector<double> active; // nonzero candidates, each summed from the same powers
     for (double a : o.alpha)
         if (a > 0 && std::find(active.begin(), active.end(), a) == active.end()) active.push_back(a);
     const auto m = static_cast<Eigen::Index>(active.size());

@@ -197,8 +197,7 @@ struct retexo_options {
     /// result is the single-process run's.  true: always; false: never; unset (the default):
     /// where it sends fewer bytes than the stage's gradient all-reduces would over all its
     /// candidates' rounds (replicates_rows(), graph stages counting one row per training
-    /// in-edge),
-    /// decided alike on every rank; one process: never.
+    /// in-edge), decided alike on every rank; one process: never.
     std::optional<bool> replicate_train;
     /// Whether a stage gathers its training rows: `rows` rows to gather over `ranks` ranks,
     /// `width` input columns (dense), `params` parameters, `rounds` rounds (a search's: over

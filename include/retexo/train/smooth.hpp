@@ -8,8 +8,8 @@
 /// nodes to their neighbourhood, which a RETEXO stage, trained on its training nodes' own
 /// rows, never sees.  Each step sends C values per halo row (purpose::smooth), shared by
 /// every candidate: with C classes and K steps, K·C columns in all, against a stage's one
-/// exchange of its input width.  alpha is chosen among candidates on validation accuracy (0: the model's own
-/// predictions, no traffic).
+/// exchange of its input width.  alpha is chosen among candidates on validation accuracy
+/// (0: the model's own predictions, no traffic).
 
 #include <retexo/defaults.hpp>
 #include <retexo/train/common.hpp>
