@@ -475,9 +475,7 @@ void retexo_run::build_model(retexo_stage& s)
             rows += ctx_.comm.allreduce(edges, MPI_SUM, purpose::train_rows);
         }
         // Every candidate of a search all-reduces its own rounds; the rows are gathered once.
-        const auto candidates =
-            static_cast<int>(o_.search.size() / (s.index == 0 ? std::max<std::size_t>(1, o_.search.pseudo_labels.size())
-                                                              : std::size_t{1}));
+        const auto candidates = static_cast<int>(o_.search.size_at(s.index));
         if (o_.replicates_rows(ctx_.comm.size(), rows, s.x.all.cols(), params, so.rounds * candidates)) {
             if (s.graph)
                 gather_training_graph(s);

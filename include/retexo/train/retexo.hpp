@@ -126,6 +126,11 @@ struct stage_search {
     {
         return i < size() / std::max<std::size_t>(1, pseudo_labels.size());
     }
+    /// The number of candidates stage `stage` trains.
+    std::size_t size_at(int stage) const
+    {
+        return stage == 0 ? size() / std::max<std::size_t>(1, pseudo_labels.size()) : size();
+    }
     bool active() const { return size() > 1; }
     /// Candidate i (< size()) of a stage whose own settings are `base`.
     stage_options candidate(const stage_options& base, std::size_t i) const;
