@@ -2,6 +2,8 @@
 //   aggregation (sum / mean / gcn, bf16 input)  bytes necessarily moved / time vs triad GB/s
 //   linear forward + backward                   GFLOP/s vs oneDNN sgemm GFLOP/s
 //   GAT forward + backward                      time per edge vs GCN aggregation fwd + bwd
+//   GAT over inputs (forward + edge dots)       GFLOP/s vs sgemm; per summed input element in
+//                                               sgemm multiply-adds (the GAT layer's cost model)
 //   sparse linear forward + weight gradient     GFLOP/s on the non-zeros vs sgemm, and time vs
 //   (bag-of-words rows, 0.3% to 10% non-zero)   the dense kernel on the same rows (the crossover)
 // "Bytes necessarily moved" by a gather-based aggregation with no cache reuse: every edge
@@ -152,6 +154,40 @@ int main(int argc, char** argv)
                     heads, (tf + tb) * 1e3, (tf + tb) / e * 1e9, ratio);
         report["gat"][std::to_string(width)] = {
             {"ms", (tf + tb) * 1e3}, {"ns_per_edge", (tf + tb) / e * 1e9}, {"ratio_gcn", ratio}};
+    }
+
+    // GAT over inputs (a RETEXO stage's pass, gnn_layer::forward_inputs): 8 heads summing the
+    // 512-wide input rows of the in-neighbours of 4000 destination rows, forward + the edges'
+    // dots; per input element summed over an edge, in sgemm multiply-adds (the layer's cost
+    // model weighs the sums against transforming the support with this).
+    {
+        const int heads = 8, width = 512;
+        std::vector<node_t> rows(4000);
+        for (std::size_t i = 0; i < rows.size(); ++i)
+            rows[i] = static_cast<node_t>(i * (nodes / rows.size()));
+        const gat_attention plan(g, nodes, {.heads = heads, .rows = rows});
+        const auto n = static_cast<Eigen::Index>(rows.size());
+        matrix_f x(nodes, width), el(nodes, heads), er(nodes, heads), y(heads * n, width), d_el(nodes, heads),
+            d_er(nodes, heads);
+        matrix_f alpha(plan.num_edges(), heads), ds(plan.num_edges(), heads);
+        fill(x, 12);
+        fill(el, 13);
+        fill(er, 14);
+        const double t = perf::best_time([&] {
+            plan.forward_inputs(x.data(), width, el.data(), er.data(), y.data(), alpha.data());
+            plan.backward_inputs(x.data(), width, el.data(), er.data(), alpha.data(), y.data(), d_el.data(),
+                                 d_er.data(), ds.data());
+        });
+        const double elements = 2.0 * static_cast<double>(plan.num_edges()) * width; // forward and dots
+        const double macs = elements * heads;
+        const double per_element = t / elements * sgemm * 1e9 / 2; // sgemm multiply-adds in that time
+        std::printf("GAT over inputs width %d (%d heads): %.1f ms, %.1f GFLOP/s = %.2f x sgemm, %.0f sgemm "
+                    "multiply-adds per summed input element\n",
+                    width, heads, t * 1e3, 2 * macs / t * 1e-9, 2 * macs / t * 1e-9 / sgemm, per_element);
+        report["gat_inputs"] = {{"ms", t * 1e3},
+                                {"gflops", 2 * macs / t * 1e-9},
+                                {"ratio_sgemm", 2 * macs / t * 1e-9 / sgemm},
+                                {"sgemm_macs_per_element", per_element}};
     }
 
     // Linear forward + backward, N x F . F x 256.

@@ -74,10 +74,25 @@ bool transforms_first(int in, int out, const layer_options& o) noexcept
 
 bool sparse_input_transforms_first(int in, int out, double density, double mean_in_degree) noexcept
 {
-    const double rows = mean_in_degree + 1; // with the self loop
-    const double transform_first = 20 * density * in * out + 50 * rows * out;
+    const double rows = mean_in_degree + 1;                                   // with the self loop
+    const double transform_first = 20 * density * in * out + 50 * rows * out; // 10 per sparse multiply-add, twice
     const double aggregate_first = 2.0 * in * out + 25 * rows * in;
     return transform_first <= aggregate_first;
+}
+
+double gemm_width(const matrix_f& x) noexcept
+{
+    return static_cast<double>(x.cols());
+}
+double gemm_width(const csr_matrix& x) noexcept
+{
+    return 10 * x.density() * static_cast<double>(x.cols);
+}
+double gemm_width(const column_blocks& x) noexcept
+{
+    double w = 0;
+    x.for_each([&](const auto& b, Eigen::Index) { w += gemm_width(b); });
+    return w;
 }
 
 // ---- the kinds, private to this file (gnn_layer holds one)
@@ -380,7 +395,8 @@ public:
     gat_layer(int in, int out, const layer_options& o, std::uint64_t seed, std::uint64_t index, const std::string& tag)
         : core_(in, out, tag), heads_(o.heads), head_dim_(gat_head_dim(out, o)), concat_(o.concat),
           negative_slope_(o.negative_slope), w_(tag + "weight", in, heads_ * head_dim_),
-          a_l_(tag + "attn_l", heads_, head_dim_), a_r_(tag + "attn_r", heads_, head_dim_), lin_(in, heads_ * head_dim_)
+          a_l_(tag + "attn_l", heads_, head_dim_), a_r_(tag + "attn_r", heads_, head_dim_),
+          lin_(in, heads_ * head_dim_), lin_scores_(in, 2 * heads_), lin_head_(in, head_dim_)
     {
         const std::uint64_t base = index * 16;
         init_glorot(w_, in, heads_ * head_dim_, seed, base);
@@ -564,6 +580,90 @@ public:
     }
     void add_self_gradient(const layer_plan&, const layer_cache<T>&, matrix<T>&) const {}
 
+    // ---- aggregating the inputs first (gnn_layer::forward_inputs)
+
+    /// The cost of one forward pass in sgemm multiply-adds: transforming the support,
+    /// S H D transform_width (the inputs' width counted as gemm_width()), against the weighted
+    /// sums of the dense inputs (E edges, each reading a random input row for all heads:
+    /// about 48 sgemm multiply-adds per element here, perf/bench_kernels "GAT over inputs"),
+    /// their projection (n H D in) and the scores' inputs (S 2H in).  The backward passes
+    /// cost about as much again on either side.
+    bool aggregates_inputs_first(const layer_plan& plan, double transform_width) const noexcept
+    {
+        if (!plan.att_inputs) return false;
+        const double S = static_cast<double>(plan.support.size()), n = static_cast<double>(plan.rows.size());
+        const double E = static_cast<double>(plan.att_inputs->num_edges()), H = heads_, HD = H * head_dim_;
+        return (48 * E + n * HD + 2 * S * H) * core_.in < S * HD * transform_width;
+    }
+    void forward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c, matrix<T>& out) const
+    {
+        const int H = heads_, D = head_dim_;
+        const auto n = static_cast<Eigen::Index>(plan.rows.size());
+        const auto in = static_cast<int>(xs.cols());
+        // [el | er] of every support row: x times W_h a_l[h] and W_h a_r[h].
+        matrix<T> w_scores(in, 2 * H), scores;
+        for (int h = 0; h < H; ++h) {
+            w_scores.col(h) = w_.value.middleCols(h * D, D) * a_l_.value.row(h).transpose();
+            w_scores.col(H + h) = w_.value.middleCols(h * D, D) * a_r_.value.row(h).transpose();
+        }
+        lin_scores_.forward(xs, w_scores, matrix<T>(), scores);
+        c.el = scores.leftCols(H);
+        c.er.resize(n, H);
+        for (Eigen::Index i = 0; i < n; ++i)
+            c.er.row(i) = scores.row(plan.row_in_support[static_cast<std::size_t>(i)]).rightCols(H);
+        c.alpha.resize(plan.att_inputs->num_edges(), H);
+        c.y.resize(H * n, in);
+        plan.att_inputs->forward_inputs(xs.data(), in, c.el.data(), c.er.data(), c.y.data(), c.alpha.data());
+        // out_v[h] = y_v[h] W_h
+        out = matrix<T>::Zero(n, concat_ ? H * D : D);
+        matrix<T> w_h, out_h(n, D);
+        for (int h = 0; h < H; ++h) {
+            w_h = w_.value.middleCols(h * D, D);
+            lin_head_.forward(c.y.data() + h * n * in, n, w_h.data(), static_cast<const T*>(nullptr), out_h.data());
+            if (concat_)
+                out.middleCols(h * D, D) = out_h;
+            else
+                out += out_h / static_cast<T>(H);
+        }
+        out.rowwise() += core_.b.value.row(0);
+    }
+    void backward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c, const matrix<T>& d_out)
+    {
+        const int H = heads_, D = head_dim_;
+        const auto n = static_cast<Eigen::Index>(plan.rows.size());
+        const auto S = xs.rows();
+        const auto in = static_cast<int>(xs.cols());
+        // W_h's gradient y[h]^T d_out[h], and d_y[h] = d_out[h] W_h^T.
+        matrix<T> d_y(H * n, in), d_h(n, D), w_h, dw_h(in, D);
+        for (int h = 0; h < H; ++h) {
+            if (concat_)
+                d_h = d_out.middleCols(h * D, D);
+            else
+                d_h = d_out / static_cast<T>(H);
+            w_h = w_.value.middleCols(h * D, D);
+            lin_head_.backward_weights(c.y.data() + h * n * in, d_h.data(), n, dw_h.data(), static_cast<T*>(nullptr));
+            w_.grad.middleCols(h * D, D) = dw_h;
+            lin_head_.backward_data(d_h.data(), n, w_h.data(), d_y.data() + h * n * in);
+        }
+        // The scores' gradients, then those of their in x 2H matrix: x^T [d_el | d_er].
+        matrix<T> d_el(S, H), d_er(S, H), d_score(plan.att_inputs->num_edges(), H);
+        plan.att_inputs->backward_inputs(xs.data(), in, c.el.data(), c.er.data(), c.alpha.data(), d_y.data(),
+                                         d_el.data(), d_er.data(), d_score.data());
+        matrix<T> d_scores = matrix<T>::Zero(S, 2 * H), d_w_scores(in, 2 * H);
+        d_scores.leftCols(H) = d_el;
+        for (Eigen::Index i = 0; i < n; ++i)
+            d_scores.row(plan.row_in_support[static_cast<std::size_t>(i)]).rightCols(H) += d_er.row(i);
+        lin_scores_.backward_weights(xs.data(), d_scores.data(), S, d_w_scores.data(), static_cast<T*>(nullptr));
+        // w_scores[:, h] = W_h a_l[h]: W_h += g a_l[h]^T, a_l[h] = W_h^T g (likewise a_r).
+        for (int h = 0; h < H; ++h) {
+            const auto w = w_.value.middleCols(h * D, D);
+            w_.grad.middleCols(h * D, D) +=
+                d_w_scores.col(h) * a_l_.value.row(h) + d_w_scores.col(H + h) * a_r_.value.row(h);
+            a_l_.grad.row(h) = (w.transpose() * d_w_scores.col(h)).transpose();
+            a_r_.grad.row(h) = (w.transpose() * d_w_scores.col(H + h)).transpose();
+        }
+    }
+
 private:
     layer_core<T> core_;
     int heads_, head_dim_;
@@ -571,6 +671,7 @@ private:
     double negative_slope_;
     parameter<T> w_, a_l_, a_r_;
     linear_kernel lin_;
+    linear_kernel lin_scores_, lin_head_; // aggregating the inputs first: x [W a_l | W a_r], y_h W_h
 };
 
 } // namespace kinds
@@ -669,9 +770,47 @@ layer_plan gnn_layer<T>::make_plan(const local_graph& g, std::span<const node_t>
         if (p.support.size() == read.size()) { // every local row: the plain path, without a second buffer
             p.support.clear();
             p.row_in_support.clear();
+        } else { // the plan's edges with the support's positions as sources
+            csr by_position = p.att->edges();
+            for (auto& u : by_position.sources)
+                u = position[static_cast<std::size_t>(u)];
+            p.att_inputs.emplace(
+                by_position, static_cast<node_t>(p.support.size()),
+                gat_options{.heads = p.att->heads(), .negative_slope = p.att->negative_slope(), .self_loops = false});
         }
     }
     return p;
+}
+
+template <typename T>
+bool gnn_layer<T>::aggregates_inputs_first(const layer_plan& plan, double transform_width) const noexcept
+{
+    const auto* gat = std::get_if<kinds::gat_layer<T>>(&impl_->kind);
+    return gat != nullptr && gat->aggregates_inputs_first(plan, transform_width);
+}
+
+template <typename T>
+void gnn_layer<T>::forward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c, matrix<T>& out) const
+{
+    const auto* gat = std::get_if<kinds::gat_layer<T>>(&impl_->kind);
+    RETEXO_ENSURE(gat != nullptr && plan.att_inputs, "retexo::gnn_layer::forward_inputs: a GAT plan with a support");
+    RETEXO_ENSURE_DIMS("gnn_layer::forward_inputs", "input rows", xs.rows(),
+                       static_cast<Eigen::Index>(plan.support.size()));
+    RETEXO_ENSURE_DIMS("gnn_layer::forward_inputs", "input width", xs.cols(), Eigen::Index{in()});
+    gat->forward_inputs(plan, xs, c, out);
+}
+
+template <typename T>
+void gnn_layer<T>::backward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c,
+                                   const matrix<T>& d_out, const reduce_mode& mode)
+{
+    auto* gat = std::get_if<kinds::gat_layer<T>>(&impl_->kind);
+    RETEXO_ENSURE(gat != nullptr && plan.att_inputs, "retexo::gnn_layer::backward_inputs: a GAT plan with a support");
+    RETEXO_ENSURE(!mode.exact, "retexo::gnn_layer::backward_inputs: not in exact mode");
+    RETEXO_ENSURE_DIMS("gnn_layer::backward_inputs", "gradient rows", d_out.rows(),
+                       static_cast<Eigen::Index>(plan.rows.size()));
+    bias_gradient(gat->core().b, d_out.data(), d_out.rows(), mode);
+    gat->backward_inputs(plan, xs, c, d_out);
 }
 
 template <typename T>

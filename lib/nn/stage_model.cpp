@@ -4,6 +4,18 @@
 
 namespace retexo::nn {
 
+namespace {
+/// The support's inputs as dense rows: x_all itself, or its dense copy in p.x_dense.
+template <typename X>
+const matrix_f& dense_support(const stage_pass& p, const X& x_all)
+{
+    if constexpr (std::is_same_v<X, matrix_f>)
+        return x_all;
+    else
+        return p.x_dense;
+}
+} // namespace
+
 stage_model::stage_model(const stage_spec& s) : spec_(s)
 {
     // Initialisation streams 1000 + 10 stage (transform) and + 1 (head): apart from the
@@ -98,6 +110,7 @@ void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std:
     }
     const auto& support = p.plan->support;
     if (support_only(p)) {
+        p.used_inputs_first = p.inputs_first.value_or(layer_->aggregates_inputs_first(*p.plan, gemm_width(x)));
         if (!gathered) {
             gather_rows(x, support, x_all);
             p.support_ids.resize(support.size());
@@ -105,6 +118,12 @@ void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std:
                 p.support_ids[i] = local_ids[static_cast<std::size_t>(support[i])];
             dropout_rows(x_all, p.support_ids, rate, input_key(step), x_all);
             gather_rows(x_all, p.plan->row_in_support, x_rows);
+            if constexpr (!std::is_same_v<X, matrix_f>)
+                if (p.used_inputs_first) p.x_dense = x_all.to_dense();
+        }
+        if (p.used_inputs_first) {
+            layer_->forward_inputs(*p.plan, dense_support(p, x_all), p.cache, p.t);
+            return;
         }
         layer_->message(x_all, p.cache, p.msg_support);
         const auto w = p.msg_support.cols();
@@ -147,6 +166,10 @@ void stage_model::transform_backward(stage_pass& p, const X& x_rows, const X& x_
 {
     if (dense_) {
         dense_->backward(x_rows, p.d_t, nullptr, mode);
+        return;
+    }
+    if (support_only(p) && p.used_inputs_first) {
+        layer_->backward_inputs(*p.plan, dense_support(p, x_all), p.cache, p.d_t, mode);
         return;
     }
     layer_->combine_backward(*p.plan, p.msg, x_rows, p.cache, p.d_t, true, mode);

@@ -117,6 +117,27 @@ for fmt in ("coo", "csr"):
         close(f"[{fmt}] GAT (D={D}) on rows forward", out_r, out2[rows].detach())
         for nm, a, b in zip(("d z", "d attn_l", "d attn_r"), grads_r, grads2_r):
             close(f"[{fmt}] GAT (D={D}) on rows {nm}", a, b)
+        # the same rows aggregating their support's inputs first (RetexoStage.transform_inputs),
+        # with z = x W: against the messages of x W
+        x = torch.randn(N, 4)
+        W = torch.randn(4, H * D, requires_grad=True)
+        xs, Wv = x.index_select(0, Gr.support), W.view(4, H, D)
+        sc = xs @ torch.cat([(Wv * al).sum(-1), (Wv * ar).sum(-1)], 1)
+        e_i = F.leaky_relu(peer.Gather.apply(sc[:, :H], Gr.src, Gr.Pt) +
+                           peer.Repeat.apply(sc.index_select(0, Gr.dest_pos)[:, H:], Gr.lens), 0.2)
+        y = peer.GatAggregateInputs.apply(peer.EdgeSoftmax.apply(e_i, Gr.lens), xs, Gr)
+        out_i = torch.einsum("nhf,fhd->nhd", y, Wv).reshape(rows.numel(), H * D)
+        grads_i = torch.autograd.grad(out_i, (W, al, ar), gout[rows])
+        W2 = W.detach().clone().requires_grad_()
+        zz2 = (x @ W2).view(N, H, D)
+        el2, er2 = (zz2 * al2).sum(-1), (zz2 * ar2).sum(-1)
+        s = F.leaky_relu(er2.t()[:, :, None] + el2.t()[:, None, :], 0.2)
+        alpha = torch.softmax(s.masked_fill(~mask, float("-inf")), -1)
+        out2 = torch.einsum("hvu,uhd->vhd", alpha, zz2).reshape(N, H * D)
+        grads2_i = torch.autograd.grad(out2[rows], (W2, al2, ar2), gout[rows])
+        close(f"[{fmt}] GAT (D={D}) inputs first forward", out_i, out2[rows].detach())
+        for nm, a, b in zip(("d W", "d attn_l", "d attn_r"), grads_i, grads2_i):
+            close(f"[{fmt}] GAT (D={D}) inputs first {nm}", a, b)
 
 # oneDNN linear (and the torch alternative picked per shape)
 for n, k, m in ((50, 30, 7), (300, 64, 40)):

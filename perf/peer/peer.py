@@ -432,6 +432,11 @@ class GatGraph:
         self.b_idx = torch.stack([brow, bcol])
         t = torch.argsort(bcol * (n * H) + brow)
         self.bt_perm, self.bt_idx = t, torch.stack([bcol[t], brow[t]])
+        # aggregating the inputs (GatAggregateInputs): entry (v*H + h, u) = alpha[e, h]
+        self.bi_col = self.src[be][o]
+        self.bi_crow = torch.zeros(n * H + 1, dtype=torch.int64)
+        self.bi_crow[1:] = torch.cumsum(self.lens.repeat_interleave(H), 0)
+
 
     def block(self, alpha):
         v = alpha.reshape(-1)[self.b_perm]
@@ -469,6 +474,35 @@ class GatAggregate(torch.autograd.Function):
             gd *= z.index_select(0, G.src[a:b])
             torch.sum(gd.view(b - a, H, D), 2, out=da[a:b])
         return da, dz, None
+
+
+class GatAggregateInputs(torch.autograd.Function):
+    """y[v, h] = sum over edges e = u -> v of alpha[e, h] x[u] (x: inputs, no gradient), all
+    heads in one sparse product; backward: d alpha per edge."""
+
+    @staticmethod
+    def forward(ctx, alpha, x, G):
+        v = alpha.reshape(-1)[G.b_perm]
+        B = csr_unsafe(G.bi_crow, G.bi_col, v, (G.n * G.H, G.N))
+        ctx.G = G
+        ctx.save_for_backward(x)
+        return spmm(B, x).view(G.n, G.H, x.shape[1])
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        G = ctx.G
+        H, E, F_ = G.H, G.E, x.shape[1]
+        g = g.contiguous()
+        # d alpha[e, h] = <g[dst_e, h], x[src_e]>, in chunks of edges that stay in cache
+        da = torch.empty(E, H)
+        step = max(1, (1 << 20) // (H * F_))
+        for a in range(0, E, step):
+            b = min(E, a + step)
+            gd = g.index_select(0, G.dst[a:b])
+            gd *= x.index_select(0, G.src[a:b]).unsqueeze(1)
+            torch.sum(gd, 2, out=da[a:b])
+        return da, None, None
 
 
 # ---------------------------------------------------------------- settings, data
@@ -1011,9 +1045,33 @@ class RetexoStage:
         if not self.gat:
             return self.lin([b.rows[rows] for b in self.blocks], self.p, training)
         G = self.graphs[rows]
-        # the messages of the support only: the rows and their in-neighbours
-        z = self.lin([b.rows["all" if G.support is None else "support:" + rows] for b in self.blocks], self.p,
-                     training)
+        xs = [b.rows["all" if G.support is None else "support:" + rows] for b in self.blocks]
+        if G.support is None:
+            return self.transform_messages(G, xs, training)
+        # The faster of the two orders (as retexo's gnn_layer::aggregates_inputs_first), timed
+        # on this pass's first use: forward (and backward when training), the second of two runs
+        key = (rows, training, self.D, tuple(b.width for b in self.blocks))
+        c = _choice.get(key)
+        if c is None:
+            times = []
+            for fn in (self.transform_messages, self.transform_inputs):
+                for _ in range(2):
+                    t = time.perf_counter()
+                    out = fn(G, xs, training)
+                    if training:
+                        out.sum().backward()
+                        for q in self.params:
+                            q.grad = None
+                    elapsed = time.perf_counter() - t
+                times.append(elapsed)
+            c = _choice[key] = int(np.argmin(times))
+            log(f"gat {key}: messages / inputs first {' / '.join(f'{t * 1e3:.2f}' for t in times)} ms -> "
+                f"{('messages', 'inputs first')[c]}")
+        return self.transform_inputs(G, xs, training) if c else self.transform_messages(G, xs, training)
+
+    def transform_messages(self, G, xs, training):
+        """GAT on the messages x W of the pass's support (or every node)."""
+        z = self.lin(xs, self.p, training)
         zz = z.view(-1, self.H, self.D)
         el = (zz * self.al).sum(-1)
         er = (zz if G.rows is None else zz.index_select(0, G.dest_pos)) * self.ar
@@ -1022,6 +1080,36 @@ class RetexoStage:
         if self.last:
             return att.view(-1, self.H, self.D).mean(1) + self.b
         return att + self.b
+
+    def transform_inputs(self, G, xs, training):
+        """GAT aggregating the support's inputs first (as retexo's gnn_layer::forward_inputs):
+        out[v, h] = (sum_u alpha[uv, h] x_u) W_h, the scores from x [W a_l | W a_r]."""
+        drop = training and self.p > 0
+        parts, ws = [], []
+        for lin, x in zip(self.lin.lins, xs):
+            if lin.sparse:
+                S = x.sparse
+                val = S.val * keep_mask(S.val.shape, self.p) if drop else S.val
+                d = torch.zeros(S.shape)
+                d.view(-1)[S.row * S.shape[1] + S.col] = val
+                parts.append(d)
+                ws.append(lin.w)  # stored [in, out]
+            else:
+                parts.append(Dropout.apply(x.dense, self.p) if drop else x.dense)
+                ws.append(lin.w.t())  # stored [out, in]
+        x = torch.cat(parts, 1) if len(parts) > 1 else parts[0]
+        W = (torch.cat(ws, 0) if len(ws) > 1 else ws[0]).view(-1, self.H, self.D)
+        H = self.H
+        w_scores = torch.cat([(W * self.al).sum(-1), (W * self.ar).sum(-1)], 1)  # in x 2H
+        sc = DenseLinear.apply(x, w_scores.t().contiguous(), None)
+        e = F.leaky_relu(Gather.apply(sc[:, :H], G.src, G.Pt) + Repeat.apply(sc.index_select(0, G.dest_pos)[:, H:],
+                                                                             G.lens), 0.2)
+        y = GatAggregateInputs.apply(EdgeSoftmax.apply(e, G.lens), x, G)  # n x H x in
+        # out[:, h] = y[:, h] W_h, one GEMM per head (DenseLinear: oneDNN)
+        out = torch.stack([DenseLinear.apply(y[:, h], W[:, h].t().contiguous(), None) for h in range(H)], 1)
+        if self.last:
+            return out.mean(1) + self.b
+        return out.reshape(G.n, H * self.D) + self.b
 
     def forward(self, rows, training):
         t = self.transform(rows, training)

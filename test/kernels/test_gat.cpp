@@ -71,6 +71,48 @@ TEST_CASE("GAT backward matches finite differences", "[kernels][gat][gradcheck]"
     }
 }
 
+TEST_CASE("GAT over inputs: every head's message is the source row itself", "[kernels][gat]")
+{
+    // forward_inputs / backward_inputs against forward / backward on messages [x ... x | el]
+    // (each head's slice the whole row), and el's gradient against finite differences.
+    const csr g = small_graph();
+    // F = 40 and 5 heads: column blocks of 32 (the last overlapping), 4 heads and 1 at a
+    // time, dots in lanes of 16 and a tail; F = 4: rows narrower than a block.
+    const auto [H, F] = GENERATE(std::pair{3, 4}, std::pair{5, 40});
+    CAPTURE(H, F);
+    const gat_attention plan(g, 5, {.heads = H, .negative_slope = 0.2});
+    auto x = random_matrix(5, F, 1);
+    auto el = random_matrix(5, H, 2);
+    auto er = random_matrix(5, H, 3);
+    const auto r = random_matrix(H * 4, F, 4); // d_y, laid out as y (head after head)
+    matrix<double> msg(5, H * F + H);
+    for (int h = 0; h < H; ++h)
+        msg.middleCols(h * F, F) = x;
+    msg.rightCols(H) = el;
+    matrix<double> out(4, H * F), alpha(plan.num_edges(), H), y(H * 4, F), alpha_y(plan.num_edges(), H);
+    plan.forward(msg.data(), er.data(), F, out.data(), alpha.data());
+    plan.forward_inputs(x.data(), F, el.data(), er.data(), y.data(), alpha_y.data());
+    CHECK(alpha_y == alpha);
+    matrix<double> d_out(4, H * F);
+    for (int h = 0; h < H; ++h) {
+        CHECK((y.middleRows(h * 4, 4) - out.middleCols(h * F, F)).cwiseAbs().maxCoeff() < 1e-12);
+        d_out.middleCols(h * F, F) = r.middleRows(h * 4, 4);
+    }
+    matrix<double> dmsg(5, H * F + H), der(5, H), ds(plan.num_edges(), H), d_el(5, H), d_er(5, H);
+    plan.backward(msg.data(), er.data(), alpha.data(), d_out.data(), F, dmsg.data(), der.data(), ds.data());
+    plan.backward_inputs(x.data(), F, el.data(), er.data(), alpha_y.data(), r.data(), d_el.data(), d_er.data(),
+                         ds.data());
+    CHECK((d_el - dmsg.rightCols(H)).cwiseAbs().maxCoeff() < 1e-12);
+    CHECK((d_er - der).cwiseAbs().maxCoeff() < 1e-12);
+    auto f = [&] {
+        matrix<double> yy(H * 4, F), a(plan.num_edges(), H);
+        plan.forward_inputs(x.data(), F, el.data(), er.data(), yy.data(), a.data());
+        return (yy.array() * r.array()).sum();
+    };
+    test::check_gradient(f, el, d_el, "gat inputs: el");
+    test::check_gradient(f, er, d_er, "gat inputs: er");
+}
+
 TEST_CASE("GAT matches its reference and is thread-count independent", "[kernels][gat][determinism]")
 {
     const counter_rng rng(3, 3);
@@ -100,6 +142,26 @@ TEST_CASE("GAT matches its reference and is thread-count independent", "[kernels
     omp_set_num_threads(saved);
     CHECK(o1 == o2);
     CHECK(m1 == m2);
+    // Over inputs (gat_attention::forward_inputs): 45 values per row, as every head's message.
+    const int F = 45;
+    const matrix_f x = random_matrix(4000, F, 5).cast<float>();
+    const matrix_f el = msg.rightCols(H);
+    const matrix_f dy = random_matrix(H * 4000, F, 6).cast<float>();
+    auto run_inputs = [&](int threads, matrix_f& y, matrix_f& d_el) {
+        omp_set_num_threads(threads);
+        matrix_f alpha(plan.num_edges(), H), d_er(4000, H), ds(plan.num_edges(), H);
+        y.resize(H * 4000, F);
+        d_el.resize(4000, H);
+        plan.forward_inputs(x.data(), F, el.data(), er.data(), y.data(), alpha.data());
+        plan.backward_inputs(x.data(), F, el.data(), er.data(), alpha.data(), dy.data(), d_el.data(), d_er.data(),
+                             ds.data());
+    };
+    matrix_f y1, y2, g1, g2;
+    run_inputs(1, y1, g1);
+    run_inputs(2, y2, g2);
+    omp_set_num_threads(saved);
+    CHECK(y1 == y2);
+    CHECK(g1 == g2);
     matrix_f ref(4000, H * D);
     reference::gat_forward(plan, msg.data(), er.data(), D, 0.2, ref.data());
     CHECK((ref - o1).cwiseAbs().maxCoeff() < 1e-5F);

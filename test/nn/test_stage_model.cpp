@@ -17,7 +17,9 @@ namespace {
 /// dense columns, sparse).
 enum class inputs { dense, sparse, blocks };
 
-void check_stage(const stage_spec& spec, inputs storage = inputs::dense)
+/// GAT's support-only passes take the order inputs_first asks for (gnn_layer::forward_inputs
+/// or the support's messages), and are checked against the other order too.
+void check_stage(const stage_spec& spec, inputs storage = inputs::dense, bool inputs_first = false)
 {
     const bool sparse = storage != inputs::dense;
     const test::toy_graph t(5);
@@ -42,20 +44,24 @@ void check_stage(const stage_spec& spec, inputs storage = inputs::dense)
     const matrix<double> r = test::random_matrix(static_cast<Eigen::Index>(rows.size()), spec.classes, 2);
     auto loss = [&] { // <logits, r>
         stage_pass p;
+        p.inputs_first = inputs_first;
         p.rows = rows;
         p.plan = plan ? &*plan : nullptr;
         model.forward(p, x, t.ids, true, 1);
         return (p.logits.cast<double>().array() * r.array()).sum();
     };
     stage_pass p;
+    p.inputs_first = inputs_first;
     p.rows = rows;
     p.plan = plan ? &*plan : nullptr;
     model.forward(p, x, t.ids, true, 1);
+    CHECK(p.used_inputs_first == (inputs_first && plan && !plan->support.empty()));
     p.d_logits = r.cast<float>();
     model.backward(p, 1, reduce_mode{}, [](std::int64_t*, int) { FAIL("no halo exchange outside exact mode"); });
     if (sparse) { // the same model on the dense storage of the inputs (the same dropout masks)
         stage_model twin(spec);
         stage_pass q;
+        q.inputs_first = inputs_first;
         q.rows = rows;
         q.plan = plan ? &*plan : nullptr;
         twin.forward(q, dense_x, t.ids, true, 1);
@@ -74,11 +80,29 @@ void check_stage(const stage_spec& spec, inputs storage = inputs::dense)
         q.plan = &*plan;
         q.every_message = true;
         every.forward(q, x, t.ids, true, 1);
-        CHECK(q.logits == p.logits);
+        if (inputs_first)
+            CHECK(q.logits.isApprox(p.logits, 1e-5F));
+        else
+            CHECK(q.logits == p.logits);
         q.d_logits = r.cast<float>();
         every.backward(q, 1, reduce_mode{}, [](std::int64_t*, int) {});
         for (std::size_t i = 0; i < every.parameters().size(); ++i)
             CHECK(every.parameters()[i]->grad.isApprox(model.parameters()[i]->grad, 1e-5F));
+        if (spec.kind == layer_kind::gat) { // the other order: the same function, rounded otherwise
+            stage_model other(spec);
+            stage_pass o;
+            o.inputs_first = !inputs_first;
+            o.rows = rows;
+            o.plan = &*plan;
+            other.forward(o, x, t.ids, true, 1);
+            CHECK(o.logits.isApprox(p.logits, 1e-5F));
+            o.d_logits = r.cast<float>();
+            other.backward(o, 1, reduce_mode{}, [](std::int64_t*, int) {});
+            for (std::size_t i = 0; i < other.parameters().size(); ++i) {
+                INFO(other.parameters()[i]->name);
+                CHECK(other.parameters()[i]->grad.isApprox(model.parameters()[i]->grad, 1e-5F));
+            }
+        }
     }
     for (auto* param : model.parameters()) {
         matrix<double> value = param->value.cast<double>();
@@ -127,13 +151,14 @@ TEST_CASE("stage model: gradients match central differences", "[nn][stage]")
         s.kind = layer_kind::sage_pool;
         check_stage(s);
     }
-    SECTION("graph: GAT with head and LayerNorm")
-    {
-        s.graph = true;
-        s.kind = layer_kind::gat;
-        s.heads = 2;
-        check_stage(s);
-    }
+    for (bool inputs_first : {false, true})
+        DYNAMIC_SECTION("graph: GAT with head and LayerNorm" << (inputs_first ? ", inputs aggregated first" : ""))
+        {
+            s.graph = true;
+            s.kind = layer_kind::gat;
+            s.heads = 2;
+            check_stage(s, inputs::dense, inputs_first);
+        }
     SECTION("dense, column-block inputs")
     {
         check_stage(s, inputs::blocks);
@@ -141,23 +166,28 @@ TEST_CASE("stage model: gradients match central differences", "[nn][stage]")
     // GAT with dropout: the masks of sparse rows and column blocks are those of the dense form.
     for (auto kind : {layer_kind::gat, layer_kind::sage_pool})
         for (auto storage : {inputs::sparse, inputs::blocks})
-            DYNAMIC_SECTION("graph: " << name_of(kind) << " with "
-                                      << (storage == inputs::sparse ? "sparse" : "column-block") << " inputs")
-            {
-                s.graph = true;
-                s.kind = kind;
-                s.heads = 2;
-                if (kind == layer_kind::gat) s.dropout = 0.3;
-                check_stage(s, storage);
+            for (bool inputs_first : {false, true}) {
+                if (inputs_first && kind != layer_kind::gat) continue;
+                DYNAMIC_SECTION("graph: " << name_of(kind) << " with "
+                                          << (storage == inputs::sparse ? "sparse" : "column-block") << " inputs"
+                                          << (inputs_first ? ", aggregated first" : ""))
+                {
+                    s.graph = true;
+                    s.kind = kind;
+                    s.heads = 2;
+                    if (kind == layer_kind::gat) s.dropout = 0.3;
+                    check_stage(s, storage, inputs_first);
+                }
             }
-    SECTION("graph: GAT logits (heads averaged)")
-    {
-        s.graph = true;
-        s.kind = layer_kind::gat;
-        s.heads = 2;
-        s.head = false;
-        check_stage(s);
-    }
+    for (bool inputs_first : {false, true})
+        DYNAMIC_SECTION("graph: GAT logits (heads averaged)" << (inputs_first ? ", inputs aggregated first" : ""))
+        {
+            s.graph = true;
+            s.kind = layer_kind::gat;
+            s.heads = 2;
+            s.head = false;
+            check_stage(s, inputs::dense, inputs_first);
+        }
 }
 
 TEST_CASE("stage model: names, shapes and dropout keyed by global id", "[nn][stage]")

@@ -30,6 +30,7 @@ public:
     gat_attention(const csr& g, node_t num_src, const gat_options& options);
 
     int heads() const noexcept { return heads_; }
+    double negative_slope() const noexcept { return slope_; }
     node_t num_out() const noexcept { return plan_.num_rows(); }
     node_t num_src() const noexcept { return num_src_; }
     offset_t num_edges() const noexcept { return plan_.num_edges(); }
@@ -52,9 +53,41 @@ public:
     void backward_exact(const float* msg, const float* er, const float* alpha, const float* d_out, int head_dim, int k,
                         std::int64_t* acc, float* d_er, float* d_score) const;
 
-private:
+    /// Aggregating the inputs (a layer whose messages are x W per head can apply W after the
+    /// sum): every head reads the same source row x_u (width values) and el from its own
+    /// array (num_src x H); y_v[h] = sum_u alpha_uv[h] x_u.  y holds the heads one after the
+    /// other, each num_out x width (head h's rows from h * num_out * width).
     template <typename T>
-    void edge_gradients(const T* msg, const T* er, const T* alpha, const T* d_out, int head_dim, T* d_er,
+    void forward_inputs(const T* x, int width, const T* el, const T* er, T* y, T* alpha) const;
+    /// The gradients of forward_inputs w.r.t. el (num_src x H) and er (num_src x H, destination
+    /// rows non-zero) from d_y (laid out as y); the inputs' own gradient is not formed.
+    /// d_score: scratch of num_edges x H.
+    template <typename T>
+    void backward_inputs(const T* x, int width, const T* el, const T* er, const T* alpha, const T* d_y, T* d_el,
+                         T* d_er, T* d_score) const;
+
+private:
+    /// Where forward and the edge gradients read the values and el of a source row, and where
+    /// a head's output goes: [z_u | el_u] rows with a slice per head (messages), or one row
+    /// per source shared by the heads with el apart (inputs).
+    template <typename T>
+    struct source_layout {
+        const T* values;
+        std::ptrdiff_t value_stride; // between source rows
+        int head_offset;             // of head h's values within a row: h * head_offset
+        int width;                   // values per head
+        const T* el;
+        std::ptrdiff_t el_stride;
+        std::ptrdiff_t out_head; // of head h's output: h * out_head within the row's output
+        std::ptrdiff_t out_row;  // between output rows
+    };
+    template <typename T>
+    void forward(const source_layout<T>& s, const T* er, T* out, T* alpha) const;
+    /// forward's weighted sums of one output row (edges [e0, e1)) from shared rows.
+    template <typename T>
+    void shared_forward_sums(const source_layout<T>& s, offset_t e0, offset_t e1, const T* alpha, T* o) const;
+    template <typename T>
+    void edge_gradients(const source_layout<T>& s, const T* er, const T* alpha, const T* d_out, T* d_er,
                         T* d_score) const;
 
     int heads_;

@@ -62,6 +62,12 @@ struct layer_options {
 /// 2 in out + 25 (k + 1) in.
 bool sparse_input_transforms_first(int in, int out, double density, double mean_in_degree) noexcept;
 
+/// The width of inputs x as dense columns of a GEMM: a sparse multiply-add costs about 10
+/// dense ones (sparse_input_transforms_first), so sparse rows count 10 x density x columns.
+double gemm_width(const matrix_f& x) noexcept;
+double gemm_width(const csr_matrix& x) noexcept;
+double gemm_width(const column_blocks& x) noexcept;
+
 /// The output rows of a layer and the kernel plans over them.
 struct layer_plan {
     std::vector<node_t> rows;
@@ -77,6 +83,9 @@ struct layer_plan {
     /// these rows' messages (nn/stage_model.hpp).  Empty for the other kinds, and when the
     /// support is every local row.
     std::vector<node_t> support, row_in_support;
+    /// GAT with a support: the same attention with the support's positions as sources
+    /// (gnn_layer::forward_inputs).
+    std::optional<gat_attention> att_inputs;
 };
 
 /// Activations kept between forward and backward.
@@ -86,6 +95,7 @@ struct layer_cache {
     matrix<T> pre; ///< sage-pool: x W_pool + b_pool
     // combine phase (plan rows)
     matrix<T> agg, er, alpha, d_score, att;
+    matrix<T> el, y;  ///< gat over inputs: the support's el, the attention-weighted inputs
     matrix<T> d_self; ///< sage: the gradient of the self term's output (plan rows x out)
     std::vector<node_t> argmax;
     // message gradients, num_local x msg_width
@@ -161,6 +171,22 @@ public:
     /// Whether the backward pass reads the messages (msg_all, msg): GAT's attention vector.
     /// Otherwise a trainer may free them after combine, or lend their storage to c.d_msg.
     bool backward_reads_messages() const noexcept { return kind_ == layer_kind::gat; }
+
+    /// GAT aggregating its inputs first: each head's attention-weighted sum of the support's
+    /// input rows, then W's slice for the head (out_v[h] = (sum_u alpha_uv[h] x_u) W_h, the
+    /// scores from x W a_l and x W a_r, which are x times an in x H matrix).  The same
+    /// function as message() then combine() on the plan's support, with fewer multiply-adds
+    /// when the plan rows times the heads are few against the support (aggregates_inputs_first).
+    /// xs: the inputs of plan.support's rows in its order, dense; only when the plan has a
+    /// support (a RETEXO stage's pass) and no input gradient is needed.
+    void forward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c, matrix<T>& out) const;
+    /// The parameter gradients of forward_inputs (not exact mode).
+    void backward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c, const matrix<T>& d_out,
+                         const reduce_mode& mode);
+    /// Whether forward_inputs costs less than transforming the plan's support (GAT plans with
+    /// a support), whose inputs' width counts as transform_width dense columns in a GEMM
+    /// (gemm_width: sparse columns count less); see layers.cpp for the counts.
+    bool aggregates_inputs_first(const layer_plan& plan, double transform_width) const noexcept;
 
     gnn_layer(const gnn_layer&) = delete; // as its kernels
     gnn_layer& operator=(const gnn_layer&) = delete;

@@ -51,7 +51,12 @@ struct stage_pass {
     /// its order, unless every_message: exact mode's training passes, whose owned rows take
     /// message gradients from other ranks' halo rows.
     bool every_message = false;
-    matrix_f msg_support, d_msg_support;  ///< the support's messages and their gradients, in its order
+    matrix_f msg_support, d_msg_support; ///< the support's messages and their gradients, in its order
+    /// Support-only GAT passes aggregate the support's inputs first (gnn_layer::forward_inputs)
+    /// where that costs fewer multiply-adds, unless set (tests compare the two orders).
+    std::optional<bool> inputs_first;
+    bool used_inputs_first = false;       ///< the order forward() took (backward() takes the same)
+    matrix_f x_dense;                     ///< ... the support's inputs, dense, when they are stored otherwise
     std::vector<node_t> support_ids;      ///< the support's global ids (dropout keys)
     const void* undropped_from = nullptr; ///< x_rows (x_all) hold these inputs' rows, no dropout
     std::vector<node_t> undropped_rows;   ///< ... at these rows
