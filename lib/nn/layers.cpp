@@ -585,7 +585,8 @@ public:
     /// The cost of one forward pass in sgemm multiply-adds: transforming the support,
     /// S H D transform_width (the inputs' width counted as gemm_width()), against the weighted
     /// sums of the dense inputs (E edges, each reading a random input row for all heads:
-    /// about 48 sgemm multiply-adds per element here, perf/bench_kernels "GAT over inputs"),
+    /// memory-bound, 50-70 sgemm multiply-adds per element here: perf/bench_kernels "GAT over
+    /// inputs" measures 72 on 200 MB of inputs, amazon-computers' 24-40 MB supports 48),
     /// their projection (n H D in) and the scores' inputs (S 2H in).  The backward passes
     /// cost about as much again on either side.
     bool aggregates_inputs_first(const layer_plan& plan, double transform_width) const noexcept
@@ -593,7 +594,7 @@ public:
         if (!plan.att_inputs) return false;
         const double S = static_cast<double>(plan.support.size()), n = static_cast<double>(plan.rows.size());
         const double E = static_cast<double>(plan.att_inputs->num_edges()), H = heads_, HD = H * head_dim_;
-        return (48 * E + n * HD + 2 * S * H) * core_.in < S * HD * transform_width;
+        return (64 * E + n * HD + 2 * S * H) * core_.in < S * HD * transform_width;
     }
     void forward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c, matrix<T>& out) const
     {
