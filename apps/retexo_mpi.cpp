@@ -298,6 +298,10 @@ po::options_description declare_options(option_text& t, app_options& a)
         "and in-edges) onto every rank once per stage; each rank computes the whole gradient, none crosses "
         "the network (fewer bytes when the labelled nodes are few; the single-process result). "
         "Default: where the rows are fewer bytes than the stage's gradient all-reduces; =false: never")(
+        "gat-inputs-first", po::value<bool>()->implicit_value(true),
+        "RETEXO GAT stages: sum each pass's neighbour inputs before multiplying by W (=true), or multiply "
+        "every input row a pass reads first (=false); default: per pass, whichever costs fewer "
+        "multiply-adds (dense inputs with many neighbours: the sums first)")(
         "no-overlap", po::bool_switch(&t.no_overlap),
         "wait for the halo rows before aggregating (default: aggregate the rows whose neighbours are all "
         "owned while they travel; same result)")(
@@ -334,6 +338,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     ro.variant = parse_name<train::retexo_variant>(t.variant, "--variant");
     if (vm.count("skip") != 0U) ro.skip = vm["skip"].as<bool>();
     if (vm.count("replicate-train") != 0U) ro.replicate_train = vm["replicate-train"].as<bool>();
+    if (vm.count("gat-inputs-first") != 0U) ro.gat_inputs_first = vm["gat-inputs-first"].as<bool>();
     ro.exchange.precision = parse_name<train::wire_precision>(t.precision, "--exchange-precision");
     ro.select = parse_name<train::selection>(t.select, "--select");
     ro.seed = so.seed = a.data.seed;

@@ -110,7 +110,7 @@ void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std:
     }
     const auto& support = p.plan->support;
     if (support_only(p)) {
-        p.used_inputs_first = p.inputs_first.value_or(layer_->aggregates_inputs_first(*p.plan, gemm_width(x)));
+        p.used_inputs_first = spec_.inputs_first.value_or(layer_->aggregates_inputs_first(*p.plan, gemm_width(x)));
         if (!gathered) {
             gather_rows(x, support, x_all);
             p.support_ids.resize(support.size());

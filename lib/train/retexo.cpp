@@ -113,6 +113,7 @@ std::string retexo_options::describe() const
       << " exchange-precision=" << name_of(exchange.precision) << " exchange-columns=" << exchange.columns
       << " skip=" << skips() << " cross-fit=" << cross_fit
       << " replicate-train=" << (replicate_train ? (*replicate_train ? "true" : "false") : "auto");
+    if (gat_inputs_first) d << " gat-inputs-first=" << (*gat_inputs_first ? "true" : "false");
     if (search.active()) {
         d << " search:";
         for (const auto* axis : {&search.lr, &search.dropout, &search.weight_decay, &search.pseudo_labels}) {
@@ -457,7 +458,8 @@ void retexo_run::build_model(retexo_stage& s)
                                              .heads = o_.heads,
                                              .dropout = so.dropout,
                                              .seed = o_.seed,
-                                             .fold = folds > 1 ? f : -1});
+                                             .fold = folds > 1 ? f : -1,
+                                             .inputs_first = o_.gat_inputs_first});
     for (auto& m : s.models) {
         auto ps = m.parameters();
         s.params.insert(s.params.end(), ps.begin(), ps.end());

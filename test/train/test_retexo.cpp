@@ -180,6 +180,27 @@ TEST_CASE("retexo --replicate-train: the single-process run at every rank count,
     }
 }
 
+TEST_CASE("retexo GAT summing inputs first: the single-process run at every rank count", "[mpi][retexo][replicate]")
+{
+    // Exact mode: evaluation passes sum their supports' inputs (training passes need every
+    // message); fast mode with gathered training rows: training passes too.
+    const graph g = small_graph();
+    for (bool deterministic : {true, false})
+        DYNAMIC_SECTION((deterministic ? "exact sums" : "fast sums, training rows gathered"))
+        {
+            auto o = three_stage_options(nn::layer_kind::gat, train::retexo_variant::hidden, 0);
+            o.deterministic = deterministic;
+            o.replicate_train = !deterministic;
+            o.gat_inputs_first = true;
+            const auto [single, dist] = single_and_distributed(g, o);
+            check_identical(single, dist);
+            CHECK(dist.final_acc.valid == single.final_acc.valid);
+            REQUIRE(dist.parameters.size() == single.parameters.size());
+            for (std::size_t i = 0; i < dist.parameters.size(); ++i)
+                CHECK(dist.parameters[i].value == single.parameters[i].value);
+        }
+}
+
 TEST_CASE("retexo exact sums: rows outside the training neighbourhoods do not change them", "[mpi][retexo][replicate]")
 {
     // Few training nodes, and one node outside their neighbourhoods with inputs 1000 times

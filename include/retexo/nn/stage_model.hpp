@@ -36,6 +36,9 @@ struct stage_spec {
     /// Cross-fitting: which of the stage's fold models this is ("stage<k>.fold<f>.*", its own
     /// dropout masks, the same initial weights as the others); -1: the stage's only model.
     int fold = -1;
+    /// GAT passes over a plan's support: aggregate the inputs first (true), transform the
+    /// support first (false), or whichever costs less (unset; gnn_layer::aggregates_inputs_first).
+    std::optional<bool> inputs_first;
 };
 
 /// Activations of one pass over a set of rows; reused round after round (fresh large
@@ -52,9 +55,7 @@ struct stage_pass {
     /// message gradients from other ranks' halo rows.
     bool every_message = false;
     matrix_f msg_support, d_msg_support; ///< the support's messages and their gradients, in its order
-    /// Support-only GAT passes aggregate the support's inputs first (gnn_layer::forward_inputs)
-    /// where that costs fewer multiply-adds, unless set (tests compare the two orders).
-    std::optional<bool> inputs_first;
+    /// Support-only GAT passes may aggregate the support's inputs first (stage_spec::inputs_first).
     bool used_inputs_first = false;       ///< the order forward() took (backward() takes the same)
     matrix_f x_dense;                     ///< ... the support's inputs, dense, when they are stored otherwise
     std::vector<node_t> support_ids;      ///< the support's global ids (dropout keys)

@@ -204,6 +204,11 @@ struct retexo_options {
     /// candidates' rounds (replicates_rows(), graph stages counting one row per training
     /// in-edge), decided alike on every rank; one process: never.
     std::optional<bool> replicate_train;
+    /// GAT stages: aggregate a pass's support inputs before multiplying by W (true), or
+    /// multiply every support row first (false); unset (the default): per pass, whichever
+    /// costs fewer multiply-adds (nn::gnn_layer::aggregates_inputs_first).  The same
+    /// function, rounded differently.
+    std::optional<bool> gat_inputs_first;
     /// Whether a stage gathers its training rows: `rows` rows to gather over `ranks` ranks,
     /// `width` input columns (dense), `params` parameters, `rounds` rounds (a search's: over
     /// all its candidates).
