@@ -76,9 +76,9 @@ TEST_CASE("GAT over inputs: every head's message is the source row itself", "[ke
     // forward_inputs / backward_inputs against forward / backward on messages [x ... x | el]
     // (each head's slice the whole row), and el's gradient against finite differences.
     const csr g = small_graph();
-    // F = 40 and 5 heads: column blocks of 32 (the last overlapping), 4 heads and 1 at a
+    // F = 88 and 5 heads: column blocks of 64 (the last overlapping), 4 heads and 1 at a
     // time, dots in lanes of 16 and a tail; F = 4: rows narrower than a block.
-    const auto [H, F] = GENERATE(std::pair{3, 4}, std::pair{5, 40});
+    const auto [H, F] = GENERATE(std::pair{3, 4}, std::pair{5, 88});
     CAPTURE(H, F);
     const gat_attention plan(g, 5, {.heads = H, .negative_slope = 0.2});
     auto x = random_matrix(5, F, 1);
@@ -142,8 +142,8 @@ TEST_CASE("GAT matches its reference and is thread-count independent", "[kernels
     omp_set_num_threads(saved);
     CHECK(o1 == o2);
     CHECK(m1 == m2);
-    // Over inputs (gat_attention::forward_inputs): 45 values per row, as every head's message.
-    const int F = 45;
+    // Over inputs (gat_attention::forward_inputs): 100 values per row, as every head's message.
+    const int F = 100;
     const matrix_f x = random_matrix(4000, F, 5).cast<float>();
     const matrix_f el = msg.rightCols(H);
     const matrix_f dy = random_matrix(H * 4000, F, 6).cast<float>();
