@@ -591,9 +591,9 @@ public:
     /// cost about as much again on either side.
     bool aggregates_inputs_first(const layer_plan& plan, double transform_width) const noexcept
     {
-        if (!plan.att_inputs) return false;
-        const double S = static_cast<double>(plan.support.size()), n = static_cast<double>(plan.rows.size());
-        const double E = static_cast<double>(plan.att_inputs->num_edges()), H = heads_, HD = H * head_dim_;
+        if (!plan.att) return false;
+        const double S = static_cast<double>(source_rows(plan)), n = static_cast<double>(plan.rows.size());
+        const double E = static_cast<double>(plan.att->num_edges()), H = heads_, HD = H * head_dim_;
         return (64 * E + n * HD + 2 * S * H) * core_.in < S * HD * transform_width;
     }
     void forward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c, matrix<T>& out) const
@@ -609,12 +609,12 @@ public:
         }
         lin_scores_.forward(xs, w_scores, matrix<T>(), scores);
         c.el = scores.leftCols(H);
-        c.er.resize(n, H);
+        c.er = matrix<T>::Zero(att_of(plan).num_src(), H); // the plan rows' (the kernel reads those)
         for (Eigen::Index i = 0; i < n; ++i)
-            c.er.row(i) = scores.row(plan.row_in_support[static_cast<std::size_t>(i)]).rightCols(H);
-        c.alpha.resize(plan.att_inputs->num_edges(), H);
+            c.er.row(dest_of(plan, i)) = scores.row(source_of(plan, i)).rightCols(H);
+        c.alpha.resize(plan.att->num_edges(), H);
         c.y.resize(H * n, in);
-        plan.att_inputs->forward_inputs(xs.data(), in, c.el.data(), c.er.data(), c.y.data(), c.alpha.data());
+        att_of(plan).forward_inputs(xs.data(), in, c.el.data(), c.er.data(), c.y.data(), c.alpha.data());
         // out_v[h] = y_v[h] W_h
         out = matrix<T>::Zero(n, concat_ ? H * D : D);
         matrix<T> w_h, out_h(n, D);
@@ -647,13 +647,13 @@ public:
             lin_head_.backward_data(d_h.data(), n, w_h.data(), d_y.data() + h * n * in);
         }
         // The scores' gradients, then those of their in x 2H matrix: x^T [d_el | d_er].
-        matrix<T> d_el(S, H), d_er(S, H), d_score(plan.att_inputs->num_edges(), H);
-        plan.att_inputs->backward_inputs(xs.data(), in, c.el.data(), c.er.data(), c.alpha.data(), d_y.data(),
-                                         d_el.data(), d_er.data(), d_score.data());
+        matrix<T> d_el(S, H), d_er(S, H), d_score(plan.att->num_edges(), H);
+        att_of(plan).backward_inputs(xs.data(), in, c.el.data(), c.er.data(), c.alpha.data(), d_y.data(), d_el.data(),
+                                     d_er.data(), d_score.data());
         matrix<T> d_scores = matrix<T>::Zero(S, 2 * H), d_w_scores(in, 2 * H);
         d_scores.leftCols(H) = d_el;
         for (Eigen::Index i = 0; i < n; ++i)
-            d_scores.row(plan.row_in_support[static_cast<std::size_t>(i)]).rightCols(H) += d_er.row(i);
+            d_scores.row(source_of(plan, i)).rightCols(H) += d_er.row(dest_of(plan, i));
         lin_scores_.backward_weights(xs.data(), d_scores.data(), S, d_w_scores.data(), static_cast<T*>(nullptr));
         // w_scores[:, h] = W_h a_l[h]: W_h += g a_l[h]^T, a_l[h] = W_h^T g (likewise a_r).
         for (int h = 0; h < H; ++h) {
@@ -666,6 +666,27 @@ public:
     }
 
 private:
+    // Aggregating the inputs first reads the plan's support (att_inputs, sources at support
+    // positions), or, where the support is every local row, every local row (att).
+    static const gat_attention& att_of(const layer_plan& plan)
+    {
+        return plan.att_inputs ? *plan.att_inputs : *plan.att;
+    }
+    static node_t source_rows(const layer_plan& plan)
+    {
+        return att_of(plan).num_src();
+    }
+    /// Plan row i's position among the source rows, and its destination row in the kernel.
+    static Eigen::Index source_of(const layer_plan& plan, Eigen::Index i)
+    {
+        const auto k = static_cast<std::size_t>(i);
+        return plan.att_inputs ? plan.row_in_support[k] : plan.rows[k];
+    }
+    static Eigen::Index dest_of(const layer_plan& plan, Eigen::Index i)
+    {
+        return att_of(plan).out_rows()[static_cast<std::size_t>(i)];
+    }
+
     layer_core<T> core_;
     int heads_, head_dim_;
     bool concat_;
@@ -794,9 +815,9 @@ template <typename T>
 void gnn_layer<T>::forward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c, matrix<T>& out) const
 {
     const auto* gat = std::get_if<kinds::gat_layer<T>>(&impl_->kind);
-    RETEXO_ENSURE(gat != nullptr && plan.att_inputs, "retexo::gnn_layer::forward_inputs: a GAT plan with a support");
+    RETEXO_ENSURE(gat != nullptr && plan.att, "retexo::gnn_layer::forward_inputs: a GAT plan");
     RETEXO_ENSURE_DIMS("gnn_layer::forward_inputs", "input rows", xs.rows(),
-                       static_cast<Eigen::Index>(plan.support.size()));
+                       static_cast<Eigen::Index>(plan.support.empty() ? plan.num_local : plan.support.size()));
     RETEXO_ENSURE_DIMS("gnn_layer::forward_inputs", "input width", xs.cols(), Eigen::Index{in()});
     gat->forward_inputs(plan, xs, c, out);
 }
@@ -806,7 +827,7 @@ void gnn_layer<T>::backward_inputs(const layer_plan& plan, const matrix<T>& xs, 
                                    const matrix<T>& d_out, const reduce_mode& mode)
 {
     auto* gat = std::get_if<kinds::gat_layer<T>>(&impl_->kind);
-    RETEXO_ENSURE(gat != nullptr && plan.att_inputs, "retexo::gnn_layer::backward_inputs: a GAT plan with a support");
+    RETEXO_ENSURE(gat != nullptr && plan.att, "retexo::gnn_layer::backward_inputs: a GAT plan");
     RETEXO_ENSURE(!mode.exact, "retexo::gnn_layer::backward_inputs: not in exact mode");
     RETEXO_ENSURE_DIMS("gnn_layer::backward_inputs", "gradient rows", d_out.rows(),
                        static_cast<Eigen::Index>(plan.rows.size()));

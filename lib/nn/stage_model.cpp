@@ -109,8 +109,10 @@ void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std:
         return;
     }
     const auto& support = p.plan->support;
+    // GAT may sum the inputs first (not when exact sums need every message's gradient).
+    p.used_inputs_first = !p.every_message && layer_->kind() == layer_kind::gat &&
+                          spec_.inputs_first.value_or(layer_->aggregates_inputs_first(*p.plan, gemm_width(x)));
     if (support_only(p)) {
-        p.used_inputs_first = spec_.inputs_first.value_or(layer_->aggregates_inputs_first(*p.plan, gemm_width(x)));
         if (!gathered) {
             gather_rows(x, support, x_all);
             p.support_ids.resize(support.size());
@@ -118,23 +120,24 @@ void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std:
                 p.support_ids[i] = local_ids[static_cast<std::size_t>(support[i])];
             dropout_rows(x_all, p.support_ids, rate, input_key(step), x_all);
             gather_rows(x_all, p.plan->row_in_support, x_rows);
-            if constexpr (!std::is_same_v<X, matrix_f>)
-                if (p.used_inputs_first) p.x_dense = x_all.to_dense();
         }
-        if (p.used_inputs_first) {
-            layer_->forward_inputs(*p.plan, dense_support(p, x_all), p.cache, p.t);
-            return;
-        }
+    } else if (!gathered) {
+        dropout_rows(x, local_ids, rate, input_key(step), x_all);
+        gather_rows(x_all, p.rows, x_rows);
+    }
+    if (p.used_inputs_first) {
+        if constexpr (!std::is_same_v<X, matrix_f>)
+            if (!gathered || p.x_dense.rows() != rows_of(x_all)) p.x_dense = x_all.to_dense();
+        layer_->forward_inputs(*p.plan, dense_support(p, x_all), p.cache, p.t);
+        return;
+    }
+    if (support_only(p)) {
         layer_->message(x_all, p.cache, p.msg_support);
         const auto w = p.msg_support.cols();
         p.msg.resize(p.plan->num_local, w);
         for (std::size_t i = 0; i < support.size(); ++i)
             p.msg.row(support[i]) = p.msg_support.row(static_cast<Eigen::Index>(i));
     } else {
-        if (!gathered) {
-            dropout_rows(x, local_ids, rate, input_key(step), x_all);
-            gather_rows(x_all, p.rows, x_rows);
-        }
         layer_->message(x_all, p.cache, p.msg);
     }
     layer_->combine(*p.plan, p.msg, x_rows, p.cache, p.t);
@@ -168,7 +171,7 @@ void stage_model::transform_backward(stage_pass& p, const X& x_rows, const X& x_
         dense_->backward(x_rows, p.d_t, nullptr, mode);
         return;
     }
-    if (support_only(p) && p.used_inputs_first) {
+    if (p.used_inputs_first) {
         layer_->backward_inputs(*p.plan, dense_support(p, x_all), p.cache, p.d_t, mode);
         return;
     }

@@ -177,14 +177,15 @@ public:
     /// scores from x W a_l and x W a_r, which are x times an in x H matrix).  The same
     /// function as message() then combine() on the plan's support, with fewer multiply-adds
     /// when the plan rows times the heads are few against the support (aggregates_inputs_first).
-    /// xs: the inputs of plan.support's rows in its order, dense; only when the plan has a
-    /// support (a RETEXO stage's pass) and no input gradient is needed.
+    /// xs: dense, the inputs of plan.support's rows in its order, or of every local row where
+    /// the support is empty (every row is read); only where no input gradient is needed (a
+    /// RETEXO stage's pass).
     void forward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c, matrix<T>& out) const;
     /// The parameter gradients of forward_inputs (not exact mode).
     void backward_inputs(const layer_plan& plan, const matrix<T>& xs, layer_cache<T>& c, const matrix<T>& d_out,
                          const reduce_mode& mode);
-    /// Whether forward_inputs costs less than transforming the plan's support (GAT plans with
-    /// a support), whose inputs' width counts as transform_width dense columns in a GEMM
+    /// Whether forward_inputs costs less than transforming the rows the plan reads (GAT
+    /// plans), whose inputs' width counts as transform_width dense columns in a GEMM
     /// (gemm_width: sparse columns count less); see layers.cpp for the counts.
     bool aggregates_inputs_first(const layer_plan& plan, double transform_width) const noexcept;
 
