@@ -601,7 +601,7 @@ public:
         const int H = heads_, D = head_dim_;
         const auto n = static_cast<Eigen::Index>(plan.rows.size());
         const auto in = static_cast<int>(xs.cols());
-        // [el | er] of every support row: x times W_h a_l[h] and W_h a_r[h].
+        // [el | er] of every row read: x times W_h a_l[h] and W_h a_r[h].
         matrix<T> w_scores(in, 2 * H), scores;
         for (int h = 0; h < H; ++h) {
             w_scores.col(h) = w_.value.middleCols(h * D, D) * a_l_.value.row(h).transpose();

@@ -36,8 +36,9 @@ struct stage_spec {
     /// Cross-fitting: which of the stage's fold models this is ("stage<k>.fold<f>.*", its own
     /// dropout masks, the same initial weights as the others); -1: the stage's only model.
     int fold = -1;
-    /// GAT passes over a plan's support: aggregate the inputs first (true), transform the
-    /// support first (false), or whichever costs less (unset; gnn_layer::aggregates_inputs_first).
+    /// GAT passes (but exact mode's training passes, which need every message): aggregate the
+    /// inputs first (true), transform the rows read first (false), or whichever costs less
+    /// (unset; gnn_layer::aggregates_inputs_first).
     std::optional<bool> inputs_first;
 };
 
@@ -55,9 +56,9 @@ struct stage_pass {
     /// message gradients from other ranks' halo rows.
     bool every_message = false;
     matrix_f msg_support, d_msg_support; ///< the support's messages and their gradients, in its order
-    /// Support-only GAT passes may aggregate the support's inputs first (stage_spec::inputs_first).
+    /// GAT passes may aggregate their inputs first (stage_spec::inputs_first).
     bool used_inputs_first = false;       ///< the order forward() took (backward() takes the same)
-    matrix_f x_dense;                     ///< ... the support's inputs, dense, when they are stored otherwise
+    matrix_f x_dense;                     ///< ... x_all, dense, when it is stored otherwise
     std::vector<node_t> support_ids;      ///< the support's global ids (dropout keys)
     const void* undropped_from = nullptr; ///< x_rows (x_all) hold these inputs' rows, no dropout
     std::vector<node_t> undropped_rows;   ///< ... at these rows
