@@ -33,11 +33,17 @@ csr_matrix csr_matrix::from_dense(const matrix_f& x)
 
 matrix_f csr_matrix::to_dense() const
 {
-    matrix_f x = matrix_f::Zero(rows, cols);
+    matrix_f x;
+    to_dense(x);
+    return x;
+}
+
+void csr_matrix::to_dense(matrix_f& x) const
+{
+    x.setZero(rows, cols);
     for (std::int64_t i = 0; i < rows; ++i)
         for (offset_t e = offsets[i]; e < offsets[i + 1]; ++e)
             x(i, indices[e]) = values[e];
-    return x;
 }
 
 csr_matrix csr_matrix::select_rows(std::span<const node_t> rows_wanted) const
@@ -218,14 +224,24 @@ bool column_blocks::operator==(const column_blocks& o) const
 
 matrix_f column_blocks::to_dense() const
 {
-    matrix_f m(rows(), cols());
-    for_each([&]<typename X>(const X& b, Eigen::Index col0) {
-        if constexpr (std::is_same_v<X, matrix_f>)
-            m.middleCols(col0, b.cols()) = b;
-        else
-            m.middleCols(col0, cols_of(b)) = b.to_dense();
-    });
+    matrix_f m;
+    to_dense(m);
     return m;
+}
+
+void column_blocks::to_dense(matrix_f& m) const
+{
+    m.resize(rows(), cols());
+    for_each([&]<typename X>(const X& b, Eigen::Index col0) {
+        if constexpr (std::is_same_v<X, matrix_f>) {
+            m.middleCols(col0, b.cols()) = b;
+        } else {
+            m.middleCols(col0, cols_of(b)).setZero();
+            for (std::int64_t i = 0; i < b.rows; ++i)
+                for (offset_t e = b.offsets[i]; e < b.offsets[i + 1]; ++e)
+                    m(i, col0 + b.indices[e]) = b.values[e];
+        }
+    });
 }
 
 matrix_f node_features::to_dense() const

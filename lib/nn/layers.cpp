@@ -635,7 +635,9 @@ public:
         const auto S = xs.rows();
         const auto in = static_cast<int>(xs.cols());
         // W_h's gradient y[h]^T d_out[h], and d_y[h] = d_out[h] W_h^T.
-        matrix<T> d_y(H * n, in), d_h(n, D), w_h, dw_h(in, D);
+        auto& d_y = c.d_y;
+        d_y.resize(H * n, in);
+        matrix<T> d_h(n, D), w_h, dw_h(in, D);
         for (int h = 0; h < H; ++h) {
             if (concat_)
                 d_h = d_out.middleCols(h * D, D);

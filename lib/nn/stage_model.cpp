@@ -127,7 +127,7 @@ void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std:
     }
     if (p.used_inputs_first) {
         if constexpr (!std::is_same_v<X, matrix_f>)
-            if (!gathered || p.x_dense.rows() != rows_of(x_all)) p.x_dense = x_all.to_dense();
+            if (!gathered || p.x_dense.rows() != rows_of(x_all)) x_all.to_dense(p.x_dense);
         layer_->forward_inputs(*p.plan, dense_support(p, x_all), p.cache, p.t);
         return;
     }

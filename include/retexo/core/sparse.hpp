@@ -47,6 +47,7 @@ struct csr_matrix {
     /// The non-zero entries of x.
     static csr_matrix from_dense(const matrix_f& x);
     matrix_f to_dense() const;
+    void to_dense(matrix_f& x) const; ///< into x's storage where it has the size already
     /// The given rows, in order.
     csr_matrix select_rows(std::span<const node_t> rows) const;
     /// Rows [begin, end).
@@ -111,6 +112,7 @@ struct column_blocks {
     }
     bool operator==(const column_blocks& o) const;
     matrix_f to_dense() const;
+    void to_dense(matrix_f& m) const; ///< into m's storage where it has the size already
 };
 inline Eigen::Index rows_of(const column_blocks& x) noexcept
 {

@@ -95,8 +95,8 @@ struct layer_cache {
     matrix<T> pre; ///< sage-pool: x W_pool + b_pool
     // combine phase (plan rows)
     matrix<T> agg, er, alpha, d_score, att;
-    matrix<T> el, y;  ///< gat over inputs: the support's el, the attention-weighted inputs
-    matrix<T> d_self; ///< sage: the gradient of the self term's output (plan rows x out)
+    matrix<T> el, y, d_y; ///< gat over inputs: the rows' el, the attention-weighted inputs, their gradient
+    matrix<T> d_self;     ///< sage: the gradient of the self term's output (plan rows x out)
     std::vector<node_t> argmax;
     // message gradients, num_local x msg_width
     matrix<T> d_msg;                       ///< fast mode
