@@ -9,8 +9,8 @@ namespace retexo {
 
 namespace {
 
-/// Prefetch row `row` (W values) of m: the row an edge four ahead reads, so that it arrives
-/// while the current edge is summed.
+/// Prefetch `count` values (default: W) of row `row` of m (rows W apart): the row an edge
+/// a few ahead reads, so that it arrives while the current edge is summed.
 template <typename T>
 inline void prefetch_row(const T* m, node_t row, std::ptrdiff_t W, std::ptrdiff_t count = -1)
 {

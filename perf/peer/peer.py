@@ -17,7 +17,8 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     features (k = 0) or stage k-1's hidden embedding, A_hat H (gcn) or [H | mean of the
     in-neighbours' H] (sage), aggregated once; or H itself (gat, whose attention layer
     aggregates every round, from the messages of a pass's rows and their in-neighbours
-    only); with `skip`, stage k-1's input beside it.
+    only, or from their inputs, summed before the product by W, where that times faster, as
+    retexo's aggregates_inputs_first); with `skip`, stage k-1's input beside it.
     Input blocks stay in their own layout (sparse features stay sparse; each block its own
     weight block).  A stage trains transform -> [LayerNorm] -> ReLU -> dropout -> Linear head
     on the training rows (dropout on the input too; the last stage's transform gives the
@@ -436,7 +437,6 @@ class GatGraph:
         self.bi_col = self.src[be][o]
         self.bi_crow = torch.zeros(n * H + 1, dtype=torch.int64)
         self.bi_crow[1:] = torch.cumsum(self.lens.repeat_interleave(H), 0)
-
 
     def block(self, alpha):
         v = alpha.reshape(-1)[self.b_perm]
