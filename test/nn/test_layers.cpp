@@ -4,6 +4,8 @@
 
 #include <retexo/nn/layers.hpp>
 
+#include <numeric>
+
 using namespace retexo;
 using namespace retexo::nn;
 using test::random_matrix;
@@ -187,4 +189,46 @@ TEST_CASE("a first layer on sparse inputs picks the cheaper order from shapes an
     CHECK(gnn_layer<float>(layer_kind::gcn, 200, 256, {}, 1, 0).msg_width() == 200); // dense: the narrower
     o.sparse_input_density = 0.5;
     CHECK(gnn_layer<float>(layer_kind::sage_mean, 1433, 256, o, 1, 0).msg_width() == 1433);
+}
+
+TEST_CASE("GAT sums its inputs first where that costs fewer multiply-adds", "[nn][gat]")
+{
+    // 100 output rows of a 3000-node graph, 40 random in-edges each: they read ~2300 rows.
+    const node_t N = 3000;
+    const counter_rng rng(5, 5);
+    std::vector<node_t> src, dst;
+    for (std::uint64_t e = 0; e < 40 * static_cast<std::uint64_t>(N); ++e) {
+        src.push_back(static_cast<node_t>(rng.below(2 * e, N)));
+        dst.push_back(static_cast<node_t>(e / 40));
+    }
+    const csr g = build_csr(N, src, dst);
+    std::vector<offset_t> degree(static_cast<std::size_t>(N));
+    for (node_t v = 0; v < N; ++v)
+        degree[static_cast<std::size_t>(v)] = g.degree(v);
+    const local_graph lg{&g, N, N, degree};
+    std::vector<node_t> rows(100);
+    for (node_t i = 0; i < 100; ++i)
+        rows[static_cast<std::size_t>(i)] = 30 * i;
+    const gnn_layer<float> hidden(layer_kind::gat, 512, 256, {.heads = 8}, 1, 1);
+    const layer_plan plan = hidden.make_plan(lg, rows);
+    REQUIRE(plan.att_inputs);
+    CHECK(hidden.aggregates_inputs_first(plan, 512));                   // dense inputs: the sums
+    CHECK_FALSE(hidden.aggregates_inputs_first(plan, 10 * 0.01 * 512)); // 1% sparse: the products
+    // Logits (8 heads of 10 averaged): W is too narrow for the sums to pay.
+    const gnn_layer<float> logits(layer_kind::gat, 512, 10, {.heads = 8, .concat = false}, 1, 1);
+    CHECK_FALSE(logits.aggregates_inputs_first(logits.make_plan(lg, rows), 512));
+    // Every row's output (the embedding pass): there is nothing to save.
+    std::vector<node_t> all(static_cast<std::size_t>(N));
+    std::iota(all.begin(), all.end(), 0);
+    CHECK_FALSE(hidden.aggregates_inputs_first(hidden.make_plan(lg, all), 512));
+    // Not GAT: never.
+    const gnn_layer<float> gcn(layer_kind::gcn, 512, 256, {}, 1, 1);
+    CHECK_FALSE(gcn.aggregates_inputs_first(gcn.make_plan(lg, rows), 512));
+    // The inputs' width in a GEMM: sparse columns count 10 x their density.
+    matrix_f one_percent = matrix_f::Zero(10, 100);
+    for (Eigen::Index i = 0; i < 10; ++i)
+        one_percent(i, 7 * i) = 1;
+    const csr_matrix sparse = csr_matrix::from_dense(one_percent);
+    CHECK(gemm_width(sparse) == Approx(10.0));
+    CHECK(gemm_width(column_blocks{{matrix_f(10, 7), sparse}}) == Approx(17.0));
 }
