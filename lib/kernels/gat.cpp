@@ -92,19 +92,31 @@ gat_attention::gat_attention(const csr& g, node_t num_src, const gat_options& o)
 }
 
 template <typename T>
+gat_attention::source_layout<T> gat_attention::message_layout(const T* msg, int head_dim) const
+{
+    const int W = heads_ * head_dim, M = W + heads_;
+    return {msg, M, head_dim, head_dim, msg + W, M, head_dim, W};
+}
+
+template <typename T>
+gat_attention::source_layout<T> gat_attention::inputs_layout(const T* x, int width, const T* el) const
+{
+    return {x, width, 0, width, el, heads_, static_cast<std::ptrdiff_t>(num_out()) * width, width};
+}
+
+template <typename T>
 void gat_attention::forward(const T* msg, const T* er, int head_dim, T* out, T* alpha) const
 {
     const int W = heads_ * head_dim, M = W + heads_;
     check_finite("gat_attention::forward", "messages", msg, static_cast<std::size_t>(num_src_) * M);
-    forward(source_layout<T>{msg, M, head_dim, head_dim, msg + W, M, head_dim, W}, er, out, alpha);
+    forward(message_layout(msg, head_dim), er, out, alpha);
 }
 
 template <typename T>
 void gat_attention::forward_inputs(const T* x, int width, const T* el, const T* er, T* y, T* alpha) const
 {
     check_finite("gat_attention::forward_inputs", "inputs", x, static_cast<std::size_t>(num_src_) * width);
-    const std::ptrdiff_t per_head = static_cast<std::ptrdiff_t>(num_out()) * width;
-    forward(source_layout<T>{x, width, 0, width, el, heads_, per_head, width}, er, y, alpha);
+    forward(inputs_layout(x, width, el), er, y, alpha);
 }
 
 template <typename T>
@@ -277,7 +289,7 @@ void gat_attention::backward_inputs(const T* x, int width, const T* el, const T*
     const int H = heads_;
     const std::ptrdiff_t per_head = static_cast<std::ptrdiff_t>(num_out()) * width;
     check_finite("gat_attention::backward_inputs", "d_y", d_y, static_cast<std::size_t>(per_head) * H);
-    edge_gradients(source_layout<T>{x, width, 0, width, el, H, per_head, width}, er, alpha, d_y, d_er, d_score);
+    edge_gradients(inputs_layout(x, width, el), er, alpha, d_y, d_er, d_score);
     // d_el_u = the sum of d_score over the edges leaving u, in the transposed plan's order.
 #pragma omp parallel for schedule(static) if (worth_threads(static_cast <std::int64_t>(back_.sources.size()) * H))
     for (node_t u = 0; u < num_src_; ++u) {
@@ -296,8 +308,7 @@ void gat_attention::backward(const T* msg, const T* er, const T* alpha, const T*
     const int H = heads_;
     const int W = H * head_dim, M = W + H;
     check_finite("gat_attention::backward", "d_out", d_out, static_cast<std::size_t>(num_out()) * W);
-    edge_gradients(source_layout<T>{msg, M, head_dim, head_dim, msg + W, M, head_dim, W}, er, alpha, d_out, d_er,
-                   d_score);
+    edge_gradients(message_layout(msg, head_dim), er, alpha, d_out, d_er, d_score);
 #pragma omp parallel for schedule(dynamic, 128) if (worth_threads(static_cast <std::int64_t>(back_.sources.size()) * M))
     for (node_t u = 0; u < num_src_; ++u) {
         T* gz = d_msg + static_cast<std::ptrdiff_t>(u) * M;
@@ -328,8 +339,7 @@ void gat_attention::backward_exact(const float* msg, const float* er, const floa
     const int H = heads_;
     const int W = H * head_dim, M = W + H;
     const double scale = std::ldexp(1.0, k);
-    edge_gradients(source_layout<float>{msg, M, head_dim, head_dim, msg + W, M, head_dim, W}, er, alpha, d_out, d_er,
-                   d_score);
+    edge_gradients(message_layout(msg, head_dim), er, alpha, d_out, d_er, d_score);
 #pragma omp parallel for schedule(dynamic, 128) if (worth_threads(static_cast <std::int64_t>(back_.sources.size()) * M))
     for (node_t u = 0; u < num_src_; ++u) {
         std::int64_t* gz = acc + static_cast<std::ptrdiff_t>(u) * M;

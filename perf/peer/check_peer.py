@@ -17,6 +17,16 @@ peer.VERBOSE = False
 bad = []
 
 
+def dense_gat(zz, al, ar, mask):
+    """The reference GAT: scores, a softmax masked to the in-edges and self loops, and the
+    weighted sums, as dense [H, v, u] tensors (zz: [N, H, D])."""
+    N, H, D = zz.shape
+    el, er = (zz * al).sum(-1), (zz * ar).sum(-1)  # [N, H]
+    s = F.leaky_relu(er.t()[:, :, None] + el.t()[:, None, :], 0.2)  # [H, v, u]
+    alpha = torch.softmax(s.masked_fill(~mask, float("-inf")), -1)
+    return torch.einsum("hvu,uhd->vhd", alpha, zz).reshape(N, H * D)
+
+
 def close(name, a, b, tol=2e-4):
     err = float((a - b).abs().max() / b.abs().max().clamp(min=1e-6))
     print(f"{name:40s} rel. error {err:.2e}")
@@ -88,11 +98,8 @@ for fmt in ("coo", "csr"):
         grads = torch.autograd.grad(out, (z, al, ar), gout)
         z2, al2, ar2 = (t.detach().clone().requires_grad_() for t in (z, al, ar))
         zz2 = z2.view(N, H, D)
-        el2, er2 = (zz2 * al2).sum(-1), (zz2 * ar2).sum(-1)  # [N, H]
-        s = F.leaky_relu(er2.t()[:, :, None] + el2.t()[:, None, :], 0.2)  # [H, v, u]
         mask = adj | torch.eye(N, dtype=torch.bool)
-        alpha = torch.softmax(s.masked_fill(~mask, float("-inf")), -1)
-        out2 = torch.einsum("hvu,uhd->vhd", alpha, zz2).reshape(N, H * D)
+        out2 = dense_gat(zz2, al2, ar2, mask)
         grads2 = torch.autograd.grad(out2, (z2, al2, ar2), gout)
         close(f"[{fmt}] GAT (D={D}) forward", out, out2)
         for nm, a, b in zip(("d z", "d attn_l", "d attn_r"), grads, grads2):
@@ -109,10 +116,7 @@ for fmt in ("coo", "csr"):
         out_r = peer.GatAggregate.apply(peer.EdgeSoftmax.apply(e_r, Gr.lens), zs, Gr)
         grads_r = torch.autograd.grad(out_r, (z, al, ar), gout[rows])
         zz2 = z2.view(N, H, D)
-        el2, er2 = (zz2 * al2).sum(-1), (zz2 * ar2).sum(-1)
-        s = F.leaky_relu(er2.t()[:, :, None] + el2.t()[:, None, :], 0.2)
-        alpha = torch.softmax(s.masked_fill(~mask, float("-inf")), -1)
-        out2 = torch.einsum("hvu,uhd->vhd", alpha, zz2).reshape(N, H * D)
+        out2 = dense_gat(zz2, al2, ar2, mask)
         grads2_r = torch.autograd.grad(out2[rows], (z2, al2, ar2), gout[rows])
         close(f"[{fmt}] GAT (D={D}) on rows forward", out_r, out2[rows].detach())
         for nm, a, b in zip(("d z", "d attn_l", "d attn_r"), grads_r, grads2_r):
@@ -130,10 +134,7 @@ for fmt in ("coo", "csr"):
         grads_i = torch.autograd.grad(out_i, (W, al, ar), gout[rows])
         W2 = W.detach().clone().requires_grad_()
         zz2 = (x @ W2).view(N, H, D)
-        el2, er2 = (zz2 * al2).sum(-1), (zz2 * ar2).sum(-1)
-        s = F.leaky_relu(er2.t()[:, :, None] + el2.t()[:, None, :], 0.2)
-        alpha = torch.softmax(s.masked_fill(~mask, float("-inf")), -1)
-        out2 = torch.einsum("hvu,uhd->vhd", alpha, zz2).reshape(N, H * D)
+        out2 = dense_gat(zz2, al2, ar2, mask)
         grads2_i = torch.autograd.grad(out2[rows], (W2, al2, ar2), gout[rows])
         close(f"[{fmt}] GAT (D={D}) inputs first forward", out_i, out2[rows].detach())
         for nm, a, b in zip(("d W", "d attn_l", "d attn_r"), grads_i, grads2_i):

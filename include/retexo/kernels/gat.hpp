@@ -82,6 +82,10 @@ private:
         std::ptrdiff_t out_row;  // between output rows
     };
     template <typename T>
+    source_layout<T> message_layout(const T* msg, int head_dim) const;
+    template <typename T>
+    source_layout<T> inputs_layout(const T* x, int width, const T* el) const;
+    template <typename T>
     void forward(const source_layout<T>& s, const T* er, T* out, T* alpha) const;
     /// forward's weighted sums of one output row (edges [e0, e1)) from shared rows.
     template <typename T>
