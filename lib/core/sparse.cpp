@@ -7,6 +7,18 @@
 
 namespace retexo {
 
+namespace {
+
+/// m(i, col0 + j) = b(i, j) for b's non-zero entries (the other entries of m are left as they are).
+void scatter_into(const csr_matrix& b, matrix_f& m, Eigen::Index col0)
+{
+    for (std::int64_t i = 0; i < b.rows; ++i)
+        for (offset_t e = b.offsets[i]; e < b.offsets[i + 1]; ++e)
+            m(i, col0 + b.indices[e]) = b.values[e];
+}
+
+} // namespace
+
 void csr_matrix::push_row(std::span<const std::int32_t> idx, std::span<const float> val)
 {
     indices.insert(indices.end(), idx.begin(), idx.end());
@@ -41,9 +53,7 @@ matrix_f csr_matrix::to_dense() const
 void csr_matrix::to_dense(matrix_f& x) const
 {
     x.setZero(rows, cols);
-    for (std::int64_t i = 0; i < rows; ++i)
-        for (offset_t e = offsets[i]; e < offsets[i + 1]; ++e)
-            x(i, indices[e]) = values[e];
+    scatter_into(*this, x, 0);
 }
 
 csr_matrix csr_matrix::select_rows(std::span<const node_t> rows_wanted) const
@@ -237,9 +247,7 @@ void column_blocks::to_dense(matrix_f& m) const
             m.middleCols(col0, b.cols()) = b;
         } else {
             m.middleCols(col0, cols_of(b)).setZero();
-            for (std::int64_t i = 0; i < b.rows; ++i)
-                for (offset_t e = b.offsets[i]; e < b.offsets[i + 1]; ++e)
-                    m(i, col0 + b.indices[e]) = b.values[e];
+            scatter_into(b, m, col0);
         }
     });
 }
