@@ -163,6 +163,11 @@ po::options_description selection_options(option_text& t, train::retexo_options&
         "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(
         "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
         "RETEXO: a search's candidate stops after N rounds without improvement (0: the stage's --patience)")(
+        "search-parallel", po::value<bool>()->implicit_value(true),
+        "RETEXO: where a stage gathers its training rows, its candidates train side by side, one rank each, "
+        "on the validation rows gathered too (the same choice; 1/P of the candidates' compute per rank). "
+        "Default: where the validation rows (with --track-test, and test) are no more than the training "
+        "rows; =false: one candidate after another on every rank; not with --checkpoint-dir")(
         "smooth-alpha", po::value(&t.smooth_alpha),
         ("RETEXO: after the last stage, spread the training labels over its predictions (label spreading, "
          "C values per halo row and step); the alpha among these candidates (a,b,...; 0 = the model's own "
@@ -339,6 +344,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     if (vm.count("skip") != 0U) ro.skip = vm["skip"].as<bool>();
     if (vm.count("replicate-train") != 0U) ro.replicate_train = vm["replicate-train"].as<bool>();
     if (vm.count("gat-inputs-first") != 0U) ro.gat_inputs_first = vm["gat-inputs-first"].as<bool>();
+    if (vm.count("search-parallel") != 0U) ro.search_parallel = vm["search-parallel"].as<bool>();
     ro.exchange.precision = parse_name<train::wire_precision>(t.precision, "--exchange-precision");
     ro.select = parse_name<train::selection>(t.select, "--select");
     ro.seed = so.seed = a.data.seed;

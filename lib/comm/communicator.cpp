@@ -56,6 +56,17 @@ void communicator::barrier() const
     RETEXO_CHECK_MPI(MPI_Barrier(comm_));
 }
 
+void communicator::idle_barrier() const
+{
+    MPI_Request request = MPI_REQUEST_NULL;
+    RETEXO_CHECK_MPI(MPI_Ibarrier(comm_, &request));
+    for (int done = 0;;) {
+        RETEXO_CHECK_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+        if (done != 0) return;
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+}
+
 void communicator::broadcast(std::string& s, int root, purpose p) const
 {
     auto len = static_cast<std::int64_t>(s.size());

@@ -168,16 +168,21 @@ void run_meter::resume(const byte_ledger& done, double elapsed, const std::map<s
         timer.add(phase, seconds);
 }
 
+std::uint64_t run_meter::all_bytes() const
+{
+    return ctx_.comm.allreduce((traffic() + ctx_.setup_bytes).total_sent(), MPI_SUM, purpose::control);
+}
+
 double run_meter::elapsed() const
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
 }
 
-void run_meter::record(epoch_record rec, run_result& r, const progress_fn& progress)
+void run_meter::record(epoch_record rec, run_result& r, const progress_fn& progress, std::optional<std::uint64_t> bytes)
 {
     phase_timer::scope sc(timer, "sync");
     // One number per round, not the whole ledger: metering should not weigh in the bytes.
-    rec.bytes = ctx_.comm.allreduce((traffic() + ctx_.setup_bytes).total_sent(), MPI_SUM, purpose::control);
+    rec.bytes = bytes ? *bytes : all_bytes();
     rec.calls = traffic().total_calls();
     rec.seconds = elapsed();
     r.history.push_back(rec);

@@ -175,6 +175,15 @@ struct retexo_stage : stage_progress {
         }
     };
     std::optional<gathered_rows> all_train;
+    /// A search side by side (retexo_options::search_parallel): every rank's validation rows,
+    /// then test rows with track_test, gathered like the training rows, with graph stages'
+    /// plans over them.
+    struct gathered_eval {
+        gathered_rows rows;
+        std::optional<nn::layer_plan> plan;
+        nn::stage_pass pass; ///< reused round after round
+    };
+    std::vector<gathered_eval> all_eval;
     /// Cross-fitting: each model's training rows on this rank and over all ranks, and the
     /// fold of every owned row (-1: not a training row).
     std::vector<std::vector<node_t>> fold_rows; // and fold_count (stage_progress)
@@ -211,6 +220,16 @@ public:
     /// with a checkpoint.
     bool search(retexo_stage& s);
     void keep_selected_round(retexo_stage& s);
+    /// Whether the stage trains the search candidates `order` side by side (collective: the
+    /// stage's first build decides whether it gathers its training rows).
+    bool searches_side_by_side(retexo_stage& s, const std::vector<std::size_t>& order);
+    /// Candidate order[j] on rank j mod P, with no collective; then every rank learns every
+    /// candidate's outcome and history, and keeps the one-after-another search's choice
+    /// (collective).  The rank that trained the kept candidate.
+    int search_side_by_side(retexo_stage& s, const std::vector<std::size_t>& order);
+    /// Every rank's records since history[from], on every rank, by candidate and round
+    /// (collective).
+    void share_history(std::size_t from);
     /// False when the run stopped after the stage with a checkpoint.
     bool embed(retexo_stage& s);
     /// The run's predictions after the last stage: the output stage's, label spreading.
@@ -227,12 +246,25 @@ private:
     /// Forget the stage's model, optimiser and round selection (not its inputs).
     static void reset_model(retexo_stage& s);
     void exchange_inputs(retexo_stage& s);
+    /// Every rank's rows `rows` of x with their labels, in global-id order (collective).
+    retexo_stage::gathered_rows gather_rows(const retexo_stage& s, const node_features& x,
+                                            const std::vector<node_t>& rows,
+                                            const std::vector<std::int32_t>& labels) const;
+    /// Graph stages: every rank's rows `rows`, their in-edges in g and the rows of their
+    /// in-neighbours, each from its owner (collective).
+    retexo_stage::gathered_rows gather_graph(const retexo_stage& s, const node_features& x,
+                                             const std::vector<node_t>& rows, const std::vector<std::int32_t>& labels,
+                                             const nn::local_graph& g) const;
     /// --replicate-train: gather every rank's training rows (collective).
-    void gather_training_rows(retexo_stage& s);
-    /// --replicate-train, graph stages: gather every rank's training rows, their in-edges in
-    /// the training graph and the rows of their in-neighbours, each from its owner
-    /// (collective).
-    void gather_training_graph(retexo_stage& s);
+    void gather_training_rows(retexo_stage& s)
+    {
+        phase_timer::scope sc(meter_.timer, "exchange");
+        const auto& x = s.x.for_training(ctx_.inductive);
+        s.all_train = s.graph ? gather_graph(s, x, train_rows_, labels_, ctx_.train_graph)
+                              : gather_rows(s, x, train_rows_, labels_);
+    }
+    /// The validation (and test) rows for a search side by side (collective).
+    void gather_evaluation_rows(retexo_stage& s);
     /// Every rank's rows `rows` of x (n over all ranks), in rank order, each block in its
     /// storage (collective).
     node_features allgather_rows(const retexo_stage& s, const node_features& x, std::span<const node_t> rows,
@@ -275,8 +307,10 @@ private:
     loss_result model_step(retexo_stage& s, nn::stage_model& m, const std::vector<node_t>& rows,
                            const nn::layer_plan* plan, std::int64_t n_global);
     /// The stage's logits of p.rows (the mean of its models' logits).
-    void stage_logits(retexo_stage& s, nn::stage_pass& p, const node_features& x);
+    void stage_logits(retexo_stage& s, nn::stage_pass& p, const node_features& x, std::span<const node_t> ids);
     void evaluate(retexo_stage& s, epoch_record& rec);
+    /// evaluate() on the gathered evaluation rows, with no collective.
+    void evaluate_gathered(retexo_stage& s, epoch_record& rec);
     /// Every owned row's logits and hidden embedding under the selected parameters; graph
     /// stages read the neighbourhoods of g.
     void embed_owned(retexo_stage& s, const node_features& x, const nn::local_graph& g, matrix_f& logits,
@@ -294,9 +328,12 @@ private:
     const node_t own_;
     const int C_;
     const nn::reduce_mode mode_;
-    nn::reduce_mode local_mode_; ///< mode_ within one rank (gathered training rows)
-    int loss_k_;                 ///< exact mode: fixed-point exponent of the stage's training loss
-    const int valid_k_;          ///< and of the validation loss
+    /// Inside a search side by side: this rank trains alone, and calls no collective.
+    bool alone_ = false;
+    std::uint64_t bytes_before_alone_ = 0; ///< all ranks' bytes when it began (records)
+    nn::reduce_mode local_mode_;           ///< mode_ within one rank (gathered training rows)
+    int loss_k_;                           ///< exact mode: fixed-point exponent of the stage's training loss
+    const int valid_k_;                    ///< and of the validation loss
     /// The stage's training rows and every owned row's label (pseudo-labels included), and
     /// the training rows over all ranks.
     std::vector<node_t> train_rows_;
@@ -478,12 +515,8 @@ void retexo_run::build_model(retexo_stage& s)
         }
         // Every candidate of a search all-reduces its own rounds; the rows are gathered once.
         const auto candidates = static_cast<int>(o_.search.size_at(s.index));
-        if (o_.replicates_rows(ctx_.comm.size(), rows, s.x.all.cols(), params, so.rounds * candidates)) {
-            if (s.graph)
-                gather_training_graph(s);
-            else
-                gather_training_rows(s);
-        }
+        if (o_.replicates_rows(ctx_.comm.size(), rows, s.x.all.cols(), params, so.rounds * candidates))
+            gather_training_rows(s);
     }
     assign_folds(s, folds);
     // Mini-batches: the batch of a training node is hash(global id, stage, round) mod
@@ -505,7 +538,7 @@ void retexo_run::build_model(retexo_stage& s)
         s.opt->second_moments() = cur.second_moments;
         s.opt->set_steps(cur.optimizer_steps); // the rest of cur was restored with the inputs
     } else {
-        agree_initial_parameters(ctx_.comm, s.params);
+        if (!alone_) agree_initial_parameters(ctx_.comm, s.params); // alone: seeded alike on every rank
         s.best = snapshot(s.params);
     }
     s.eval_rows = ctx_.valid_rows;
@@ -513,7 +546,12 @@ void retexo_run::build_model(retexo_stage& s)
     if (s.graph) {
         for (const auto& rows : s.fold_rows)
             s.plans_train.push_back(s.model().make_plan(training_graph(s), rows));
-        s.plan_eval = s.model().make_plan(ctx_.graph, s.eval_rows);
+        if (alone_) {
+            for (auto& e : s.all_eval)
+                e.plan = s.model().make_plan(e.rows.graph(), e.rows.rows);
+        } else {
+            s.plan_eval = s.model().make_plan(ctx_.graph, s.eval_rows);
+        }
     }
 }
 
@@ -637,7 +675,10 @@ bool retexo_run::train_rounds(retexo_stage& s)
             s.best_loss = rec.valid_loss;
             s.best = snapshot(s.params);
         }
-        meter_.record(rec, result_, progress_);
+        if (alone_)
+            meter_.record(rec, result_, progress_, bytes_before_alone_);
+        else
+            meter_.record(rec, result_, progress_);
         if (checkpointing() && checkpoint_round(s, round)) return false;
         if (patience(s) > 0 && round - s.best_round >= patience(s)) break;
     }
@@ -729,10 +770,14 @@ loss_result retexo_run::model_step(retexo_stage& s, nn::stage_model& m, const st
         labels[i] = s.all_train ? s.all_train->labels[static_cast<std::size_t>(p.rows[i])] : labels_[p.rows[i]];
     }
     loss_result loss;
-    ctx_.comm.checked([&] {
+    const auto cross_entropy = [&] {
         loss = softmax_cross_entropy(p.logits.data(), C_, labels, seq, 1.0F / static_cast<float>(n_global),
                                      p.d_logits.data(), loss_k_);
-    });
+    };
+    if (alone_)
+        cross_entropy(); // its errors are agreed on when the search ends
+    else
+        ctx_.comm.checked(cross_entropy);
     m.backward(p, step_, s.all_train ? local_mode_ : mode_, add_halo);
     return loss;
 }
@@ -803,92 +848,93 @@ std::vector<node_t> ascending(const std::vector<node_t>& ids)
 }
 } // namespace
 
-void retexo_run::gather_training_rows(retexo_stage& s)
+retexo_stage::gathered_rows retexo_run::gather_rows(const retexo_stage& s, const node_features& x,
+                                                    const std::vector<node_t>& rows,
+                                                    const std::vector<std::int32_t>& labels) const
 {
-    phase_timer::scope sc(meter_.timer, "exchange");
     const auto& comm = ctx_.comm;
     std::vector<node_t> ids;
-    std::vector<std::int32_t> labels;
-    for (node_t r : train_rows_) {
+    std::vector<std::int32_t> mine;
+    for (node_t r : rows) {
         ids.push_back(local_ids_[r]);
-        labels.push_back(labels_[r]);
+        mine.push_back(labels[static_cast<std::size_t>(r)]);
     }
     ids = comm.allgatherv(std::span<const node_t>(ids), purpose::train_rows);
-    labels = comm.allgatherv(std::span<const std::int32_t>(labels), purpose::train_rows);
-    const node_features all =
-        allgather_rows(s, s.x.for_training(ctx_.inductive), train_rows_, static_cast<std::int64_t>(ids.size()));
+    mine = comm.allgatherv(std::span<const std::int32_t>(mine), purpose::train_rows);
+    const node_features all = allgather_rows(s, x, rows, static_cast<std::int64_t>(ids.size()));
     const auto order = ascending(ids);
-    auto& g = s.all_train.emplace();
+    retexo_stage::gathered_rows g;
     g.x = all.select_rows(order);
     for (node_t i : order) {
         g.ids.push_back(ids[static_cast<std::size_t>(i)]);
-        g.labels.push_back(labels[static_cast<std::size_t>(i)]);
+        g.labels.push_back(mine[static_cast<std::size_t>(i)]);
     }
     g.rows.resize(order.size());
     std::iota(g.rows.begin(), g.rows.end(), node_t{0});
+    return g;
 }
 
-void retexo_run::gather_training_graph(retexo_stage& s)
+retexo_stage::gathered_rows retexo_run::gather_graph(const retexo_stage& s, const node_features& x,
+                                                     const std::vector<node_t>& rows,
+                                                     const std::vector<std::int32_t>& labels,
+                                                     const nn::local_graph& tg) const
 {
-    phase_timer::scope sc(meter_.timer, "exchange");
     const auto& comm = ctx_.comm;
-    const auto& tg = ctx_.train_graph;
     auto gather = [&]<typename T>(const std::vector<T>& v) {
         return comm.allgatherv(std::span<const T>(v), purpose::train_rows);
     };
-    // Every rank's training nodes: id, label and in-neighbours' ids.
+    // Every rank's rows: id, label and in-neighbours' ids.
     std::vector<node_t> dst, src;
-    std::vector<std::int32_t> labels, count;
-    for (node_t r : train_rows_) {
+    std::vector<std::int32_t> mine, count;
+    for (node_t r : rows) {
         dst.push_back(local_ids_[r]);
-        labels.push_back(labels_[r]);
+        mine.push_back(labels[static_cast<std::size_t>(r)]);
         const auto in = tg.in_edges->row(r);
         count.push_back(static_cast<std::int32_t>(in.size()));
         for (node_t u : in)
             src.push_back(local_ids_[u]);
     }
     dst = gather(dst);
-    labels = gather(labels);
+    mine = gather(mine);
     count = gather(count);
     src = gather(src);
-    // The rows the training rows read, each sent by its owner (whose copy is exact).
+    // The rows they read, each sent by its owner (whose copy is exact).
     std::vector<node_t> need = dst;
     need.insert(need.end(), src.begin(), src.end());
     std::sort(need.begin(), need.end());
     need.erase(std::unique(need.begin(), need.end()), need.end());
-    std::vector<node_t> mine, mine_ids;
+    std::vector<node_t> owned, owned_ids;
     std::vector<offset_t> degree;
     for (node_t r = 0; r < own_; ++r)
         if (std::binary_search(need.begin(), need.end(), local_ids_[r])) {
-            mine.push_back(r);
-            mine_ids.push_back(local_ids_[r]);
+            owned.push_back(r);
+            owned_ids.push_back(local_ids_[r]);
             degree.push_back(tg.in_degree[static_cast<std::size_t>(r)]);
         }
-    mine_ids = gather(mine_ids);
+    owned_ids = gather(owned_ids);
     degree = gather(degree);
-    const node_features rows =
-        allgather_rows(s, s.x.for_training(ctx_.inductive), mine, static_cast<std::int64_t>(mine_ids.size()));
-    RETEXO_ENSURE(mine_ids.size() == need.size(), "--replicate-train: stage "
-                                                      << s.index << " gathered " << mine_ids.size() << " rows of "
-                                                      << need.size() << " its training rows read");
-    const auto order = ascending(mine_ids);
-    auto& g = s.all_train.emplace();
-    g.x = rows.select_rows(order);
+    const node_features all = allgather_rows(s, x, owned, static_cast<std::int64_t>(owned_ids.size()));
+    RETEXO_ENSURE(owned_ids.size() == need.size(), "--replicate-train: stage " << s.index << " gathered "
+                                                                               << owned_ids.size() << " rows of "
+                                                                               << need.size() << " its rows read");
+    const auto order = ascending(owned_ids);
+    retexo_stage::gathered_rows g;
+    g.x = all.select_rows(order);
     g.ids = need;
     for (node_t i : order)
         g.degree.push_back(degree[static_cast<std::size_t>(i)]);
     const auto position = [&](node_t id) {
         return static_cast<node_t>(std::lower_bound(need.begin(), need.end(), id) - need.begin());
     };
-    // The training rows' in-edges, in their owners' order (the whole graph's: the float sums of
-    // an attention softmax depend on it).
+    // The rows' in-edges, in their owners' order (the whole graph's: the float sums of an
+    // attention softmax depend on it).
     const auto n = static_cast<std::size_t>(need.size());
     std::vector<std::vector<node_t>> in(n);
     g.labels.assign(n, -1);
     std::size_t e = 0;
     for (std::size_t i = 0; i < dst.size(); ++i) {
         const node_t v = position(dst[i]);
-        g.labels[static_cast<std::size_t>(v)] = labels[i];
+        g.labels[static_cast<std::size_t>(v)] = mine[i];
         g.rows.push_back(v);
         auto& row = in[static_cast<std::size_t>(v)];
         for (std::int32_t k = 0; k < count[i]; ++k)
@@ -899,17 +945,30 @@ void retexo_run::gather_training_graph(retexo_stage& s)
         g.in_edges.sources.insert(g.in_edges.sources.end(), row.begin(), row.end());
         g.in_edges.offsets.push_back(static_cast<offset_t>(g.in_edges.sources.size()));
     }
+    return g;
 }
 
-void retexo_run::stage_logits(retexo_stage& s, nn::stage_pass& p, const node_features& x)
+void retexo_run::gather_evaluation_rows(retexo_stage& s)
+{
+    phase_timer::scope sc(meter_.timer, "exchange");
+    s.all_eval.clear();
+    for (const auto* rows : {&ctx_.valid_rows, &ctx_.test_rows}) {
+        if (rows == &ctx_.test_rows && !o_.track_test) break;
+        auto& e = s.all_eval.emplace_back();
+        e.rows = s.graph ? gather_graph(s, s.x.all, *rows, ctx_.part.labels, ctx_.graph)
+                         : gather_rows(s, s.x.all, *rows, ctx_.part.labels);
+    }
+}
+
+void retexo_run::stage_logits(retexo_stage& s, nn::stage_pass& p, const node_features& x, std::span<const node_t> ids)
 {
     if (!s.cross_fitted()) {
-        s.model().forward(p, x, local_ids_, false, 0);
+        s.model().forward(p, x, ids, false, 0);
         return;
     }
     matrix_f sum;
     for (auto& m : s.models) {
-        m.forward(p, x, local_ids_, false, 0);
+        m.forward(p, x, ids, false, 0);
         if (sum.size() == 0)
             sum = p.logits;
         else
@@ -920,11 +979,15 @@ void retexo_run::stage_logits(retexo_stage& s, nn::stage_pass& p, const node_fea
 
 void retexo_run::evaluate(retexo_stage& s, epoch_record& rec)
 {
+    if (alone_) {
+        evaluate_gathered(s, rec);
+        return;
+    }
     phase_timer::scope sc(meter_.timer, "eval");
     auto& pe = s.pe;
     pe.rows = s.eval_rows;
     if (s.graph) pe.plan = &*s.plan_eval;
-    stage_logits(s, pe, s.x.all);
+    stage_logits(s, pe, s.x.all, local_ids_);
     std::vector<node_t> seq_valid, seq_test;
     std::vector<std::int32_t> labels(pe.rows.size());
     for (std::size_t i = 0; i < pe.rows.size(); ++i) {
@@ -944,6 +1007,33 @@ void retexo_run::evaluate(retexo_stage& s, epoch_record& rec)
                                                            static_cast<float*>(nullptr), valid_k_),
                                      std::max<std::int64_t>(1, ctx_.global_valid), valid_k_);
     if (o_.track_test) rec.acc.test = ratio(correct[1], ctx_.global_test);
+}
+
+void retexo_run::evaluate_gathered(retexo_stage& s, epoch_record& rec)
+{
+    phase_timer::scope sc(meter_.timer, "eval");
+    for (std::size_t k = 0; k < s.all_eval.size(); ++k) { // validation, then test
+        auto& e = s.all_eval[k];
+        auto& pe = e.pass;
+        pe.rows = e.rows.rows;
+        pe.plan = e.plan ? &*e.plan : nullptr;
+        stage_logits(s, pe, e.rows.x, e.rows.ids);
+        std::vector<node_t> seq(pe.rows.size());
+        std::vector<std::int32_t> labels(pe.rows.size());
+        for (std::size_t i = 0; i < seq.size(); ++i) {
+            seq[i] = static_cast<node_t>(i);
+            labels[i] = e.rows.labels[static_cast<std::size_t>(pe.rows[i])];
+        }
+        const auto n = static_cast<std::int64_t>(seq.size());
+        const double acc =
+            n > 0 ? static_cast<double>(count_correct(pe.logits.data(), C_, labels, seq)) / static_cast<double>(n)
+                  : 0.0;
+        (k == 0 ? rec.acc.valid : rec.acc.test) = acc;
+        if (k == 0 && (o_.select == selection::loss || o_.search.active()))
+            rec.valid_loss = mean_loss(
+                softmax_cross_entropy(pe.logits.data(), C_, labels, seq, 1.0F, static_cast<float*>(nullptr), valid_k_),
+                std::max<std::int64_t>(1, n), valid_k_);
+    }
 }
 
 bool retexo_run::checkpoint_round(retexo_stage& s, int round)
@@ -1007,11 +1097,38 @@ void retexo_run::reset_model(retexo_stage& s)
     s.plan_eval.reset();
     s.p = nn::stage_pass();
     s.pe = nn::stage_pass();
+    for (auto& e : s.all_eval) {
+        e.plan.reset();
+        e.pass = nn::stage_pass();
+    }
     s.best_score = -std::numeric_limits<double>::infinity();
     s.best_loss = std::numeric_limits<double>::infinity();
     s.best_round = s.rounds_done = 0;
     s.best.clear();
 }
+
+namespace {
+/// A finished candidate of a stage search.
+struct candidate_outcome {
+    int candidate = 0, round = 0, rounds_done = 0;
+    double score = 0, loss = 0;
+    std::int64_t step = 0; ///< the run's optimiser step after it
+};
+
+/// The search keeps the best candidate so far: a higher score, or the same with a lower loss
+/// (the first of equals, in candidate order).
+bool keeps(stage_progress::search_state& st, const candidate_outcome& c)
+{
+    if (st.top >= 0 && !(c.score > st.top_score || (c.score == st.top_score && c.loss < st.top_loss))) return false;
+    st.top = c.candidate;
+    st.top_score = c.score;
+    st.top_loss = c.loss;
+    st.top_round = c.round;
+    st.top_rounds_done = c.rounds_done;
+    st.top_step = c.step;
+    return true;
+}
+} // namespace
 
 bool retexo_run::search(retexo_stage& s)
 {
@@ -1021,32 +1138,45 @@ bool retexo_run::search(retexo_stage& s)
     // run goes on from the kept one's: the kept candidate's stage, and the stages after it,
     // are what a run with its settings alone (and the same patience) computes.
     if (!s.resumed) st = {.step0 = step_};
-    for (auto i = static_cast<std::size_t>(st.candidate); i < o_.search.size(); ++i) {
-        if (s.index == 0 && !o_.search.first_without_pseudo_labels(i)) continue; // the same as an earlier one
-        if (!s.resumed) { // else: the candidate a checkpoint was taken in goes on
-            reset_model(s);
-            step_ = st.step0;
-            st.candidate = static_cast<int>(i);
-            ++st.tried;
-        }
-        s.so = o_.search.candidate(base, i);
-        build_model(s);
-        if (!train_rounds(s)) return false;
-        s.resumed = false;
-        if (st.top < 0 || s.best_score > st.top_score || (s.best_score == st.top_score && s.best_loss < st.top_loss)) {
-            st.top = static_cast<int>(i);
-            st.top_score = s.best_score;
-            st.top_loss = s.best_loss;
-            st.top_round = s.best_round;
-            st.top_rounds_done = s.rounds_done;
-            st.top_best = std::move(s.best);
-            st.top_step = step_;
+    std::vector<std::size_t> order; // stage 0 takes no pseudo-labels: those candidates repeat
+    for (std::size_t i = 0; i < o_.search.size(); ++i)
+        if (s.index > 0 || o_.search.first_without_pseudo_labels(i)) order.push_back(i);
+    int owner = -1; // side by side: the rank that trained the kept candidate
+    if (searches_side_by_side(s, order)) {
+        owner = search_side_by_side(s, order);
+    } else {
+        for (std::size_t i : order) {
+            if (i < static_cast<std::size_t>(st.candidate)) continue; // finished before a checkpoint
+            if (!s.resumed) { // else: the candidate a checkpoint was taken in goes on
+                reset_model(s);
+                step_ = st.step0;
+                st.candidate = static_cast<int>(i);
+                ++st.tried;
+            }
+            s.so = o_.search.candidate(base, i);
+            build_model(s);
+            if (!train_rounds(s)) return false;
+            s.resumed = false;
+            if (keeps(st, {.candidate = static_cast<int>(i),
+                           .round = s.best_round,
+                           .rounds_done = s.rounds_done,
+                           .score = s.best_score,
+                           .loss = s.best_loss,
+                           .step = step_}))
+                st.top_best = std::move(s.best);
         }
     }
     step_ = st.top_step;
     reset_model(s);
     s.so = o_.search.candidate(base, static_cast<std::size_t>(st.top));
     build_model(s);
+    if (owner >= 0) { // its selected round's parameters, to every rank
+        if (ctx_.comm.rank() == owner) restore(s.params, st.top_best);
+        for (auto* p : s.params)
+            ctx_.comm.broadcast(std::span<float>(p->value.data(), static_cast<std::size_t>(p->value.size())), owner,
+                                purpose::parameters);
+        st.top_best = snapshot(s.params);
+    }
     s.best_score = st.top_score;
     s.best_loss = st.top_loss;
     s.best_round = st.top_round;
@@ -1055,6 +1185,116 @@ bool retexo_run::search(retexo_stage& s)
     s.candidates = st.tried;
     s.chosen = st.top;
     return true;
+}
+
+void retexo_run::share_history(std::size_t from)
+{
+    constexpr std::size_t fields = 11;
+    std::vector<double> mine;
+    for (auto r = result_.history.begin() + static_cast<std::ptrdiff_t>(from); r != result_.history.end(); ++r)
+        mine.insert(mine.end(),
+                    {static_cast<double>(r->stage), static_cast<double>(r->epoch), static_cast<double>(r->candidate),
+                     r->loss, r->valid_loss, r->acc.train, r->acc.valid, r->acc.test, static_cast<double>(r->bytes),
+                     static_cast<double>(r->calls), r->seconds});
+    result_.history.resize(from);
+    const auto all = ctx_.comm.allgatherv(std::span<const double>(mine), purpose::metrics);
+    std::vector<epoch_record> records;
+    for (std::size_t k = 0; k + fields <= all.size(); k += fields)
+        records.push_back({.stage = static_cast<int>(all[k]),
+                           .epoch = static_cast<int>(all[k + 1]),
+                           .candidate = static_cast<int>(all[k + 2]),
+                           .loss = all[k + 3],
+                           .valid_loss = all[k + 4],
+                           .acc = {.train = all[k + 5], .valid = all[k + 6], .test = all[k + 7]},
+                           .bytes = static_cast<std::uint64_t>(all[k + 8]),
+                           .calls = static_cast<std::uint64_t>(all[k + 9]),
+                           .seconds = all[k + 10]});
+    std::stable_sort(records.begin(), records.end(),
+                     [](const auto& a, const auto& b) { return a.candidate < b.candidate; });
+    result_.history.insert(result_.history.end(), records.begin(), records.end());
+}
+
+bool retexo_run::searches_side_by_side(retexo_stage& s, const std::vector<std::size_t>& order)
+{
+    if (s.resumed || order.size() < 2 || ctx_.comm.size() == 1 || checkpointing() || o_.search_parallel == false)
+        return false;
+    if (s.index > 0 && uses_pseudo_labels(s.index)) return false; // choosing them is collective
+    // The stage's first build decides whether it gathers its training rows.
+    s.so = o_.search.candidate(o_.stages[static_cast<std::size_t>(s.index)], order.front());
+    build_model(s);
+    reset_model(s);
+    if (!s.all_train) return false;
+    if (o_.search_parallel) return true;
+    // The rows a gather sends (graph stages: one more per in-edge), over all ranks.
+    const auto weight = [&](const std::vector<node_t>& rows, const nn::local_graph& g) {
+        auto n = static_cast<std::int64_t>(rows.size());
+        if (s.graph)
+            for (node_t r : rows)
+                n += g.in_edges->degree(r);
+        return n;
+    };
+    std::int64_t w[2] = {weight(train_rows_, ctx_.train_graph), weight(ctx_.valid_rows, ctx_.graph)};
+    if (o_.track_test) w[1] += weight(ctx_.test_rows, ctx_.graph);
+    ctx_.comm.allreduce(std::span<std::int64_t>(w, 2), MPI_SUM, purpose::control);
+    return w[1] <= w[0];
+}
+
+int retexo_run::search_side_by_side(retexo_stage& s, const std::vector<std::size_t>& order)
+{
+    const stage_options& base = o_.stages[static_cast<std::size_t>(s.index)];
+    auto& st = s.search;
+    const auto& comm = ctx_.comm;
+    gather_evaluation_rows(s);
+    bytes_before_alone_ = meter_.all_bytes(); // none cross until every candidate is done
+    const std::size_t history0 = result_.history.size();
+    // Per candidate: its outcome and its selected round's parameters.
+    std::vector<double> mine;
+    std::map<int, std::vector<matrix_f>> best;
+    std::string err;
+    alone_ = true;
+    try {
+        for (auto j = static_cast<std::size_t>(comm.rank()); j < order.size();
+             j += static_cast<std::size_t>(comm.size())) {
+            reset_model(s);
+            step_ = st.step0;
+            st.candidate = static_cast<int>(order[j]);
+            s.so = o_.search.candidate(base, order[j]);
+            build_model(s);
+            train_rounds(s); // no checkpoints here: it runs to the end
+            mine.insert(mine.end(),
+                        {static_cast<double>(order[j]), static_cast<double>(s.best_round),
+                         static_cast<double>(s.rounds_done), s.best_score, s.best_loss, static_cast<double>(step_)});
+            best[static_cast<int>(order[j])] = std::move(s.best);
+        }
+    } catch (const std::exception& e) {
+        err = e.what();
+    }
+    alone_ = false;
+    s.all_eval.clear();
+    {
+        phase_timer::scope sc(meter_.timer, "sync");
+        comm.idle_barrier(); // ranks done first leave the cores to those still training
+        comm.agree(err);     // one rank's error: every rank's, before the next collective
+    }
+    // Every candidate's outcome, in candidate order: the choice of a search one after another.
+    const auto all = comm.allgatherv(std::span<const double>(mine), purpose::control);
+    std::vector<candidate_outcome> outcomes;
+    for (std::size_t k = 0; k + 6 <= all.size(); k += 6)
+        outcomes.push_back({.candidate = static_cast<int>(all[k]),
+                            .round = static_cast<int>(all[k + 1]),
+                            .rounds_done = static_cast<int>(all[k + 2]),
+                            .score = all[k + 3],
+                            .loss = all[k + 4],
+                            .step = static_cast<std::int64_t>(all[k + 5])});
+    std::sort(outcomes.begin(), outcomes.end(), [](const auto& a, const auto& b) { return a.candidate < b.candidate; });
+    for (const auto& c : outcomes)
+        keeps(st, c);
+    st.tried = static_cast<int>(outcomes.size());
+    const auto position = static_cast<std::size_t>(std::find(order.begin(), order.end(), st.top) - order.begin());
+    const int owner = static_cast<int>(position % static_cast<std::size_t>(comm.size()));
+    if (comm.rank() == owner) st.top_best = std::move(best[st.top]);
+    share_history(history0);
+    return owner;
 }
 
 void retexo_run::keep_selected_round(retexo_stage& s)

@@ -1027,3 +1027,58 @@ TEST_CASE("output-stage best predicts with the stage of the best validation accu
     CHECK(last.res.final_acc.valid == last.res.stages[2].best.valid);
     CHECK(last.res.stages[at].best.test == dist.stages[at].best.test);
 }
+
+TEST_CASE("a stage search side by side: the one-after-another search's choice, history and model at every rank count",
+          "[retexo][mpi][replicate]")
+{
+    const graph g = small_graph();
+    const mpi::communicator world;
+    const int P = world.size();
+    const auto a = partition_random(g.num_nodes(), P, 2);
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
+        // Cross-fitted stages 0 and 1 side by side; stage 2 chooses pseudo-labels (collective),
+        // so it trains its candidates one after another.
+        auto o = three_stage_options(model, train::retexo_variant::hidden, 0);
+        for (auto& st : o.stages)
+            st.rounds = 10;
+        o.search.lr = {0.002, 0.05};
+        o.search.dropout = {0.0, 0.5};
+        o.search.patience = 3;
+        o.replicate_train = true;
+        o.track_test = true;
+        auto after = o;
+        after.search_parallel = false;
+        o.search_parallel = true;
+        const run_with one_after_another(world, g, a, after);
+        const run_with side_by_side(world, g, a, o);
+        const auto& x = one_after_another.res;
+        const auto& y = side_by_side.res;
+        check_identical(x, y);
+        REQUIRE(x.history.size() == y.history.size());
+        for (std::size_t e = 0; e < x.history.size(); ++e) {
+            INFO("record " << e);
+            CHECK(x.history[e].candidate == y.history[e].candidate);
+            CHECK(x.history[e].epoch == y.history[e].epoch);
+            CHECK(x.history[e].acc.valid == y.history[e].acc.valid);
+            CHECK(x.history[e].acc.test == y.history[e].acc.test);
+            CHECK(x.history[e].valid_loss == y.history[e].valid_loss);
+        }
+        REQUIRE(x.stages.size() == y.stages.size());
+        for (std::size_t k = 0; k < x.stages.size(); ++k) {
+            CHECK(x.stages[k].chosen == y.stages[k].chosen);
+            CHECK(x.stages[k].candidates == y.stages[k].candidates);
+            CHECK(x.stages[k].best_round == y.stages[k].best_round);
+        }
+        REQUIRE(x.parameters.size() == y.parameters.size());
+        for (std::size_t i = 0; i < x.parameters.size(); ++i)
+            CHECK(x.parameters[i].value == y.parameters[i].value);
+        CHECK(y.final_acc.valid == x.final_acc.valid);
+        // No gradient crosses either way; side by side gathers the evaluation rows too.
+        CHECK(y.bytes.sent_for(purpose::gradients) == 0);
+        if (P > 1) CHECK(y.bytes.sent_for(purpose::train_rows) > x.bytes.sent_for(purpose::train_rows));
+        // And the one-process run.
+        const mpi::communicator self(MPI_COMM_SELF);
+        const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
+        check_identical(single.res, y);
+    }
+}

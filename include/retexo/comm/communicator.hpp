@@ -98,6 +98,9 @@ public:
 
     /// Collective.
     void barrier() const;
+    /// A barrier that waits without a busy core: it polls a non-blocking barrier every
+    /// millisecond (ranks done early, while others still compute, leave them the cores).
+    void idle_barrier() const;
 
     /// In-place all-reduce (collective).
     template <typename T>

@@ -117,9 +117,12 @@ public:
     /// This rank's traffic since the start.
     byte_ledger traffic() const { return ctx_.comm.ledger() - start_; }
     double elapsed() const;
-    /// Completes rec with the bytes all ranks have sent so far (setup included), this rank's
-    /// calls and the time, appends it to r.history and reports it (collective).
-    void record(epoch_record rec, run_result& r, const progress_fn& progress);
+    /// The bytes all ranks have sent so far, setup included (collective).
+    std::uint64_t all_bytes() const;
+    /// Completes rec with the bytes all ranks have sent so far (all_bytes(), or `bytes` when
+    /// given: then not collective), this rank's calls and the time, appends it to r.history
+    /// and reports it.
+    void record(epoch_record rec, run_result& r, const progress_fn& progress, std::optional<std::uint64_t> bytes = {});
     /// Fills in r's times, its bytes summed over ranks and the busiest rank's (collective).
     run_result finish(run_result r) const;
 

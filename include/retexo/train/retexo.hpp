@@ -204,6 +204,17 @@ struct retexo_options {
     /// candidates' rounds (replicates_rows(), graph stages counting one row per training
     /// in-edge), decided alike on every rank; one process: never.
     std::optional<bool> replicate_train;
+    /// A stage that gathers its training rows can train its search candidates side by side,
+    /// one rank each (round robin), with no collective until all are done: each rank also
+    /// gathers the validation rows (and test rows with track_test; graph stages with their
+    /// neighbourhoods), evaluates its candidates on them, and the kept candidate's owner
+    /// broadcasts its parameters.  The result and history are the one-candidate-after-another
+    /// search's; each rank trains 1/P of the candidates instead of all.  true: wherever the
+    /// stage gathers its training rows; false: never; unset (the default): where it gathers
+    /// them and the evaluation rows (graph stages: with their in-edges) are no more than the
+    /// training rows, so the bytes added are at most those of the training rows.  Not with
+    /// checkpoints (a stop must be agreed every round) or a stage's pseudo-labels.
+    std::optional<bool> search_parallel;
     /// GAT stages: aggregate a pass's support inputs before multiplying by W (true), or
     /// multiply every support row first (false); unset (the default): per pass, whichever
     /// costs fewer multiply-adds (nn::gnn_layer::aggregates_inputs_first).  The same
