@@ -47,6 +47,9 @@ void retexo_options::validate() const
     RETEXO_ENSURE(checkpoint.dir.empty() || checkpoint.max_hours >= 0,
                   "--max-hours must be >= 0, got " << checkpoint.max_hours);
     RETEXO_ENSURE(!checkpoint.resume || !checkpoint.dir.empty(), "--resume needs --checkpoint-dir");
+    RETEXO_ENSURE(!search_parallel.value_or(false) || checkpoint.dir.empty(),
+                  "--search-parallel cannot run with --checkpoint-dir: a stop must be agreed every round, and "
+                  "ranks training different candidates do not meet until the search ends");
     for (double v : search.lr)
         RETEXO_ENSURE(v > 0, "--search-lr: every learning rate must be positive, got " << v);
     for (double v : search.dropout)

@@ -651,6 +651,12 @@ TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")
     o.variant = train::retexo_variant::logits;
     o.skip = true;
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--skip with --variant logits needs gcn or sage"));
+    o = small_options(nn::layer_kind::gcn);
+    o.checkpoint.dir = "ck";
+    o.search_parallel = true;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--search-parallel cannot run with --checkpoint-dir"));
+    o.search_parallel.reset(); // unset: one candidate after another with checkpoints
+    CHECK_NOTHROW(o.validate());
     CHECK_THROWS_WITH(parse_name<train::retexo_variant>("probs", "--variant"),
                       Catch::Equals("--variant: unknown variant 'probs' (expected hidden or logits)"));
 }
