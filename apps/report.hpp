@@ -67,7 +67,10 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
                           {"time_s", s.seconds}});
         if (s.pseudo > 0) stages.back()["pseudo_labels"] = s.pseudo;
         if (s.candidates > 1)
-            stages.back()["search"] = {{"candidates", s.candidates}, {"chosen", s.chosen}, {"settings", s.settings}};
+            stages.back()["search"] = {{"candidates", s.candidates},
+                                       {"chosen", s.chosen},
+                                       {"settings", s.settings},
+                                       {"side_by_side", s.side_by_side}};
     }
     j["stages"] = stages;
     if (r.smoothed)
@@ -106,7 +109,9 @@ inline std::string stage_lines(const train::run_result& r)
         const auto rounds = std::count_if(r.history.begin(), r.history.end(),
                                           [&](const epoch_record& e) { return e.stage == st.stage; });
         o << "stage " << st.stage << ": " << rounds << " rounds";
-        if (st.candidates > 1) o << " over " << st.candidates << " candidates, kept " << st.settings;
+        if (st.candidates > 1)
+            o << " over " << st.candidates << " candidates" << (st.side_by_side ? " side by side" : "") << ", kept "
+              << st.settings;
         o << "; best round " << st.best_round << ", valid " << st.best.valid << ", " << st.seconds << " s\n";
     }
     return o.str();

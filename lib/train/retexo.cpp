@@ -199,7 +199,8 @@ struct retexo_stage : stage_progress {
     std::optional<nn::layer_plan> plan_eval;
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
     int candidates = 1, chosen = 0;
-    std::int64_t pseudo = 0; ///< pseudo-labelled training nodes, all ranks
+    bool side_by_side = false; ///< the search trained its candidates one rank each
+    std::int64_t pseudo = 0;   ///< pseudo-labelled training nodes, all ranks
 
     nn::stage_model& model() { return models.front(); }
     bool cross_fitted() const { return models.size() > 1; }
@@ -1187,6 +1188,7 @@ bool retexo_run::search(retexo_stage& s)
     s.best = std::move(st.top_best);
     s.candidates = st.tried;
     s.chosen = st.top;
+    s.side_by_side = owner >= 0;
     return true;
 }
 
@@ -1402,6 +1404,7 @@ bool retexo_run::embed(retexo_stage& s)
     sr.best_round = s.best_round;
     sr.candidates = s.candidates;
     sr.chosen = s.chosen;
+    sr.side_by_side = s.side_by_side;
     sr.pseudo = s.pseudo;
     sr.best = reduce_accuracies(ctx_, logits);
     sr.bytes = ctx_.comm.sum(ctx_.comm.ledger() - s.start);

@@ -1074,6 +1074,8 @@ TEST_CASE("a stage search side by side: the one-after-another search's choice, h
             CHECK(x.stages[k].chosen == y.stages[k].chosen);
             CHECK(x.stages[k].candidates == y.stages[k].candidates);
             CHECK(x.stages[k].best_round == y.stages[k].best_round);
+            CHECK_FALSE(x.stages[k].side_by_side);
+            CHECK(y.stages[k].side_by_side == (P > 1 && k < 2)); // stage 2's pseudo-labels: not
         }
         REQUIRE(x.parameters.size() == y.parameters.size());
         for (std::size_t i = 0; i < x.parameters.size(); ++i)

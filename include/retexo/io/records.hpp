@@ -33,12 +33,13 @@ struct stage_record {
     int stage = 0;
     int rounds = 0;
     int best_round = 0;
-    int candidates = 1;      ///< settings tried (retexo_options::search)
-    int chosen = 0;          ///< the one kept
-    std::string settings;    ///< the kept candidate's settings (with candidates > 1; not checkpointed)
-    std::int64_t pseudo = 0; ///< pseudo-labelled nodes it trained on besides the labelled ones (all ranks)
-    accuracies best;         ///< at the selected round
-    byte_ledger bytes;       ///< all ranks, during this stage
+    int candidates = 1;        ///< settings tried (retexo_options::search)
+    int chosen = 0;            ///< the one kept
+    bool side_by_side = false; ///< its candidates trained one rank each (not checkpointed: never with checkpoints)
+    std::string settings;      ///< the kept candidate's settings (with candidates > 1; not checkpointed)
+    std::int64_t pseudo = 0;   ///< pseudo-labelled nodes it trained on besides the labelled ones (all ranks)
+    accuracies best;           ///< at the selected round
+    byte_ledger bytes;         ///< all ranks, during this stage
     double seconds = 0;
 };
 
