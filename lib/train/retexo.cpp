@@ -179,12 +179,17 @@ struct retexo_stage : stage_progress {
     };
     std::optional<gathered_rows> all_train;
     /// A search side by side (retexo_options::search_parallel): every rank's validation rows,
-    /// then test rows with track_test, gathered like the training rows, with graph stages'
-    /// plans over them.
+    /// then test rows with track_test, gathered like the training rows.  They are evaluated
+    /// in P chunks, so that a pass holds what a rank's share would (graph stages: a plan per
+    /// chunk).
     struct gathered_eval {
         gathered_rows rows;
-        std::optional<nn::layer_plan> plan;
-        nn::stage_pass pass; ///< reused round after round
+        struct chunk {
+            std::vector<node_t> rows;
+            std::optional<nn::layer_plan> plan;
+        };
+        std::vector<chunk> chunks;
+        nn::stage_pass pass; ///< reused chunk after chunk, round after round
     };
     std::vector<gathered_eval> all_eval;
     /// Cross-fitting: each model's training rows on this rank and over all ranks, and the
@@ -552,7 +557,8 @@ void retexo_run::build_model(retexo_stage& s)
             s.plans_train.push_back(s.model().make_plan(training_graph(s), rows));
         if (alone_) {
             for (auto& e : s.all_eval)
-                e.plan = s.model().make_plan(e.rows.graph(), e.rows.rows);
+                for (auto& c : e.chunks)
+                    c.plan = s.model().make_plan(e.rows.graph(), c.rows);
         } else {
             s.plan_eval = s.model().make_plan(ctx_.graph, s.eval_rows);
         }
@@ -961,6 +967,11 @@ void retexo_run::gather_evaluation_rows(retexo_stage& s)
         auto& e = s.all_eval.emplace_back();
         e.rows = s.graph ? gather_graph(s, s.x.all, *rows, ctx_.part.labels, ctx_.graph)
                          : gather_rows(s, s.x.all, *rows, ctx_.part.labels);
+        const auto n = e.rows.rows.size(), P = static_cast<std::size_t>(ctx_.comm.size());
+        for (std::size_t c = 0; c < P; ++c)
+            e.chunks.push_back(
+                {.rows = std::vector<node_t>(e.rows.rows.begin() + static_cast<std::ptrdiff_t>(n * c / P),
+                                             e.rows.rows.begin() + static_cast<std::ptrdiff_t>(n * (c + 1) / P))});
     }
 }
 
@@ -1019,24 +1030,30 @@ void retexo_run::evaluate_gathered(retexo_stage& s, epoch_record& rec)
     for (std::size_t k = 0; k < s.all_eval.size(); ++k) { // validation, then test
         auto& e = s.all_eval[k];
         auto& pe = e.pass;
-        pe.rows = e.rows.rows;
-        pe.plan = e.plan ? &*e.plan : nullptr;
-        stage_logits(s, pe, e.rows.x, e.rows.ids);
-        std::vector<node_t> seq(pe.rows.size());
-        std::vector<std::int32_t> labels(pe.rows.size());
-        for (std::size_t i = 0; i < seq.size(); ++i) {
-            seq[i] = static_cast<node_t>(i);
-            labels[i] = e.rows.labels[static_cast<std::size_t>(pe.rows[i])];
+        std::int64_t correct = 0;
+        loss_result loss;
+        for (const auto& c : e.chunks) {
+            pe.rows = c.rows;
+            pe.plan = c.plan ? &*c.plan : nullptr;
+            stage_logits(s, pe, e.rows.x, e.rows.ids);
+            std::vector<node_t> seq(pe.rows.size());
+            std::vector<std::int32_t> labels(pe.rows.size());
+            for (std::size_t i = 0; i < seq.size(); ++i) {
+                seq[i] = static_cast<node_t>(i);
+                labels[i] = e.rows.labels[static_cast<std::size_t>(pe.rows[i])];
+            }
+            correct += count_correct(pe.logits.data(), C_, labels, seq);
+            if (k > 0 || (o_.select != selection::loss && !o_.search.active())) continue;
+            const loss_result part =
+                softmax_cross_entropy(pe.logits.data(), C_, labels, seq, 1.0F, static_cast<float*>(nullptr), valid_k_);
+            loss.sum += part.sum;
+            loss.count += part.count;
+            loss.exact_sum += part.exact_sum;
         }
-        const auto n = static_cast<std::int64_t>(seq.size());
-        const double acc =
-            n > 0 ? static_cast<double>(count_correct(pe.logits.data(), C_, labels, seq)) / static_cast<double>(n)
-                  : 0.0;
-        (k == 0 ? rec.acc.valid : rec.acc.test) = acc;
+        const auto n = static_cast<std::int64_t>(e.rows.rows.size());
+        (k == 0 ? rec.acc.valid : rec.acc.test) = n > 0 ? static_cast<double>(correct) / static_cast<double>(n) : 0.0;
         if (k == 0 && (o_.select == selection::loss || o_.search.active()))
-            rec.valid_loss = mean_loss(
-                softmax_cross_entropy(pe.logits.data(), C_, labels, seq, 1.0F, static_cast<float*>(nullptr), valid_k_),
-                std::max<std::int64_t>(1, n), valid_k_);
+            rec.valid_loss = mean_loss(loss, std::max<std::int64_t>(1, n), valid_k_);
     }
 }
 
@@ -1102,7 +1119,8 @@ void retexo_run::reset_model(retexo_stage& s)
     s.p = nn::stage_pass();
     s.pe = nn::stage_pass();
     for (auto& e : s.all_eval) {
-        e.plan.reset();
+        for (auto& c : e.chunks)
+            c.plan.reset();
         e.pass = nn::stage_pass();
     }
     s.best_score = -std::numeric_limits<double>::infinity();
