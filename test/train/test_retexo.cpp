@@ -1041,10 +1041,12 @@ TEST_CASE("a stage search side by side: the one-after-another search's choice, h
     const mpi::communicator world;
     const int P = world.size();
     const auto a = partition_random(g.num_nodes(), P, 2);
-    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::gat}) {
-        // Cross-fitted stages 0 and 1 side by side; stage 2 chooses pseudo-labels (collective),
-        // so it trains its candidates one after another.
-        auto o = three_stage_options(model, train::retexo_variant::hidden, 0);
+    for (auto [model, batch] : {std::pair{nn::layer_kind::gcn, 0}, std::pair{nn::layer_kind::gat, 0},
+                                std::pair{nn::layer_kind::sage_mean, 150}}) {
+        INFO(name_of(model) << " batch " << batch);
+        // Stages 0 and 1 side by side (full batches: cross-fitted); stage 2 chooses
+        // pseudo-labels (collective), so it trains its candidates one after another.
+        auto o = three_stage_options(model, train::retexo_variant::hidden, batch);
         for (auto& st : o.stages)
             st.rounds = 10;
         o.search.lr = {0.002, 0.05};
