@@ -1242,24 +1242,26 @@ bool retexo_run::searches_side_by_side(retexo_stage& s, const std::vector<std::s
     if (s.resumed || order.size() < 2 || ctx_.comm.size() == 1 || checkpointing() || o_.search_parallel == false)
         return false;
     if (s.index > 0 && uses_pseudo_labels(s.index)) return false; // choosing them is collective
+    if (!o_.search_parallel) {
+        // The default: the evaluation rows a gather would send (graph stages: one more per
+        // in-edge), over all ranks, are no more than the training rows.
+        const auto weight = [&](const std::vector<node_t>& rows, const nn::local_graph& g) {
+            auto n = static_cast<std::int64_t>(rows.size());
+            if (s.graph)
+                for (node_t r : rows)
+                    n += g.in_edges->degree(r);
+            return n;
+        };
+        std::int64_t w[2] = {weight(ctx_.train_rows, ctx_.train_graph), weight(ctx_.valid_rows, ctx_.graph)};
+        if (o_.track_test) w[1] += weight(ctx_.test_rows, ctx_.graph);
+        ctx_.comm.allreduce(std::span<std::int64_t>(w, 2), MPI_SUM, purpose::control);
+        if (w[1] > w[0]) return false;
+    }
     // The stage's first build decides whether it gathers its training rows.
     s.so = o_.search.candidate(o_.stages[static_cast<std::size_t>(s.index)], order.front());
     build_model(s);
     reset_model(s);
-    if (!s.all_train) return false;
-    if (o_.search_parallel) return true;
-    // The rows a gather sends (graph stages: one more per in-edge), over all ranks.
-    const auto weight = [&](const std::vector<node_t>& rows, const nn::local_graph& g) {
-        auto n = static_cast<std::int64_t>(rows.size());
-        if (s.graph)
-            for (node_t r : rows)
-                n += g.in_edges->degree(r);
-        return n;
-    };
-    std::int64_t w[2] = {weight(train_rows_, ctx_.train_graph), weight(ctx_.valid_rows, ctx_.graph)};
-    if (o_.track_test) w[1] += weight(ctx_.test_rows, ctx_.graph);
-    ctx_.comm.allreduce(std::span<std::int64_t>(w, 2), MPI_SUM, purpose::control);
-    return w[1] <= w[0];
+    return s.all_train.has_value();
 }
 
 int retexo_run::search_side_by_side(retexo_stage& s, const std::vector<std::size_t>& order)

@@ -1092,3 +1092,30 @@ TEST_CASE("a stage search side by side: the one-after-another search's choice, h
         check_identical(single.res, y);
     }
 }
+
+TEST_CASE("a stage search goes side by side by default where the evaluation rows are no more than the training rows",
+          "[retexo][mpi][replicate]")
+{
+    csbm_options go;
+    go.nodes = 1200;
+    go.classes = 4;
+    go.features = 20;
+    go.avg_degree = 8;
+    go.seed = 11;
+    go.train_fraction = 0.3; // validation 0.1, test 0.6
+    go.test_fraction = 0.6;
+    const graph g = generate_csbm(go);
+    const mpi::communicator world;
+    const int P = world.size();
+    const auto a = partition_random(g.num_nodes(), P, 2);
+    auto o = small_options(nn::layer_kind::gcn);
+    o.search.weight_decay = {5e-4, 5e-3};
+    o.replicate_train = true;
+    for (bool track_test : {false, true}) {
+        INFO("track_test " << track_test);
+        o.track_test = track_test; // the test rows too: more than the training rows
+        const run_with r(world, g, a, o);
+        for (const auto& st : r.res.stages)
+            CHECK(st.side_by_side == (P > 1 && !track_test));
+    }
+}
