@@ -146,6 +146,15 @@ std::string retexo_options::describe() const
 
 namespace {
 
+/// The in-edges of `rows` in g: the rows a graph stage's gather sends besides them, at most.
+std::int64_t in_edges_of(const std::vector<node_t>& rows, const nn::local_graph& g)
+{
+    std::int64_t edges = 0;
+    for (node_t r : rows)
+        edges += g.in_edges->degree(r);
+    return edges;
+}
+
 /// One stage in progress; stage_progress: what a checkpoint keeps of it.
 struct retexo_stage : stage_progress {
     retexo_stage(int index, const stage_options& so) : index(index), so(so) {}
@@ -517,10 +526,7 @@ void retexo_run::build_model(retexo_stage& s)
         // Graph stages gather the training rows' in-neighbours too: at most one row per edge.
         std::int64_t rows = global_train_;
         if (s.graph && o_.replicate_train.value_or(true)) {
-            std::int64_t edges = 0;
-            for (node_t r : train_rows_)
-                edges += ctx_.train_graph.in_edges->degree(r);
-            rows += ctx_.comm.allreduce(edges, MPI_SUM, purpose::train_rows);
+            rows += ctx_.comm.allreduce(in_edges_of(train_rows_, ctx_.train_graph), MPI_SUM, purpose::train_rows);
         }
         // Every candidate of a search all-reduces its own rounds; the rows are gathered once.
         const auto candidates = static_cast<int>(o_.search.size_at(s.index));
@@ -1246,11 +1252,7 @@ bool retexo_run::searches_side_by_side(retexo_stage& s, const std::vector<std::s
         // The default: the evaluation rows a gather would send (graph stages: one more per
         // in-edge), over all ranks, are no more than the training rows.
         const auto weight = [&](const std::vector<node_t>& rows, const nn::local_graph& g) {
-            auto n = static_cast<std::int64_t>(rows.size());
-            if (s.graph)
-                for (node_t r : rows)
-                    n += g.in_edges->degree(r);
-            return n;
+            return static_cast<std::int64_t>(rows.size()) + (s.graph ? in_edges_of(rows, g) : 0);
         };
         std::int64_t w[2] = {weight(ctx_.train_rows, ctx_.train_graph), weight(ctx_.valid_rows, ctx_.graph)};
         if (o_.track_test) w[1] += weight(ctx_.test_rows, ctx_.graph);

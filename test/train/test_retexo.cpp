@@ -15,7 +15,7 @@ using namespace retexo;
 
 namespace {
 
-graph small_graph()
+graph small_graph(double train_fraction = 0.1, double test_fraction = 0.8)
 {
     csbm_options o;
     o.nodes = 1200;
@@ -24,6 +24,8 @@ graph small_graph()
     o.avg_degree = 8;
     o.homophily = 0.75;
     o.seed = 11;
+    o.train_fraction = train_fraction;
+    o.test_fraction = test_fraction;
     return generate_csbm(o);
 }
 
@@ -1096,15 +1098,7 @@ TEST_CASE("a stage search side by side: the one-after-another search's choice, h
 TEST_CASE("a stage search goes side by side by default where the evaluation rows are no more than the training rows",
           "[retexo][mpi][replicate]")
 {
-    csbm_options go;
-    go.nodes = 1200;
-    go.classes = 4;
-    go.features = 20;
-    go.avg_degree = 8;
-    go.seed = 11;
-    go.train_fraction = 0.3; // validation 0.1, test 0.6
-    go.test_fraction = 0.6;
-    const graph g = generate_csbm(go);
+    const graph g = small_graph(0.3, 0.6); // validation 0.1
     const mpi::communicator world;
     const int P = world.size();
     const auto a = partition_random(g.num_nodes(), P, 2);
