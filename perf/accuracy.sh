@@ -10,6 +10,9 @@
 # "56 336 2655" on citeseer), few labels with "5 500 1000".  MODE=retexo|standard runs one
 # trainer (default: both, each in a run of its own).  EXTRA="..." adds options to every run,
 # e.g. EXTRA="--normalize-features" or EXTRA="--variant logits" with MODE=retexo.
+# Each run also leaves which test nodes it got right (OUT/*.test.json, from --predict-out), so
+# the summary gives RETEXO's gap with a 95% interval over the test nodes (needs python3-numpy
+# and python3-h5py; without them the column has the gap only).
 #   RANDOM_SPLIT="5 500 1000" EXTRA="--normalize-features" DATASETS=cora MODELS=gcn SEEDS=1 perf/accuracy.sh OUT
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -40,9 +43,13 @@ for ds in $datasets; do
       for mode in $modes; do
         json=$out/$ds-$m-$s.$mode.json
         [[ -f $json ]] && continue
+        pred=$out/$ds-$m-$s.$mode.predictions.h5
         # shellcheck disable=SC2086 # EXTRA is a list of options
         "$root/mpi_scripts/retexo_run.sh" -np 1 --data "$graph" --mode "$mode" --model "$m" --seed "$s" \
-          ${EXTRA:-} --log-every 1000 --metrics-out "$json" >/dev/null
+          ${EXTRA:-} --log-every 1000 --predict-out "$pred" --metrics-out "$json" >/dev/null
+        /usr/bin/python3 "$root/perf/summarize_accuracy.py" --test-outcomes "$graph" "$pred" "$json" "${json%.json}.test.json" ||
+          echo "accuracy.sh: no test outcomes for $json (python3-numpy and python3-h5py are needed)" >&2
+        rm -f "$pred"
         echo "done $ds $m $s $mode"
       done
     done
