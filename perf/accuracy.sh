@@ -12,7 +12,7 @@
 # e.g. EXTRA="--normalize-features" or EXTRA="--variant logits" with MODE=retexo.
 # Each run also leaves which test nodes it got right (OUT/*.test.json, from --predict-out), so
 # the summary gives RETEXO's gap with a 95% interval over the test nodes (needs python3-numpy
-# and python3-h5py; without them the column has the gap only).
+# and python3-h5py, from cmake/install-deps.sh --perf; without them the gap has no interval).
 #   RANDOM_SPLIT="5 500 1000" EXTRA="--normalize-features" DATASETS=cora MODELS=gcn SEEDS=1 perf/accuracy.sh OUT
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

@@ -56,6 +56,8 @@ def interval(out, ds, model, seeds):
     return f" [{low:+.1f}, {high:+.1f}]"
 
 
+if len(sys.argv) not in (2, 6) or (len(sys.argv) == 6) != (sys.argv[1] == "--test-outcomes"):
+    sys.exit(__doc__)
 if sys.argv[1] == "--test-outcomes":
     write_test_outcomes(*sys.argv[2:6])
     sys.exit(0)
