@@ -11,7 +11,7 @@
 # trainer (default: both, each in a run of its own).  EXTRA="..." adds options to every run,
 # e.g. EXTRA="--normalize-features" or EXTRA="--variant logits" with MODE=retexo.
 # Each run also leaves which test nodes it got right (OUT/*.test.json, from --predict-out), so
-# the summary gives RETEXO's gap with a 95% interval over the test nodes (needs python3-numpy
+# the summary gives RETEXO's gap a 95% interval over seeds and test nodes (python3-numpy
 # and python3-h5py, from cmake/install-deps.sh --perf; without them the gap has no interval).
 #   RANDOM_SPLIT="5 500 1000" EXTRA="--normalize-features" DATASETS=cora MODELS=gcn SEEDS=1 perf/accuracy.sh OUT
 set -euo pipefail
