@@ -95,7 +95,7 @@ struct option_text {
                 dropout, patience, weight_decay = s(defaults::weight_decay_text),
                 optimizer = s(defaults::optimizer_text), norm = s(defaults::norm_text),
                 schedule = s(defaults::lr_schedule_text), std_optimizer = s(defaults::std_optimizer_text), config,
-                search_lr, search_dropout, search_weight_decay, search_cross_fit, search_pseudo_labels, smooth_alpha,
+                search_lr, search_dropout, search_weight_decay, search_pseudo_labels, smooth_alpha,
                 output_stage = s(defaults::output_stage_text);
     int stages = defaults::stages;
     double pseudo_labels = defaults::pseudo_labels;
@@ -159,8 +159,6 @@ po::options_description selection_options(option_text& t, train::retexo_options&
                       ("RETEXO: weight decays every stage tries (see --search-lr; one value: no search; default: " +
                        std::string(defaults::search_weight_decay_text) + ")")
                           .c_str())(
-        "search-cross-fit", po::value(&t.search_cross_fit),
-        "RETEXO: --cross-fit fold counts every stage but the last tries (see --search-lr; full batch only)")(
         "search-pseudo-labels", po::value(&t.search_pseudo_labels),
         "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(
         "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
@@ -397,8 +395,6 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
         ro.search.weight_decay = list_of<double>("search-weight-decay", t.search_weight_decay);
     else if (!vm["weight-decay"].defaulted())
         ro.search.weight_decay.clear(); // the weight decay given is the one used
-    if (!t.search_cross_fit.empty())
-        ro.search.cross_fit = list_of<double>("search-cross-fit", t.search_cross_fit);
     if (!t.search_pseudo_labels.empty())
         ro.search.pseudo_labels = list_of<double>("search-pseudo-labels", t.search_pseudo_labels);
     RETEXO_ENSURE(a.wants(run_mode::retexo) || (ro.checkpoint.dir.empty() && !ro.checkpoint.resume),
@@ -495,12 +491,10 @@ std::vector<train::run_result> run_trainers(const train::rank_context& ctx, cons
     const bool root = comm.rank() == 0;
     std::vector<train::run_result> runs;
     if (a.wants(run_mode::retexo)) {
-        const auto& stages = a.retexo.stages;
-        const auto candidates = a.retexo.search.size(); // candidate i of them
+        const auto candidates = a.retexo.search.size();
         int total_rounds = 0, done = 0; // at most: candidates stop early
-        for (std::size_t k = 0; k < stages.size(); ++k)
-            total_rounds += stages[k].rounds * static_cast<int>(a.retexo.search.size_at(static_cast<int>(k),
-                                                                                         k + 1 == stages.size()));
+        for (const auto& st : a.retexo.stages)
+            total_rounds += st.rounds * static_cast<int>(candidates);
         auto progress = [&](const epoch_record& r) {
             ++done;
             if (comm.rank() == a.kill_rank && r.stage == 0 && r.epoch == a.kill_round) std::raise(SIGKILL);

@@ -56,11 +56,6 @@ void retexo_options::validate() const
         RETEXO_ENSURE(v >= 0 && v < 1, "--search-dropout: every rate must be in [0, 1), got " << v);
     for (double v : search.weight_decay)
         RETEXO_ENSURE(v >= 0, "--search-weight-decay: every value must be >= 0, got " << v);
-    for (double v : search.cross_fit)
-        RETEXO_ENSURE(v >= 1 && v == std::floor(v) && v <= 64,
-                      "--search-cross-fit: every value must be a whole number of folds in [1, 64], got " << v);
-    RETEXO_ENSURE(search.cross_fit.empty() || batch_size == 0,
-                  "--search-cross-fit needs full-batch training, not --batch-size " << batch_size);
     for (double v : search.pseudo_labels)
         RETEXO_ENSURE(v >= 0 && std::isfinite(v), "--search-pseudo-labels: every value must be >= 0, got " << v);
     smooth.validate();
@@ -100,9 +95,6 @@ stage_options stage_search::candidate(const stage_options& base, std::size_t i) 
     pick(lr, s.lr);
     pick(dropout, s.dropout);
     pick(weight_decay, s.weight_decay);
-    double folds = s.cross_fit;
-    pick(cross_fit, folds);
-    s.cross_fit = static_cast<int>(folds);
     pick(pseudo_labels, s.pseudo_labels);
     return s;
 }
@@ -113,7 +105,6 @@ std::string stage_search::describe(const stage_options& base, std::size_t i) con
     std::ostringstream d;
     d << "lr=" << s.lr << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay
       << " pseudo-labels=" << s.pseudo_labels;
-    if (!cross_fit.empty()) d << " cross-fit=" << s.cross_fit;
     return d.str();
 }
 
@@ -508,8 +499,7 @@ void retexo_run::build_model(retexo_stage& s)
     phase_timer::scope sc(meter_.timer, "setup");
     set_targets(s);
     const auto& so = s.so;
-    const int stage_folds = so.cross_fit > 0 ? so.cross_fit : o_.cross_fit;
-    const int folds = stage_folds > 1 && !s.last ? stage_folds : 1;
+    const int folds = o_.cross_fit > 1 && !s.last ? o_.cross_fit : 1;
     s.models.reserve(static_cast<std::size_t>(folds)); // params point into them
     for (int f = 0; f < folds; ++f)
         s.models.emplace_back(nn::stage_spec{.stage = s.index,
@@ -539,7 +529,7 @@ void retexo_run::build_model(retexo_stage& s)
             rows += ctx_.comm.allreduce(in_edges_of(train_rows_, ctx_.train_graph), MPI_SUM, purpose::train_rows);
         }
         // Every candidate of a search all-reduces its own rounds; the rows are gathered once.
-        const auto candidates = static_cast<int>(o_.search.size_at(s.index, s.last));
+        const auto candidates = static_cast<int>(o_.search.size_at(s.index));
         if (o_.replicates_rows(ctx_.comm.size(), rows, s.x.all.cols(), params, so.rounds * candidates))
             gather_training_rows(s);
     }
@@ -1176,9 +1166,9 @@ bool retexo_run::search(retexo_stage& s)
     // run goes on from the kept one's: the kept candidate's stage, and the stages after it,
     // are what a run with its settings alone (and the same patience) computes.
     if (!s.resumed) st = {.step0 = step_};
-    std::vector<std::size_t> order; // without those that repeat an earlier one here
+    std::vector<std::size_t> order; // stage 0 takes no pseudo-labels: those candidates repeat
     for (std::size_t i = 0; i < o_.search.size(); ++i)
-        if (o_.search.trains(i, s.index, s.last)) order.push_back(i);
+        if (s.index > 0 || o_.search.first_without_pseudo_labels(i)) order.push_back(i);
     int owner = -1; // side by side: the rank that trained the kept candidate
     if (searches_side_by_side(s, order)) {
         owner = search_side_by_side(s, order);

@@ -93,8 +93,6 @@ struct stage_options {
     /// counts per rank is all-reduced, a control byte cost; the choice is the same on any
     /// partitioning).  No halo byte more.  0: off.
     double pseudo_labels = defaults::pseudo_labels;
-    /// Fold models of this stage (retexo_options::cross_fit); 0: the run's --cross-fit.
-    int cross_fit = 0;
 };
 
 /// The default stages of a `count`-stage run (data/defaults.cfg), chosen on cora and citeseer
@@ -114,38 +112,29 @@ std::vector<stage_options> default_stages(int count);
 /// --select loss), ties broken by the lower validation loss.  The candidates: every
 /// combination of the listed values; an empty list keeps the stage's own setting.
 struct stage_search {
-    std::vector<double> lr, dropout, weight_decay, cross_fit, pseudo_labels; ///< in index order
+    std::vector<double> lr, dropout, weight_decay, pseudo_labels;
     int patience = 0; ///< rounds without improvement before a candidate stops (0: the stage's own)
     /// The number of candidates (1: no search).
     std::size_t size() const
     {
-        std::size_t n = 1;
-        for (const auto* axis : {&lr, &dropout, &weight_decay, &cross_fit, &pseudo_labels})
-            n *= std::max<std::size_t>(1, axis->size());
-        return n;
+        return std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
+               std::max<std::size_t>(1, weight_decay.size()) * std::max<std::size_t>(1, pseudo_labels.size());
     }
-    /// Whether the stage trains candidate i: not where it differs from an earlier candidate
-    /// only in what the stage does not use (stage 0: pseudo-labels; the last stage: cross-fitting).
-    bool trains(std::size_t i, int stage, bool last) const
+    /// Whether candidate i is the first of those that differ from an earlier one only in
+    /// pseudo-labels, which stage 0 does not use.
+    bool first_without_pseudo_labels(std::size_t i) const
     {
-        const std::size_t first = std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
-                                  std::max<std::size_t>(1, weight_decay.size());
-        const std::size_t folds = std::max<std::size_t>(1, cross_fit.size());
-        return (stage > 0 || i / (first * folds) == 0) && (!last || (i / first) % folds == 0);
+        return i < size() / std::max<std::size_t>(1, pseudo_labels.size());
     }
-    /// The number of candidates a stage trains.
-    std::size_t size_at(int stage, bool last) const
+    /// The number of candidates stage `stage` trains.
+    std::size_t size_at(int stage) const
     {
-        std::size_t n = 0;
-        for (std::size_t i = 0; i < size(); ++i)
-            n += trains(i, stage, last) ? 1 : 0;
-        return n;
+        return stage == 0 ? size() / std::max<std::size_t>(1, pseudo_labels.size()) : size();
     }
     bool active() const { return size() > 1; }
     /// Candidate i (< size()) of a stage whose own settings are `base`.
     stage_options candidate(const stage_options& base, std::size_t i) const;
-    /// "lr=... dropout=... weight-decay=... pseudo-labels=..." of candidate i (and
-    /// "cross-fit=..." with that axis).
+    /// "lr=... dropout=... weight-decay=... pseudo-labels=..." of candidate i.
     std::string describe(const stage_options& base, std::size_t i) const;
 };
 
