@@ -95,7 +95,7 @@ struct option_text {
                 dropout, patience, weight_decay = s(defaults::weight_decay_text),
                 optimizer = s(defaults::optimizer_text), norm = s(defaults::norm_text),
                 schedule = s(defaults::lr_schedule_text), std_optimizer = s(defaults::std_optimizer_text), config,
-                search_lr, search_dropout, search_weight_decay, search_pseudo_labels, smooth_alpha,
+                search_lr, search_dropout, search_weight_decay, search_norm, search_pseudo_labels, smooth_alpha,
                 output_stage = s(defaults::output_stage_text);
     int stages = defaults::stages;
     double pseudo_labels = defaults::pseudo_labels;
@@ -158,7 +158,8 @@ po::options_description selection_options(option_text& t, train::retexo_options&
             .c_str())("search-weight-decay", po::value(&t.search_weight_decay),
                       ("RETEXO: weight decays every stage tries (see --search-lr; one value: no search; default: " +
                        std::string(defaults::search_weight_decay_text) + ")")
-                          .c_str())(
+                          .c_str())("search-norm", po::value(&t.search_norm),
+                                    "RETEXO: --norm settings every stage tries (none,layer; see --search-lr)")(
         "search-pseudo-labels", po::value(&t.search_pseudo_labels),
         "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(
         "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
@@ -395,6 +396,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
         ro.search.weight_decay = list_of<double>("search-weight-decay", t.search_weight_decay);
     else if (!vm["weight-decay"].defaulted())
         ro.search.weight_decay.clear(); // the weight decay given is the one used
+    if (!t.search_norm.empty()) ro.search.norm = list_of<train::normalization>("search-norm", t.search_norm);
     if (!t.search_pseudo_labels.empty())
         ro.search.pseudo_labels = list_of<double>("search-pseudo-labels", t.search_pseudo_labels);
     RETEXO_ENSURE(a.wants(run_mode::retexo) || (ro.checkpoint.dir.empty() && !ro.checkpoint.resume),

@@ -95,6 +95,10 @@ stage_options stage_search::candidate(const stage_options& base, std::size_t i) 
     pick(lr, s.lr);
     pick(dropout, s.dropout);
     pick(weight_decay, s.weight_decay);
+    if (!norm.empty()) {
+        s.norm = norm[i % norm.size()];
+        i /= norm.size();
+    }
     pick(pseudo_labels, s.pseudo_labels);
     return s;
 }
@@ -105,6 +109,7 @@ std::string stage_search::describe(const stage_options& base, std::size_t i) con
     std::ostringstream d;
     d << "lr=" << s.lr << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay
       << " pseudo-labels=" << s.pseudo_labels;
+    if (!norm.empty()) d << " norm=" << name_of(s.norm);
     return d.str();
 }
 

@@ -881,7 +881,8 @@ TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compu
         o.stages[0].rounds = o.stages[1].rounds = 12;
         o.search.lr = {0.002, 0.05};
         o.search.dropout = {0.0, 0.5};
-        o.search.pseudo_labels = {0, 2}; // stage 0 has none to take: 4 candidates, stage 1 8
+        o.search.norm = {train::normalization::none, train::normalization::layer};
+        o.search.pseudo_labels = {0, 2}; // stage 0 has none to take: 8 candidates, stage 1 16
         o.search.patience = 4;
         const run_with searched(world, g, a, o);
         REQUIRE(searched.res.stages.size() == 2);
@@ -889,7 +890,7 @@ TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compu
         alone.search = {};
         for (std::size_t k = 0; k < 2; ++k) {
             const auto& sr = searched.res.stages[k];
-            const int n = k == 0 ? 4 : 8;
+            const int n = k == 0 ? 8 : 16;
             CHECK(sr.candidates == n);
             REQUIRE(sr.chosen >= 0);
             REQUIRE(sr.chosen < n);
@@ -909,6 +910,13 @@ TEST_CASE("a stage search keeps, per stage, what its chosen settings alone compu
             CHECK(chosen.res.stages[k].best_round == searched.res.stages[k].best_round);
         // Every candidate's rounds are in the history, each stopped by its patience.
         CHECK(searched.res.history.size() > chosen.res.history.size());
+        // Stage 0's candidates 4-7 are 0-3 with LayerNorm: their first rounds differ.
+        std::map<int, double> first_loss;
+        for (const auto& r : searched.res.history)
+            if (r.stage == 0 && r.epoch == 1) first_loss[r.candidate] = r.loss;
+        REQUIRE(first_loss.size() == 8);
+        for (int c = 0; c < 4; ++c)
+            CHECK(first_loss[c] != first_loss[c + 4]);
         // Exact mode: one process and every rank search alike.
         const auto [single, dist] = single_and_distributed(g, o);
         check_identical(single, dist);

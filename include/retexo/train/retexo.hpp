@@ -113,12 +113,14 @@ std::vector<stage_options> default_stages(int count);
 /// combination of the listed values; an empty list keeps the stage's own setting.
 struct stage_search {
     std::vector<double> lr, dropout, weight_decay, pseudo_labels;
-    int patience = 0; ///< rounds without improvement before a candidate stops (0: the stage's own)
+    std::vector<normalization> norm; ///< in candidate order after the weight decay
+    int patience = 0;                ///< rounds without improvement before a candidate stops (0: the stage's own)
     /// The number of candidates (1: no search).
     std::size_t size() const
     {
         return std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
-               std::max<std::size_t>(1, weight_decay.size()) * std::max<std::size_t>(1, pseudo_labels.size());
+               std::max<std::size_t>(1, weight_decay.size()) * std::max<std::size_t>(1, norm.size()) *
+               std::max<std::size_t>(1, pseudo_labels.size());
     }
     /// Whether candidate i is the first of those that differ from an earlier one only in
     /// pseudo-labels, which stage 0 does not use.
@@ -134,7 +136,8 @@ struct stage_search {
     bool active() const { return size() > 1; }
     /// Candidate i (< size()) of a stage whose own settings are `base`.
     stage_options candidate(const stage_options& base, std::size_t i) const;
-    /// "lr=... dropout=... weight-decay=... pseudo-labels=..." of candidate i.
+    /// "lr=... dropout=... weight-decay=... pseudo-labels=..." of candidate i (and "norm=..."
+    /// with that axis).
     std::string describe(const stage_options& base, std::size_t i) const;
 };
 
