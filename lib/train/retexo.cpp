@@ -87,7 +87,7 @@ std::vector<stage_options> default_stages(int count)
 stage_options stage_search::candidate(const stage_options& base, std::size_t i) const
 {
     stage_options s = base;
-    auto pick = [&i](const std::vector<double>& values, double& out) {
+    auto pick = [&i](const auto& values, auto& out) {
         if (values.empty()) return;
         out = values[i % values.size()];
         i /= values.size();
@@ -95,10 +95,7 @@ stage_options stage_search::candidate(const stage_options& base, std::size_t i) 
     pick(lr, s.lr);
     pick(dropout, s.dropout);
     pick(weight_decay, s.weight_decay);
-    if (!norm.empty()) {
-        s.norm = norm[i % norm.size()];
-        i /= norm.size();
-    }
+    pick(norm, s.norm);
     pick(pseudo_labels, s.pseudo_labels);
     return s;
 }
