@@ -613,7 +613,7 @@ int main(int argc, char** argv)
         auto options = parse_options(argc, argv, comm);
         if (!options) return cli::exit_ok;
         auto& a = *options;
-        check_placement(comm, "retexo_mpi"); // warns on rank 0 when ranks' OpenMP threads share CPUs (stderr only)
+        place_threads(comm, "retexo_mpi"); // shares an oversubscribed host's CPUs out; warns on rank 0 (stderr)
         std::signal(SIGTERM, on_stop_signal);
         std::signal(SIGUSR1, on_stop_signal);
         a.retexo.checkpoint.stop_requested = [] { return stop_signal.load() != 0; };

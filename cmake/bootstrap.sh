@@ -2,7 +2,7 @@
 # Install the dependencies (if missing), configure and build retexo into build/ (or
 # $RETEXO_BUILD_DIR).
 #   cmake/bootstrap.sh [CMAKE_ARGS...]          # everything: library, tools, tests, benchmarks
-#   cmake/bootstrap.sh --main [CMAKE_ARGS...]   # only the library and retexo_mpi (the main job)
+#   cmake/bootstrap.sh --main [CMAKE_ARGS...]   # only the library, retexo_mpi and the tools (the main job)
 # Extra arguments are passed to cmake's configure step.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,7 +15,7 @@ if [[ ${1:-} == --main ]]; then
   options=()
   [[ -f $build/CMakeCache.txt ]] || options=(-DRETEXO_BUILD_TESTS=OFF -DRETEXO_BUILD_PERF=OFF)
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release "${options[@]}" "$@" >/dev/null
-  cmake --build "$build" -j "$(nproc)" --target retexo_mpi
+  cmake --build "$build" -j "$(nproc)" --target retexo_tools
 else
   "$root/cmake/install-deps.sh" --test
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DRETEXO_BUILD_TESTS=ON -DRETEXO_BUILD_PERF=ON "$@" >/dev/null

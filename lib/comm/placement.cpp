@@ -249,6 +249,16 @@ std::string idle_cpus_note(const host_ranks& h)
            std::to_string(per_rank) + " and mpirun --map-by slot:PE=" + std::to_string(per_rank) + " --bind-to core";
 }
 
+/// Rule (d)'s warning for host h.
+std::string oversubscribed_warning(const host_ranks& h)
+{
+    return "warning: the " + std::to_string(h.members.size()) + " rank(s) on host " + h.name + " run " +
+           std::to_string(h.threads) + " OpenMP threads on its " + std::to_string(h.cpus) +
+           " CPUs, more than one per CPU, so they time-share them (OMP_NUM_THREADS asks for it): set "
+           "OMP_NUM_THREADS=" +
+           std::to_string(h.per_rank()) + ", or start with mpi_scripts/retexo_run.sh";
+}
+
 /// Number of CPUs in a Linux CPU list ("0-3,8"); 0 when unreadable.
 int count_cpu_list(const std::string& text)
 {
@@ -357,6 +367,19 @@ std::vector<std::vector<int>> crowded_groups(const std::vector<rank_placement>& 
     return split_by_shared_cpus(ranks, members, cpu_ids, std::vector<char>(seen.begin() + 2, seen.begin() + 2 + n));
 }
 
+std::vector<int> shared_threads(const std::vector<rank_placement>& ranks)
+{
+    std::vector<int> threads(ranks.size());
+    for (std::size_t r = 0; r < ranks.size(); ++r)
+        threads[r] = ranks[r].threads;
+    for (const auto& h : ranks_by_host(ranks)) {
+        if (h.threads <= h.cpus) continue;
+        for (int r : h.members)
+            if (!ranks[r].threads_set) threads[r] = std::min(threads[r], h.per_rank());
+    }
+    return threads;
+}
+
 std::vector<std::string> placement_warnings(const std::vector<rank_placement>& ranks)
 {
     std::vector<std::string> out;
@@ -374,6 +397,12 @@ std::vector<std::string> placement_warnings(const std::vector<rank_placement>& r
         // (c) the default binding left CPUs idle.
         if (!warned && !h.any_set && !h.any_bind && static_cast<int>(h.used.size()) < h.cpus && h.threads < h.cpus)
             out.push_back(idle_cpus_note(h));
+        // (d) more threads than CPUs although the ranks could run fewer each.
+        const bool alone =
+            std::any_of(h.members.begin(), h.members.end(), [&](int r) { return crowded_alone[r] != 0; });
+        if (!warned && !alone && h.threads > h.cpus &&
+            std::any_of(h.members.begin(), h.members.end(), [&](int r) { return ranks[r].threads > 1; }))
+            out.push_back(oversubscribed_warning(h));
     }
     return out;
 }
@@ -444,10 +473,23 @@ std::vector<rank_placement> gather_placements(const mpi::communicator& comm, con
     return unpack_placements(comm.allgatherv(std::span<const std::uint64_t>(words), purpose::control));
 }
 
-void check_placement(const mpi::communicator& comm, const std::string& tool)
+void place_threads(const mpi::communicator& comm, const std::string& tool)
 {
-    const auto all = gather_placements(comm, local_placement());
+    auto all = gather_placements(comm, local_placement());
+    const auto threads = shared_threads(all);
+    omp_set_num_threads(threads[static_cast<std::size_t>(comm.rank())]);
     if (comm.rank() != 0) return;
+    for (const auto& h : ranks_by_host(all))
+        for (int r : h.members)
+            if (threads[r] != all[r].threads) {
+                std::fprintf(stderr,
+                             "%s: note: OMP_NUM_THREADS is unset: the %zu rank(s) on host %s share its %d CPUs, so "
+                             "each runs %d OpenMP thread(s), not %d (set OMP_NUM_THREADS to choose)\n",
+                             tool.c_str(), h.members.size(), h.name.c_str(), h.cpus, threads[r], all[r].threads);
+                break;
+            }
+    for (std::size_t r = 0; r < all.size(); ++r)
+        all[r].threads = threads[r];
     for (const auto& line : placement_warnings(all))
         std::fprintf(stderr, "%s: %s\n", tool.c_str(), line.c_str());
     std::fflush(stderr);

@@ -152,6 +152,34 @@ TEST_CASE("placement: rule (c) notes idle CPUs only when the launcher chose the 
     CHECK(placement_warnings({on("n", 2, 1, {0}, false), on("n", 2, 1, {1}, false)}).empty());
 }
 
+TEST_CASE("placement: ranks left to OpenMP's default share an oversubscribed host (rule d)", "[placement]")
+{
+    // Plain mpirun -np 4 on 2 cores: every mask is every CPU and OpenMP starts 2 threads each.
+    const std::vector<rank_placement> plain(4, on("n", 2, 2, {0, 1}, false));
+    CHECK(shared_threads(plain) == std::vector<int>{1, 1, 1, 1});
+    // 2 ranks on 8 CPUs, 8 threads each: 4 each.
+    CHECK(shared_threads({on("n", 8, 8, {0, 1, 2, 3, 4, 5, 6, 7}, false),
+                          on("n", 8, 8, {0, 1, 2, 3, 4, 5, 6, 7}, false)}) == std::vector<int>{4, 4});
+    // No more threads than CPUs, OMP_NUM_THREADS set, or another host's ranks: unchanged.
+    CHECK(shared_threads({on("n", 4, 2, {0, 1}, false), on("n", 4, 2, {2, 3}, false)}) == std::vector<int>{2, 2});
+    CHECK(shared_threads(std::vector<rank_placement>(4, on("n", 2, 2, {0, 1}))) == std::vector<int>{2, 2, 2, 2});
+    CHECK(shared_threads({on("a", 2, 2, {0, 1}, false), on("b", 2, 2, {0, 1}, false)}) == std::vector<int>{2, 2});
+    // One thread each on more ranks than CPUs stays one (never zero).
+    CHECK(shared_threads(std::vector<rank_placement>(3, on("n", 2, 1, {0, 1}, false))) == std::vector<int>{1, 1, 1});
+
+    // OMP_NUM_THREADS asks for the oversubscription: a warning with the share.
+    const auto w = placement_warnings(std::vector<rank_placement>(4, on("n", 2, 2, {0, 1})));
+    REQUIRE(w.size() == 1);
+    CHECK(w[0] == "warning: the 4 rank(s) on host n run 8 OpenMP threads on its 2 CPUs, more than one per CPU, so they "
+                  "time-share them (OMP_NUM_THREADS asks for it): set OMP_NUM_THREADS=1, or start with "
+                  "mpi_scripts/retexo_run.sh");
+    // After the share, and with one thread per rank on more ranks than CPUs: no warning.
+    auto shared = plain;
+    for (auto& p : shared)
+        p.threads = 1;
+    CHECK(placement_warnings(shared).empty());
+}
+
 TEST_CASE("placement: crowded_groups finds a fair assignment where one exists (max flow)", "[placement]")
 {
     // Rank 0 may use CPU 0 or 1, rank 1 only CPU 0: giving rank 0 CPU 0 first would leave rank 1

@@ -4,6 +4,7 @@
 #  1. with CMake: find_package(retexo) from a project that enables only CXX
 #     (test/install/CMakeLists.txt), so the package config must not need a C compiler;
 #  2. with pkg-config: the compile and link flags of retexo.pc, used separately.
+# The README's C++ quick start must be test/install/quickstart.cpp, line for line.
 # Usage: install_test.sh SOURCE_DIR BUILD_DIR MPIEXEC
 set -euo pipefail
 src=$1
@@ -18,6 +19,11 @@ cmake -S "$src/test/install" -B "$tmp/example" -DCMAKE_PREFIX_PATH="$tmp/prefix"
 cmake --build "$tmp/example" -j 2 >/dev/null
 "$mpiexec" -n 2 "$tmp/example/retexo_example"
 echo "== the README's C++ quick start"
+# The file built is the README's code block, as printed there.
+if ! awk '/^```cpp$/{f=1;next} /^```$/{if(f){exit}} f' "$src/README.md" | diff - "$src/test/install/quickstart.cpp"; then
+  echo "README.md's C++ quick start differs from test/install/quickstart.cpp (diff above)" >&2
+  exit 1
+fi
 "$mpiexec" -n 2 "$tmp/example/quickstart"
 
 echo "== pkg-config"

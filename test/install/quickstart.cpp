@@ -1,5 +1,6 @@
 // RETEXO and the standard trainer on a synthetic graph, one partition per MPI rank.
 //   mpirun -np 4 quickstart
+#include <retexo/comm/placement.hpp>
 #include <retexo/graph/generate.hpp>
 #include <retexo/partition/partitioner.hpp>
 #include <retexo/train/retexo.hpp>
@@ -12,6 +13,7 @@ int main(int argc, char** argv)
     retexo::mpi::environment env(argc, argv);
     const retexo::mpi::communicator comm(MPI_COMM_WORLD);
     try {
+        retexo::place_threads(comm, "quickstart"); // ranks on one host share its CPUs (unless OMP_NUM_THREADS is set)
         // The same graph on every rank; each keeps its partition (owned rows + halo plan).
         const retexo::graph g = retexo::generate_csbm({.nodes = 5000, .classes = 5});
         const auto assignment = retexo::partition_random(g.num_nodes(), comm.size(), /*seed=*/1);

@@ -2,7 +2,9 @@
 /// @file placement.hpp
 /// The placement check: where each rank's OpenMP threads may run, and the warnings when ranks
 /// and threads are placed so that some of them must share CPUs although the host has enough,
-/// with the fix.  retexo_mpi runs it at start (warnings on stderr only; no output file changes).
+/// with the fix.  retexo_mpi runs it at start (place_threads): ranks left to OpenMP's default
+/// thread count on an oversubscribed host get their share of its CPUs, and the warnings go to
+/// stderr (no output file changes).
 ///
 /// Each rank reports its host name, T = omp_get_max_threads(), M = the CPUs its threads may run
 /// on (union of every OpenMP thread's affinity mask, read inside a parallel region, so that
@@ -23,12 +25,18 @@
 ///      fewer CPUs than the host has while sum(T) < H: the launcher's default binding (Open MPI:
 ///      one core per rank) made OpenMP start one thread per CPU of that small mask, and the other
 ///      CPUs stay idle (plain `mpirun -np 1 retexo_mpi` on a multi-core machine).
+///  (d) On one host, more threads than CPUs (sum(T) > H) while some rank runs more than one:
+///      the ranks' threads time-share the CPUs (spinning OpenMP and MPI waits make that many
+///      times slower).  place_threads first gives every rank whose OMP_NUM_THREADS is unset its
+///      share, min(T, max(1, H / ranks on the host)) (shared_threads), and notes it; a warning is
+///      left only where OMP_NUM_THREADS asks for the oversubscription (plain `mpirun -np 4` on
+///      2 cores, each rank's mask every CPU and OMP_NUM_THREADS=2).
 /// mpi_scripts/retexo_run.sh's placements (np <= cores: --map-by slot:PE=T, disjoint masks of T
 /// CPUs; np > cores: --bind-to none, T = 1) pass every rule.
 ///
-/// The rules (placement_warnings, crowded_groups) are pure functions of the ranks' records, so
+/// The rules (placement_warnings, crowded_groups, shared_threads) are pure functions of the ranks' records, so
 /// they are tested on made-up placements; local_placement reads this process's placement and
-/// gather_placements / check_placement are the collective steps.
+/// gather_placements / place_threads are the collective steps.
 
 #include <retexo/comm/communicator.hpp>
 
@@ -66,6 +74,11 @@ std::vector<std::string> placement_warnings(const std::vector<rank_placement>& r
 std::vector<std::vector<int>> crowded_groups(const std::vector<rank_placement>& ranks, const std::vector<int>& members,
                                              int k);
 
+/// Rule (d)'s remedy: each rank's OpenMP thread count after the ranks whose OMP_NUM_THREADS is
+/// unset take their share of an oversubscribed host's CPUs, min(threads, max(1, CPUs / ranks on
+/// the host)); every other rank keeps its count.
+std::vector<int> shared_threads(const std::vector<rank_placement>& ranks);
+
 /// "0-3,8" from sorted CPU ids (the Linux CPU list format).
 std::string cpu_list(const std::vector<int>& cpus);
 
@@ -84,9 +97,11 @@ rank_placement local_placement();
 /// traffic).
 std::vector<rank_placement> gather_placements(const mpi::communicator& comm, const rank_placement& mine);
 
-/// Collective: gather every rank's local_placement() and print the warnings on rank 0 to
-/// stderr, each line prefixed "<tool>: ".  Meant before any trainer starts, so that no run's
-/// bytes change.
-void check_placement(const mpi::communicator& comm, const std::string& tool);
+/// Collective: gather every rank's local_placement(); where a host has more threads than CPUs,
+/// set each rank whose OMP_NUM_THREADS is unset to its share (shared_threads, with a note);
+/// then print the warnings on rank 0 to stderr, each line prefixed "<tool>: ".  Meant before
+/// any trainer starts, so that no run's bytes change (results do not depend on the thread
+/// count).
+void place_threads(const mpi::communicator& comm, const std::string& tool);
 
 } // namespace retexo
