@@ -5,7 +5,9 @@
 
 #include <retexo/io/ogb.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 int main(int argc, char** argv)
 {
@@ -50,6 +52,9 @@ int main(int argc, char** argv)
             o.directed = directed == "true";
         }
         if (storage != "auto") o.features = parse_name<feature_storage>(storage, "--features");
+        const auto in = std::filesystem::weakly_canonical(dir), at = std::filesystem::weakly_canonical(out);
+        RETEXO_ENSURE(std::mismatch(in.begin(), in.end(), at.begin(), at.end()).first != in.end(),
+                      "--out " << out << " is inside the input directory --ogb " << dir << ": write it elsewhere");
         const auto t0 = std::chrono::steady_clock::now();
         const auto r = convert_ogb(dir, out, o);
         const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -194,9 +194,9 @@ void add_checkpoint_options(po::options_description& desc, app_options& a)
         "also checkpoint inside a stage at most every M minutes (0: stage ends only)")(
         "resume", po::bool_switch(&ro.checkpoint.resume), "continue from the newest checkpoint in --checkpoint-dir")(
         "max-hours", po::value(&ro.checkpoint.max_hours)->default_value(0.0),
-        "stop cleanly with a checkpoint before this many hours (0: no limit); SIGTERM and SIGUSR1 do the same")(
-        "stop-after-stage", po::value(&ro.checkpoint.stop_after_stage)->default_value(-1),
-        "stop cleanly with a checkpoint after this stage (staged jobs)");
+        "stop cleanly with a checkpoint before this many hours (0: no limit); with --checkpoint-dir, SIGTERM and "
+        "SIGUSR1 do the same")("stop-after-stage", po::value(&ro.checkpoint.stop_after_stage)->default_value(-1),
+                               "stop cleanly with a checkpoint after this stage (staged jobs)");
     po::options_description d_test("Failure testing");
     d_test.add_options()("kill-rank", po::value(&a.kill_rank)->default_value(-1),
                          "this rank kills itself (SIGKILL) ...")(
@@ -336,7 +336,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     RETEXO_ENSURE(!a.wants(run_mode::stats) || a.modes.size() == 1, "--mode: stats runs alone");
     RETEXO_ENSURE(a.emulate.bandwidth_bits_per_s >= 0 && a.emulate.latency_s >= 0,
                   "--emulate-bandwidth and --emulate-latency must be >= 0");
-    RETEXO_ENSURE(t.stages >= 1, "--stages must be at least 1, got " << t.stages);
+    RETEXO_ENSURE(t.stages >= 1 && t.stages <= 1000, "--stages must be in [1, 1000], got " << t.stages);
     RETEXO_ENSURE(t.layers >= 1, "--layers must be at least 1, got " << t.layers);
     RETEXO_ENSURE(a.log_every >= 1, "--log-every must be positive, got " << a.log_every);
     a.data.objective = parse_name<metis_objective>(t.objective, "--objective");
@@ -433,6 +433,27 @@ nlohmann::json config_json(const po::variables_map& vm, const std::string& mode)
 
 /// Parse the command line (and --config file) on every rank alike; an error ends the job
 /// cleanly everywhere.  Nothing to run after --help or --version.
+/// Before any work: each output file can be written, and no output is the input or another
+/// output.
+void check_outputs(const app_options& a)
+{
+    namespace fs = std::filesystem;
+    std::vector<std::pair<std::string, std::string>> paths; // option, path
+    for (const auto& [option, path] :
+         {std::pair{"--metrics-out", a.metrics_out}, std::pair{"--save-model", a.save_model},
+          std::pair{"--predict-out", a.predict_out}})
+        if (!path.empty()) {
+            check_output_file(path, option);
+            paths.emplace_back(option, path);
+        }
+    if (!a.data.data.empty()) paths.emplace_back("--data", a.data.data);
+    if (!a.retexo.checkpoint.dir.empty()) paths.emplace_back("--checkpoint-dir", a.retexo.checkpoint.dir);
+    for (std::size_t i = 0; i < paths.size(); ++i)
+        for (std::size_t j = i + 1; j < paths.size(); ++j)
+            RETEXO_ENSURE(fs::weakly_canonical(paths[i].second) != fs::weakly_canonical(paths[j].second),
+                          paths[i].first << " and " << paths[j].first << " name the same path " << paths[j].second);
+}
+
 std::optional<app_options> parse_options(int argc, char** argv, mpi::communicator& comm)
 {
     app_options a;
@@ -450,12 +471,14 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     comm.checked([&] {
         if (vm.count("config") != 0U) {
             const auto path = vm["config"].as<std::string>();
+            RETEXO_ENSURE(!std::filesystem::is_directory(path), "--config " << path << ": is a directory");
             std::ifstream f(path);
             RETEXO_ENSURE(f.good(), "--config: cannot open " << path);
             po::store(po::parse_config_file(f, desc), vm);
         }
         po::notify(vm);
         make_typed(t, vm, a);
+        if (comm.rank() == 0) check_outputs(a); // rank 0 writes them (predictions: every rank, one file)
         comm.emulate(a.emulate);
         set_check_numerics(a.check_numerics);
     });
@@ -558,47 +581,44 @@ void write_outputs(const mpi::communicator& comm, const app_options& a, const lo
                    const std::vector<train::run_result>& runs, const std::vector<std::int64_t>& rss)
 {
     const bool root = comm.rank() == 0;
-    if (!a.metrics_out.empty() && root) {
-        nlohmann::json j;
-        if (runs.size() == 1) {
-            j = report::run_json(runs[0], a.config);
-            j["peak_rss_bytes"] = rss;
-        } else {
-            j["peak_rss_bytes"] = rss;
-            j["mode"] = a.mode;
-            j["model"] = name_of(a.retexo.model);
-            j["variant"] = name_of(a.retexo.variant);
-            j["ranks"] = comm.size();
-            j["seed"] = a.data.seed;
-            j["runs"] = nlohmann::json::array();
-            for (const auto& r : runs)
-                j["runs"].push_back(report::run_json(r, a.config));
-        }
-        write_text_atomic(a.metrics_out, j.dump(2) + "\n");
-    }
-    const auto& primary = runs.front();
-    if (!a.save_model.empty()) {
-        std::string err;
-        if (root) {
-            try {
-                // The training configuration, without output paths and checkpoint controls (a resumed
-                // run saves the same file as an uninterrupted one).
-                nlohmann::json model_cfg = a.config;
-                for (const char* k : {"metrics-out", "save-model", "predict-out", "config", "checkpoint-dir",
-                                      "checkpoint-every-min", "resume", "max-hours", "stop-after-stage"})
-                    model_cfg.erase(k);
-                save_model(a.save_model, primary.parameters,
-                           {{"mode", primary.mode},
-                            {"model", name_of(a.retexo.model)},
-                            {"variant", name_of(a.retexo.variant)},
-                            {"retexo_version", version_string},
-                            {"config", model_cfg.dump()}});
-            } catch (const std::exception& e) {
-                err = e.what();
+    // Rank 0 writes the metrics and the model; the others learn whether it could.
+    if (!a.metrics_out.empty())
+        comm.checked([&] {
+            if (!root) return;
+            nlohmann::json j;
+            if (runs.size() == 1) {
+                j = report::run_json(runs[0], a.config);
+                j["peak_rss_bytes"] = rss;
+            } else {
+                j["peak_rss_bytes"] = rss;
+                j["mode"] = a.mode;
+                j["model"] = name_of(a.retexo.model);
+                j["variant"] = name_of(a.retexo.variant);
+                j["ranks"] = comm.size();
+                j["seed"] = a.data.seed;
+                j["runs"] = nlohmann::json::array();
+                for (const auto& r : runs)
+                    j["runs"].push_back(report::run_json(r, a.config));
             }
-        }
-        comm.agree(err);
-    }
+            write_text_atomic(a.metrics_out, j.dump(2) + "\n");
+        });
+    const auto& primary = runs.front();
+    if (!a.save_model.empty())
+        comm.checked([&] {
+            if (!root) return;
+            // The training configuration, without output paths and checkpoint controls (a resumed
+            // run saves the same file as an uninterrupted one).
+            nlohmann::json model_cfg = a.config;
+            for (const char* k : {"metrics-out", "save-model", "predict-out", "config", "checkpoint-dir",
+                                  "checkpoint-every-min", "resume", "max-hours", "stop-after-stage"})
+                model_cfg.erase(k);
+            save_model(a.save_model, primary.parameters,
+                       {{"mode", primary.mode},
+                        {"model", name_of(a.retexo.model)},
+                        {"variant", name_of(a.retexo.variant)},
+                        {"retexo_version", version_string},
+                        {"config", model_cfg.dump()}});
+        });
     if (!a.predict_out.empty()) write_predictions(comm, a.predict_out, lp, primary.logits, primary.embedding);
 }
 
@@ -613,10 +633,12 @@ int main(int argc, char** argv)
         auto options = parse_options(argc, argv, comm);
         if (!options) return cli::exit_ok;
         auto& a = *options;
-        place_threads(comm, "retexo_mpi"); // shares an oversubscribed host's CPUs out; warns on rank 0 (stderr)
-        std::signal(SIGTERM, on_stop_signal);
-        std::signal(SIGUSR1, on_stop_signal);
-        a.retexo.checkpoint.stop_requested = [] { return stop_signal.load() != 0; };
+        place_threads(comm, "retexo_mpi");      // shares an oversubscribed host's CPUs out; warns on rank 0 (stderr)
+        if (!a.retexo.checkpoint.dir.empty()) { // else SIGTERM ends the run at once, as by default
+            std::signal(SIGTERM, on_stop_signal);
+            std::signal(SIGUSR1, on_stop_signal);
+            a.retexo.checkpoint.stop_requested = [] { return stop_signal.load() != 0; };
+        }
 
         const auto t_load = std::chrono::steady_clock::now();
         const auto lp = load_rank_partition(comm, a.data);

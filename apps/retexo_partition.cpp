@@ -145,17 +145,19 @@ int main(int argc, char** argv)
                         "--method random|metis|blocks|given [--assignment FILE] [--seed S] --out DIR",
                         desc, vm, code, {.print = comm.rank() == 0}))
             return code;
-        if (vm.count("parts") == 0U) {
-            RETEXO_ENSURE(comm.size() > 1, "--parts is required (or run under mpirun -np P)");
-            o.parts = comm.size();
-        }
-        RETEXO_ENSURE(o.parts >= 1, "--parts must be positive, got " << o.parts);
-        o.method = parse_name<partition_method>(method, "--method");
-        o.objective = parse_name<metis_objective>(objective, "--objective");
-        RETEXO_ENSURE(o.method == partition_method::given || o.assignment_file.empty(),
-                      "--assignment is only used with --method given");
-        RETEXO_ENSURE(o.method != partition_method::given || !o.assignment_file.empty(),
-                      "--assignment FILE is required with --method given");
+        comm.checked([&] { // every rank alike: one message, no abort
+            if (vm.count("parts") == 0U) {
+                RETEXO_ENSURE(comm.size() > 1, "--parts is required (or run under mpirun -np P)");
+                o.parts = comm.size();
+            }
+            RETEXO_ENSURE(o.parts >= 1, "--parts must be positive, got " << o.parts);
+            o.method = parse_name<partition_method>(method, "--method");
+            o.objective = parse_name<metis_objective>(objective, "--objective");
+            RETEXO_ENSURE(o.method == partition_method::given || o.assignment_file.empty(),
+                          "--assignment is only used with --method given");
+            RETEXO_ENSURE(o.method != partition_method::given || !o.assignment_file.empty(),
+                          "--assignment FILE is required with --method given");
+        });
         return comm.size() > 1 ? partition_distributed(comm, graph_path, o, out) : partition_serial(graph_path, o, out);
     });
 }

@@ -48,6 +48,19 @@ void write_text_atomic(const std::string& path, const std::string& text)
     out.commit();
 }
 
+void check_output_file(const std::string& path, const std::string& option)
+{
+    namespace fs = std::filesystem;
+    RETEXO_ENSURE(!path.empty(), option << ": the file name is empty");
+    std::error_code ec;
+    RETEXO_ENSURE(!fs::is_directory(path, ec), option << " " << path << ": is a directory, not a file");
+    const fs::path parent = fs::path(path).parent_path();
+    const std::string dir = parent.empty() ? "." : parent.string();
+    RETEXO_ENSURE(fs::is_directory(dir, ec), option << " " << path << ": the directory " << dir << " does not exist");
+    RETEXO_ENSURE(::access(dir.c_str(), W_OK) == 0,
+                  option << " " << path << ": cannot write in " << dir << ": " << std::strerror(errno));
+}
+
 void create_output_directory(const std::string& dir)
 {
     std::error_code ec;

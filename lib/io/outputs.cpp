@@ -4,7 +4,9 @@
 #include <retexo/io/outputs.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <unistd.h>
 
@@ -170,9 +172,16 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
     } catch (const std::exception& e) {
         err = e.what();
     }
+    if (comm.allreduce<int>(err.empty() ? 0 : 1, MPI_MAX, purpose::control) != 0) {
+        f.reset();
+        if (comm.rank() == 0) std::remove(temp.c_str());
+    }
     comm.agree(err);
-    if (comm.rank() == 0 && std::rename(temp.c_str(), path.c_str()) != 0)
-        err = path + ": cannot move the predictions into place";
+    f.reset(); // closed (collective) before the rename
+    if (comm.rank() == 0 && std::rename(temp.c_str(), path.c_str()) != 0) {
+        err = path + ": cannot move the predictions into place: " + std::strerror(errno);
+        std::remove(temp.c_str());
+    }
     comm.agree(err);
 }
 

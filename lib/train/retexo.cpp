@@ -17,13 +17,16 @@ namespace retexo::train {
 void retexo_options::validate() const
 {
     RETEXO_ENSURE(!stages.empty(), "--stages must be at least 1");
+    RETEXO_ENSURE(heads >= 1, "--heads must be at least 1, got " << heads);
     for (std::size_t stage = 0; stage < stages.size(); ++stage) {
         const auto& s = stages[stage];
         RETEXO_ENSURE(s.rounds >= 1, "--rounds: stage " << stage << " needs at least 1 round, got " << s.rounds);
         RETEXO_ENSURE(s.hidden >= 1, "--hidden: stage " << stage << " width must be positive, got " << s.hidden);
         RETEXO_ENSURE(s.dropout >= 0 && s.dropout < 1,
                       "--dropout: stage " << stage << " rate must be in [0, 1), got " << s.dropout);
-        RETEXO_ENSURE(s.lr > 0, "--lr: stage " << stage << " must be positive, got " << s.lr);
+        RETEXO_ENSURE(s.lr > 0 && std::isfinite(s.lr), "--lr: stage " << stage << " must be positive, got " << s.lr);
+        RETEXO_ENSURE(s.weight_decay >= 0 && std::isfinite(s.weight_decay),
+                      "--weight-decay: stage " << stage << " must be >= 0, got " << s.weight_decay);
         RETEXO_ENSURE(s.patience >= 0, "--patience: stage " << stage << " must be >= 0, got " << s.patience);
         RETEXO_ENSURE(s.pseudo_labels >= 0 && std::isfinite(s.pseudo_labels),
                       "--pseudo-labels: stage " << stage << " needs a number >= 0, got " << s.pseudo_labels);
@@ -395,6 +398,9 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
       valid_k_(o.deterministic ? loss_exponent(ctx.global_valid) : -1)
 {
     local_mode_.global_max = [](std::span<double>) {};
+    RETEXO_ENSURE(o.cross_fit <= ctx.global_train, "--cross-fit " << o.cross_fit << ": the graph has "
+                                                                  << ctx.global_train
+                                                                  << " training nodes, fewer than the folds");
     const auto& part = ctx.part;
     local_ids_ = part.owned_global;
     local_ids_.insert(local_ids_.end(), part.halo_global.begin(), part.halo_global.end());
@@ -771,7 +777,18 @@ loss_result retexo_run::model_step(retexo_stage& s, nn::stage_model& m, const st
 {
     phase_timer::scope sc(meter_.timer, "compute");
     auto& p = s.p;
-    p.rows = rows;
+    // A graph stage's plan over no rows would be one over every row (the kernels' "empty: all"):
+    // a rank without rows in this step (a small mini-batch) runs one row without loss, so its
+    // collectives (halo gradients, checks) still meet the other ranks'.
+    const bool none = s.graph && rows.empty();
+    std::optional<nn::layer_plan> one_row;
+    if (none) {
+        p.rows.assign(1, 0);
+        one_row = m.make_plan(training_graph(s), p.rows);
+        plan = &*one_row;
+    } else {
+        p.rows = rows;
+    }
     p.plan = plan;
     p.every_message = (s.all_train ? local_mode_ : mode_).exact;
     const nn::halo_gradient_fn add_halo = [&](std::int64_t* d_msg, int width) {
@@ -789,6 +806,7 @@ loss_result retexo_run::model_step(retexo_stage& s, nn::stage_model& m, const st
     }
     loss_result loss;
     const auto cross_entropy = [&] {
+        if (none) return; // no loss: zero gradients
         loss = softmax_cross_entropy(p.logits.data(), C_, labels, seq, 1.0F / static_cast<float>(n_global),
                                      p.d_logits.data(), loss_k_);
     };

@@ -14,9 +14,13 @@ namespace retexo::train {
 void standard_options::validate() const
 {
     RETEXO_ENSURE(layers >= 1, "--layers must be at least 1, got " << layers);
-    RETEXO_ENSURE(hidden >= 1, "--hidden must be positive, got " << hidden);
+    RETEXO_ENSURE(hidden >= 1, "--std-hidden (default: the first --hidden) must be positive, got " << hidden);
+    RETEXO_ENSURE(heads >= 1, "--heads must be at least 1, got " << heads);
     RETEXO_ENSURE(epochs >= 1, "--epochs must be positive, got " << epochs);
-    RETEXO_ENSURE(dropout >= 0 && dropout < 1, "--dropout must be in [0, 1), got " << dropout);
+    RETEXO_ENSURE(dropout >= 0 && dropout < 1, "--std-dropout must be in [0, 1), got " << dropout);
+    RETEXO_ENSURE(optimizer.lr > 0 && std::isfinite(optimizer.lr), "--std-lr must be positive, got " << optimizer.lr);
+    RETEXO_ENSURE(optimizer.weight_decay >= 0 && std::isfinite(optimizer.weight_decay),
+                  "--std-weight-decay must be >= 0, got " << optimizer.weight_decay);
     RETEXO_ENSURE(eval_every >= 1, "--eval-every must be positive, got " << eval_every);
     RETEXO_ENSURE(bns_p > 0 && bns_p <= 1, "--bns-p must be in (0, 1], got " << bns_p);
     RETEXO_ENSURE(bns_p == 1 || !deterministic,

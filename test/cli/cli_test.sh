@@ -58,6 +58,7 @@ absent "$tmp/c.h5"
 expect 1 "--directed must be true or false" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --directed maybe
 expect 1 "--split and --random-split exclude each other" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --split s --random-split 1
 expect 1 "--num-valid needs --random-split" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --num-valid 10
+expect 1 "--out $tmp/badogb/raw/x.h5 is inside the input directory --ogb" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/badogb/raw/x.h5"
 # The OGB binary layout (raw/data.npz), written by Python's zipfile as numpy would write it.
 if command -v python3 >/dev/null; then
   here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -75,6 +76,8 @@ expect 1 "missing.h5: cannot open" "$apps/retexo_partition" --graph "$tmp/missin
 absent "$tmp/p/manifest.json"
 expect 1 "unknown partition method 'spectral'" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method spectral --out "$tmp/p"
 expect 1 "--parts must be positive" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 0 --out "$tmp/p"
+"$apps/retexo_partition" --graph "$tmp/g.h5" --parts 0 --out "$tmp/p" 2>&1 | grep -q "MPI_ABORT\|aborting" &&
+  { echo "FAIL: an option error of retexo_partition aborts the job"; failures=$((failures + 1)); }
 printf '0\n1\n' >"$tmp/short.txt"
 expect 1 "short.txt: 2 lines, but the graph has 2000 nodes" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method given --assignment "$tmp/short.txt" --out "$tmp/p"
 absent "$tmp/p/manifest.json"
@@ -135,6 +138,42 @@ expect_mpi 1 "--mode: stats runs alone" "$mpiexec" -n 2 "$apps/retexo_mpi" "${sm
 expect_mpi 1 "--checkpoint-dir and --resume apply to --mode retexo only" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --checkpoint-dir "$tmp/ck"
 expect_mpi 1 "--resume needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo --resume
 expect_mpi 1 "--config: cannot open" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp/none.cfg"
+# Option values the library checks before loading, named as given.
+expect_mpi 1 "--heads must be at least 1, got 0" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gat --heads 0
+expect_mpi 1 "--heads must be at least 1, got 0" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --model gat --heads 0
+expect_mpi 1 "--weight-decay: stage 0 must be >= 0, got -1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --weight-decay -1
+expect_mpi 1 "--std-lr must be positive, got -1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --std-lr -1
+expect_mpi 1 "--std-dropout must be in \[0, 1\), got 1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --std-dropout 1
+expect_mpi 1 "--stages must be in \[1, 1000\], got 1000000000" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --stages 1000000000
+expect_mpi 1 "--cross-fit 100000: the graph has [0-9]+ training nodes, fewer than the folds" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --cross-fit 100000
+expect_mpi 1 "--config $tmp: is a directory" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp"
+# Outputs are checked before any work: a missing directory, a directory, the input, each other.
+out=$(timeout 120 "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --metrics-out "$tmp/nodir/m.json" 2>&1)
+if [[ $? -eq 0 ]] || ! grep -q -- "--metrics-out $tmp/nodir/m.json: the directory $tmp/nodir does not exist" <<<"$out" ||
+  grep -q "retexo   stage" <<<"$out"; then
+  echo "FAIL: --metrics-out in a missing directory is not refused before training:"; sed 's/^/    /' <<<"$out" | head
+  failures=$((failures + 1))
+fi
+mkdir -p "$tmp/adir"
+expect_mpi 1 "--predict-out $tmp/adir: is a directory, not a file" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --predict-out "$tmp/adir"
+ls "$tmp"/adir.tmp.* >/dev/null 2>&1 && { echo "FAIL: a temporary predictions file is left"; failures=$((failures + 1)); }
+cp "$tmp/small.h5" "$tmp/victim.h5"
+expect_mpi 1 "--save-model and --data name the same path" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/victim.h5" --rounds 2 --save-model "$tmp/victim.h5"
+cmp -s "$tmp/small.h5" "$tmp/victim.h5" || { echo "FAIL: --save-model overwrote its input"; failures=$((failures + 1)); }
+expect_mpi 1 "--metrics-out and --predict-out name the same path" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --metrics-out "$tmp/same" --predict-out "$tmp/same"
+# Mini-batches of GAT and SAGE-pool with a rank (or the job) left without rows in a step.
+for m in gat sage-pool; do
+  for np in 1 2; do
+    expect 0 "bytes total" "$mpiexec" -n $np "$apps/retexo_mpi" "${small[@]}" --model $m --heads 2 --batch-size 1 --mode retexo
+  done
+done
+# Without --checkpoint-dir, SIGTERM ends a run at once.
+start=$SECONDS
+timeout -k 30 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --hidden 16 --mode standard --epochs 1000000 >/dev/null 2>&1
+rc=$?
+if [[ $rc -ne 124 ]] || ((SECONDS - start > 20)); then
+  echo "FAIL: SIGTERM without --checkpoint-dir: exit $rc after $((SECONDS - start)) s"; failures=$((failures + 1))
+fi
 expect 0 "oneDNN: 2\.[0-9]+\.[0-9]+" "$apps/retexo_mpi" --version
 expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode both --metrics-out "$tmp/m.json" \
   --save-model "$tmp/model.h5" --predict-out "$tmp/pred.h5"

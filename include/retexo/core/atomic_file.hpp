@@ -32,6 +32,10 @@ private:
 /// Write `text` to `path` atomically.
 void write_text_atomic(const std::string& path, const std::string& text);
 
+/// Check, before any work, that an output file can be written at `path`: it is not a
+/// directory and its directory exists and is writable; throws naming `option` and the path.
+void check_output_file(const std::string& path, const std::string& option);
+
 /// Create a directory for output files (and its parents) if it does not exist; throws naming
 /// it when that fails.
 void create_output_directory(const std::string& dir);
