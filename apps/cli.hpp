@@ -12,6 +12,7 @@
 #include <exception>
 #include <functional>
 #include <iostream>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -22,6 +23,15 @@ namespace po = boost::program_options;
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_failure = 1;
 inline constexpr int exit_usage = 2;
+
+/// A floating-point default as --help shows it ("0.0005", not Boost's "0.00050000000000000001").
+template <typename T>
+po::typed_value<T>* value_shown(T* v)
+{
+    std::ostringstream o;
+    o << *v;
+    return po::value(v)->default_value(*v, o.str());
+}
 
 /// How parse() treats --help, --version and the options it stored.
 struct parse_settings {

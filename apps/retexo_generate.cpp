@@ -16,19 +16,18 @@ int main(int argc, char** argv)
         desc.add_options()("out,o", cli::po::value(&out)->required(), "output graph file (.h5)")(
             "nodes", cli::po::value(&nodes)->default_value(nodes), "number of nodes")(
             "classes", cli::po::value(&o.classes)->default_value(o.classes), "number of classes (at least 2)")(
-            "features", cli::po::value(&o.features)->default_value(o.features),
-            "feature dimension")("avg-degree", cli::po::value(&o.avg_degree)->default_value(o.avg_degree),
-                                 "mean degree")("homophily", cli::po::value(&o.homophily)->default_value(o.homophily),
-                                                "probability that an edge joins two nodes of the same class")(
+            "features", cli::po::value(&o.features)->default_value(o.features), "feature dimension")(
+            "avg-degree", cli::po::value(&o.avg_degree)->default_value(o.avg_degree), "mean degree")(
+            "homophily", cli::value_shown(&o.homophily), "probability that an edge joins two nodes of the same class")(
             "power-law", cli::po::value(&o.power_law)->default_value(o.power_law),
             "degree exponent (> 2) for power-law degrees; 0 = Poisson-like degrees")(
             "feature-signal", cli::po::value(&o.feature_signal)->default_value(o.feature_signal),
             "norm of the class-mean feature vectors (noise is unit variance per dimension)")(
-            "train", cli::po::value(&o.train_fraction)->default_value(o.train_fraction), "train fraction")(
-            "valid", cli::po::value(&o.valid_fraction)->default_value(o.valid_fraction),
-            "valid fraction")("test", cli::po::value(&o.test_fraction)->default_value(o.test_fraction),
-                              "test fraction")("seed", cli::po::value(&o.seed)->default_value(o.seed), "random seed")(
-            "name", cli::po::value(&o.name)->default_value(o.name), "graph name");
+            "train", cli::value_shown(&o.train_fraction),
+            "train fraction")("valid", cli::value_shown(&o.valid_fraction),
+                              "valid fraction")("test", cli::value_shown(&o.test_fraction), "test fraction")(
+            "seed", cli::po::value(&o.seed)->default_value(o.seed),
+            "random seed")("name", cli::po::value(&o.name)->default_value(o.name), "graph name");
         cli::po::variables_map vm;
         int code = 0;
         if (!cli::parse(argc, argv, "retexo_generate", "retexo_generate --out FILE.h5 [options]", desc, vm, code))

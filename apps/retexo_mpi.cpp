@@ -209,16 +209,15 @@ po::options_description standard_options(option_text& t, app_options& a)
 {
     auto& so = a.standard;
     po::options_description d_std("Standard trainer");
-    d_std.add_options()("epochs", po::value(&so.epochs)->default_value(so.epochs), "epochs")(
-        "std-lr", po::value(&so.optimizer.lr)->default_value(so.optimizer.lr),
-        "learning rate")("std-hidden", po::value(&so.hidden)->default_value(so.hidden), "hidden width")(
-        "std-dropout", po::value(&so.dropout)->default_value(so.dropout), "dropout rate")(
-        "std-weight-decay", po::value(&so.optimizer.weight_decay)->default_value(so.optimizer.weight_decay),
-        "weight decay")("std-optimizer", po::value(&t.std_optimizer)->default_value(t.std_optimizer),
-                        "adam | adamw | sgd")("eval-every", po::value(&so.eval_every)->default_value(so.eval_every),
-                                              "evaluate every N epochs")(
-        "bns-p", po::value(&a.bns_p)->default_value(a.bns_p),
-        "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer")(
+    d_std.add_options()("epochs", po::value(&so.epochs)->default_value(so.epochs),
+                        "epochs")("std-lr", cli::value_shown(&so.optimizer.lr), "learning rate")(
+        "std-hidden", po::value(&so.hidden)->default_value(so.hidden, "the first --hidden"),
+        "hidden width")("std-dropout", cli::value_shown(&so.dropout), "dropout rate")(
+        "std-weight-decay", cli::value_shown(&so.optimizer.weight_decay), "weight decay")(
+        "std-optimizer", po::value(&t.std_optimizer)->default_value(t.std_optimizer), "adam | adamw | sgd")(
+        "eval-every", po::value(&so.eval_every)->default_value(so.eval_every),
+        "evaluate every N epochs")("bns-p", cli::value_shown(&a.bns_p),
+                                   "BNS-GCN (--mode bns): fraction of boundary nodes exchanged per epoch and layer")(
         "resend-features", po::bool_switch(&so.resend_features),
         "send the first layer's halo feature rows every epoch (default: once, when the layer aggregates "
         "its raw features first; same result)");
