@@ -17,8 +17,10 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -108,6 +110,7 @@ template <typename T>
 std::vector<T> list_of(const std::string& option, const std::string& text)
 {
     std::vector<T> v;
+    RETEXO_ENSURE(!text.empty() && text.back() != ',', "--" << option << ": '" << text << "' ends without a value");
     std::stringstream ss(text);
     std::string item;
     while (std::getline(ss, item, ',')) {
@@ -332,6 +335,10 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     auto& so = a.standard;
     a.mode = t.mode.empty() ? (a.data.data.empty() ? "both" : "retexo") : t.mode;
     a.modes = list_of<run_mode>("mode", a.mode == "both" ? "retexo,standard" : a.mode);
+    for (std::size_t i = 0; i < a.modes.size(); ++i)
+        RETEXO_ENSURE(std::find(a.modes.begin(), a.modes.begin() + static_cast<std::ptrdiff_t>(i), a.modes[i]) ==
+                          a.modes.begin() + static_cast<std::ptrdiff_t>(i),
+                      "--mode " << a.mode << ": " << name_of(a.modes[i]) << " is named twice");
     RETEXO_ENSURE(!a.wants(run_mode::stats) || a.modes.size() == 1, "--mode: stats runs alone");
     RETEXO_ENSURE(a.emulate.bandwidth_bits_per_s >= 0 && a.emulate.latency_s >= 0,
                   "--emulate-bandwidth and --emulate-latency must be >= 0");
@@ -400,6 +407,13 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
         ro.search.pseudo_labels = list_of<double>("search-pseudo-labels", t.search_pseudo_labels);
     RETEXO_ENSURE(a.wants(run_mode::retexo) || (ro.checkpoint.dir.empty() && !ro.checkpoint.resume),
                   "--checkpoint-dir and --resume apply to --mode retexo only");
+    RETEXO_ENSURE(ro.checkpoint.stop_after_stage < t.stages, "--stop-after-stage "
+                                                                 << ro.checkpoint.stop_after_stage << ": there are "
+                                                                 << t.stages << " stages (0-" << t.stages - 1 << ")");
+    RETEXO_ENSURE(ro.checkpoint.stop_after_stage < 0 || !ro.checkpoint.dir.empty(),
+                  "--stop-after-stage needs --checkpoint-dir (it stops with a checkpoint)");
+    RETEXO_ENSURE(std::isfinite(ro.checkpoint.max_hours) && ro.checkpoint.max_hours >= 0,
+                  "--max-hours must be >= 0, got " << ro.checkpoint.max_hours);
     if (a.wants(run_mode::retexo)) ro.validate();
     if (a.wants(run_mode::standard)) so.validate();
     if (a.wants(run_mode::bns)) {

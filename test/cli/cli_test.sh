@@ -147,6 +147,11 @@ expect_mpi 1 "--std-dropout must be in \[0, 1\), got 1" "$mpiexec" -n 2 "$apps/r
 expect_mpi 1 "--stages must be in \[1, 1000\], got 1000000000" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --stages 1000000000
 expect_mpi 1 "--cross-fit 100000: the graph has [0-9]+ training nodes, fewer than the folds" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --cross-fit 100000
 expect_mpi 1 "--config $tmp: is a directory" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp"
+expect_mpi 1 "--rounds: '4,3,' ends without a value" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 4,3,
+expect_mpi 1 "--mode retexo,retexo: retexo is named twice" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo,retexo
+expect_mpi 1 "--stop-after-stage 9: there are 3 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --stop-after-stage 9 --checkpoint-dir "$tmp/ck9"
+expect_mpi 1 "--stop-after-stage needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --stop-after-stage 1
+expect_mpi 1 "--max-hours must be >= 0, got nan" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --max-hours nan
 # Outputs are checked before any work: a missing directory, a directory, the input, each other.
 out=$(timeout 120 "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --metrics-out "$tmp/nodir/m.json" 2>&1)
 if [[ $? -eq 0 ]] || ! grep -q -- "--metrics-out $tmp/nodir/m.json: the directory $tmp/nodir does not exist" <<<"$out" ||
