@@ -52,6 +52,8 @@ int main(int argc, char** argv)
             o.directed = directed == "true";
         }
         if (storage != "auto") o.features = parse_name<feature_storage>(storage, "--features");
+        RETEXO_ENSURE(vm.count("num-classes") == 0U || o.num_classes >= 2,
+                      "--num-classes must be at least 2, got " << o.num_classes);
         const auto in = std::filesystem::weakly_canonical(dir), at = std::filesystem::weakly_canonical(out);
         RETEXO_ENSURE(std::mismatch(in.begin(), in.end(), at.begin(), at.end()).first != in.end(),
                       "--out " << out << " is inside the input directory --ogb " << dir << ": write it elsewhere");

@@ -444,8 +444,6 @@ nlohmann::json config_json(const po::variables_map& vm, const std::string& mode)
     return cfg;
 }
 
-/// Parse the command line (and --config file) on every rank alike; an error ends the job
-/// cleanly everywhere.  Nothing to run after --help or --version.
 /// Before any work: each output file can be written, and no output is the input or another
 /// output.
 void check_outputs(const app_options& a)
@@ -467,6 +465,8 @@ void check_outputs(const app_options& a)
                           paths[i].first << " and " << paths[j].first << " name the same path " << paths[j].second);
 }
 
+/// Parse the command line (and --config file) on every rank alike; an error ends the job
+/// cleanly everywhere.  Nothing to run after --help or --version.
 std::optional<app_options> parse_options(int argc, char** argv, mpi::communicator& comm)
 {
     app_options a;

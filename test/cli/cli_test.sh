@@ -58,6 +58,7 @@ absent "$tmp/c.h5"
 expect 1 "--directed must be true or false" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --directed maybe
 expect 1 "--split and --random-split exclude each other" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --split s --random-split 1
 expect 1 "--num-valid needs --random-split" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --num-valid 10
+expect 1 "--num-classes must be at least 2, got 0" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/c.h5" --num-classes 0
 expect 1 "--out $tmp/badogb/raw/x.h5 is inside the input directory --ogb" "$apps/retexo_convert" --ogb "$tmp/badogb" --out "$tmp/badogb/raw/x.h5"
 # The OGB binary layout (raw/data.npz), written by Python's zipfile as numpy would write it.
 if command -v python3 >/dev/null; then
