@@ -218,13 +218,12 @@ void check_contents(const retexo_checkpoint& c, const std::string& path)
         RETEXO_ENSURE(std::isfinite(seconds) && seconds >= 0,
                       path << ": attribute phase." << phase << " must be a finite time >= 0, got " << seconds);
     RETEXO_ENSURE(static_cast<std::int64_t>(c.stages.size()) == c.stage,
-                  path << ": " << c.stages.size() << " finished stages in stages/, but attribute stage is "
-                       << c.stage);
+                  path << ": " << c.stages.size() << " finished stages in stages/, but attribute stage is " << c.stage);
     RETEXO_ENSURE(c.carry.best_stage >= -1 && c.carry.best_stage < c.stage,
                   path << ": attribute best_stage must be -1 or a finished stage (0.." << c.stage - 1 << "), got "
                        << c.carry.best_stage);
-    for (const auto& [name, v] : {std::pair<const char*, double>{"best_valid", c.carry.best_valid},
-                                  {"best_alpha", c.carry.best_alpha}})
+    for (const auto& [name, v] :
+         {std::pair<const char*, double>{"best_valid", c.carry.best_valid}, {"best_alpha", c.carry.best_alpha}})
         RETEXO_ENSURE(std::isfinite(v), path << ": attribute " << name << " is not finite");
     const auto& sa = c.carry.best_spread_acc;
     RETEXO_ENSURE(std::isfinite(sa.train) && std::isfinite(sa.valid) && std::isfinite(sa.test),
@@ -246,21 +245,19 @@ void check_contents(const retexo_checkpoint& c, const std::string& path)
         RETEXO_ENSURE(finite(c.finished[i].value), path << ": finished/" << i << " holds a value that is not finite");
     for (const auto& r : c.history)
         RETEXO_ENSURE(r.stage >= 0 && r.stage <= c.stage && r.epoch >= 1 && r.candidate >= 0,
-                      path << ": history/ holds a round of stage " << r.stage << ", round " << r.epoch
-                           << ", candidate " << r.candidate << " (attribute stage is " << c.stage << ")");
+                      path << ": history/ holds a round of stage " << r.stage << ", round " << r.epoch << ", candidate "
+                           << r.candidate << " (attribute stage is " << c.stage << ")");
     for (std::size_t i = 0; i < c.stages.size(); ++i)
         RETEXO_ENSURE(c.stages[i].stage == static_cast<int>(i) && c.stages[i].rounds >= 0 &&
                           c.stages[i].best_round >= 0 && c.stages[i].best_round <= c.stages[i].rounds,
-                      path << ": stages/ entry " << i << " (stage " << c.stages[i].stage << ", "
-                           << c.stages[i].rounds << " rounds, best round " << c.stages[i].best_round
-                           << ") is not a finished stage " << i);
+                      path << ": stages/ entry " << i << " (stage " << c.stages[i].stage << ", " << c.stages[i].rounds
+                           << " rounds, best round " << c.stages[i].best_round << ") is not a finished stage " << i);
     if (c.next_round == 1) return;
     const auto& s = c.current;
     RETEXO_ENSURE(s.rounds_done == c.next_round - 1, path << ": attribute stage.rounds_done is " << s.rounds_done
                                                           << ", but next_round is " << c.next_round);
     RETEXO_ENSURE(s.best_round >= 0 && s.best_round <= s.rounds_done,
-                  path << ": attribute stage.best_round must be in [0, " << s.rounds_done << "], got "
-                       << s.best_round);
+                  path << ": attribute stage.best_round must be in [0, " << s.rounds_done << "], got " << s.best_round);
     RETEXO_ENSURE(s.optimizer_steps >= 0,
                   path << ": attribute stage.optimizer_steps must be >= 0, got " << s.optimizer_steps);
     RETEXO_ENSURE(std::isfinite(s.elapsed) && s.elapsed >= 0,
@@ -272,23 +269,23 @@ void check_contents(const retexo_checkpoint& c, const std::string& path)
         for (std::size_t i = 0; i < s.params.size(); ++i)
             RETEXO_ENSURE((*tensors)[i].rows() == s.params[i].rows() && (*tensors)[i].cols() == s.params[i].cols(),
                           path << ": " << name << "/" << i << " is " << (*tensors)[i].rows() << " x "
-                               << (*tensors)[i].cols() << ", stage/params/" << i << " " << s.params[i].rows()
-                               << " x " << s.params[i].cols());
-    for (const auto& [name, tensors] :
-         {std::pair<const char*, const std::vector<matrix_f>*>{"stage/params", &s.params},
-          {"stage/first_moments", &s.first_moments},
-          {"stage/second_moments", &s.second_moments},
-          {"stage/best", &s.best},
-          {"search/top_best", &s.search.top_best}})
+                               << (*tensors)[i].cols() << ", stage/params/" << i << " " << s.params[i].rows() << " x "
+                               << s.params[i].cols());
+    for (const auto& [name, tensors] : {std::pair<const char*, const std::vector<matrix_f>*>{"stage/params", &s.params},
+                                        {"stage/first_moments", &s.first_moments},
+                                        {"stage/second_moments", &s.second_moments},
+                                        {"stage/best", &s.best},
+                                        {"search/top_best", &s.search.top_best}})
         for (std::size_t i = 0; i < tensors->size(); ++i)
-            RETEXO_ENSURE(finite((*tensors)[i]), path << ": " << name << "/" << i << " holds a value that is not finite");
+            RETEXO_ENSURE(finite((*tensors)[i]),
+                          path << ": " << name << "/" << i << " holds a value that is not finite");
     const auto& st = s.search;
     RETEXO_ENSURE(st.candidate >= 0 && st.tried >= 0 && st.tried <= st.candidate + 1,
                   path << ": attributes search.candidate " << st.candidate << " and search.tried " << st.tried
                        << " are out of range");
     RETEXO_ENSURE(st.top >= -1 && st.top < st.candidate,
-                  path << ": attribute search.top must be -1 or a candidate before search.candidate ("
-                       << st.candidate << "), got " << st.top);
+                  path << ": attribute search.top must be -1 or a candidate before search.candidate (" << st.candidate
+                       << "), got " << st.top);
     RETEXO_ENSURE(st.step0 >= 0 && st.step0 <= c.step && (st.top < 0 || (st.top_step >= st.step0)),
                   path << ": attributes search.step0 " << st.step0 << " and search.top_step " << st.top_step
                        << " are out of range (step " << c.step << ")");
@@ -403,7 +400,9 @@ std::string field_value(const shared_field& f, std::int64_t v)
 void agree_on_header(const mpi::communicator& comm, const std::string& dir, const retexo_checkpoint& c)
 {
     const auto from_prev = comm.allgather(c.source == checkpoint_path(dir, comm.rank()) ? 0 : 1, purpose::checkpoint);
-    auto file = [&](int r) { return checkpoint_path(dir, r) + (from_prev[static_cast<std::size_t>(r)] ? "_prev" : ""); };
+    auto file = [&](int r) {
+        return checkpoint_path(dir, r) + (from_prev[static_cast<std::size_t>(r)] ? "_prev" : "");
+    };
     // The counts first: when they agree, so do the number and the names of the shapes.
     for (const auto& fields : {shared_counts(c), shared_shapes(c)}) {
         std::vector<std::int64_t> mine;
@@ -561,8 +560,7 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
     }
     std::string extra;
     RETEXO_ENSURE(!std::getline(names, extra),
-                  path << ": attribute finished_names has more than num_finished (" << c.finished.size()
-                       << ") names");
+                  path << ": attribute finished_names has more than num_finished (" << c.finished.size() << ") names");
     c.history = read_records<epoch_record>(f, "history");
     c.stages = read_records<stage_record>(f, "stages");
     const auto stage_traffic = ledgers_of(f.read_matrix<std::uint64_t>("stages/traffic", 4 * num_purposes));
@@ -627,7 +625,8 @@ retexo_checkpoint resume_checkpoint(const mpi::communicator& comm, const std::st
     const auto cur_seq = comm.allgather(cur ? cur->seq : std::int64_t{-1}, purpose::checkpoint);
     // The previous files matter only when the current ones are not of one moment (a job died
     // between two ranks' renames): then the ranks ahead, or without a current file, read theirs.
-    const bool one_moment = cur_seq[0] >= 0 && std::all_of(cur_seq.begin(), cur_seq.end(), [&](auto s) { return s == cur_seq[0]; });
+    const bool one_moment =
+        cur_seq[0] >= 0 && std::all_of(cur_seq.begin(), cur_seq.end(), [&](auto s) { return s == cur_seq[0]; });
     std::int64_t oldest = -1;
     for (auto s : cur_seq)
         if (s >= 0 && (oldest < 0 || s < oldest)) oldest = s;

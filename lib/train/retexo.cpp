@@ -463,7 +463,7 @@ void retexo_run::check_resumed(const retexo_checkpoint& c) const
     const std::string& path = c.source;
     const int stages = static_cast<int>(o_.stages.size());
     RETEXO_ENSURE(c.stage < stages, path << ": attribute stage is " << c.stage << ", but the run has " << stages
-                                          << " stages (0.." << stages - 1 << ")");
+                                         << " stages (0.." << stages - 1 << ")");
     const bool inside = c.next_round > 1;
     RETEXO_ENSURE(inside || c.stage > 0, path << ": attribute stage is 0 with next_round 1 (no stage has begun)");
     const auto& search = o_.search;
@@ -527,8 +527,8 @@ void retexo_run::check_resumed(const retexo_checkpoint& c) const
     auto logits = [&](const char* name, const matrix_f& m, bool needed) {
         if (needed || m.size() > 0)
             RETEXO_ENSURE(m.rows() == own_ && m.cols() == C_, path << ": " << name << " is " << m.rows() << " x "
-                                                                   << m.cols() << ", expected " << own_ << " x "
-                                                                   << C_ << " (owned rows x classes)");
+                                                                   << m.cols() << ", expected " << own_ << " x " << C_
+                                                                   << " (owned rows x classes)");
     };
     logits("inputs/logits", c.carry.logits, c.stage > 0 && uses_pseudo_labels(c.stage));
     const int best = c.carry.best_stage;
@@ -548,8 +548,8 @@ void retexo_run::check_resumed(const retexo_checkpoint& c) const
                       path << ": holds a stage search (attributes search.*), but this run has none");
     }
     const auto& base = o_.stages[static_cast<std::size_t>(c.stage)];
-    const int rounds = search.active() ? search.candidate(base, static_cast<std::size_t>(st.candidate)).rounds
-                                       : base.rounds;
+    const int rounds =
+        search.active() ? search.candidate(base, static_cast<std::size_t>(st.candidate)).rounds : base.rounds;
     RETEXO_ENSURE(c.next_round <= rounds, path << ": attribute next_round is " << c.next_round << ", but stage "
                                                << c.stage << " has " << rounds << " rounds");
     if (st.top >= 0)
