@@ -5,6 +5,9 @@
 #include <retexo/io/features.hpp>
 #include <retexo/io/hdf5.hpp>
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -176,6 +179,261 @@ void check_identity(const h5::file& f, const std::string& path, const checkpoint
                           "normalisation)");
 }
 
+/// An attribute that counts datasets or attributes: >= 0.
+std::int64_t count_attr(const h5::file& f, const std::string& path, const std::string& name)
+{
+    const std::int64_t n = f.attr_int(name);
+    RETEXO_ENSURE(n >= 0, path << ": attribute " << name << " must be >= 0, got " << n);
+    return n;
+}
+
+bool finite(const matrix_f& m)
+{
+    return m.allFinite();
+}
+
+bool finite(const node_features& x)
+{
+    bool ok = true;
+    x.for_each_block([&]<typename B>(const B& b, Eigen::Index) {
+        if constexpr (std::is_same_v<B, matrix_f>)
+            ok = ok && b.allFinite();
+        else
+            ok = ok && std::all_of(b.values.begin(), b.values.end(), [](float v) { return std::isfinite(v); });
+    });
+    return ok;
+}
+
+/// What a checkpoint must hold whatever the run: its counts in range, its tensors finite,
+/// its parts of one shape where they must be (the run's own checks come on resume).
+void check_contents(const retexo_checkpoint& c, const std::string& path)
+{
+    RETEXO_ENSURE(c.seq >= 1, path << ": attribute seq must be >= 1, got " << c.seq);
+    RETEXO_ENSURE(c.stage >= 0, path << ": attribute stage must be >= 0, got " << c.stage);
+    RETEXO_ENSURE(c.next_round >= 1, path << ": attribute next_round must be >= 1, got " << c.next_round);
+    RETEXO_ENSURE(c.step >= 0, path << ": attribute step must be >= 0, got " << c.step);
+    RETEXO_ENSURE(std::isfinite(c.elapsed) && c.elapsed >= 0,
+                  path << ": attribute elapsed must be a finite time >= 0, got " << c.elapsed);
+    for (const auto& [phase, seconds] : c.phases)
+        RETEXO_ENSURE(std::isfinite(seconds) && seconds >= 0,
+                      path << ": attribute phase." << phase << " must be a finite time >= 0, got " << seconds);
+    RETEXO_ENSURE(static_cast<std::int64_t>(c.stages.size()) == c.stage,
+                  path << ": " << c.stages.size() << " finished stages in stages/, but attribute stage is " << c.stage);
+    RETEXO_ENSURE(c.carry.best_stage >= -1 && c.carry.best_stage < c.stage,
+                  path << ": attribute best_stage must be -1 or a finished stage (0.." << c.stage - 1 << "), got "
+                       << c.carry.best_stage);
+    for (const auto& [name, v] :
+         {std::pair<const char*, double>{"best_valid", c.carry.best_valid}, {"best_alpha", c.carry.best_alpha}})
+        RETEXO_ENSURE(std::isfinite(v), path << ": attribute " << name << " is not finite");
+    const auto& sa = c.carry.best_spread_acc;
+    RETEXO_ENSURE(std::isfinite(sa.train) && std::isfinite(sa.valid) && std::isfinite(sa.test),
+                  path << ": inputs/best_spread_acc is not finite");
+    for (double v : c.carry.best_alpha_valid)
+        RETEXO_ENSURE(std::isfinite(v), path << ": inputs/best_alpha_valid is not finite");
+    for (const auto& [name, x] : {std::pair<const char*, const node_features*>{"inputs/h", &c.carry.h.all},
+                                  {"inputs/h_train", &c.carry.h.train},
+                                  {"inputs/skip", &c.carry.skip.all},
+                                  {"inputs/skip_train", &c.carry.skip.train},
+                                  {"stage/x", &c.current.x.all},
+                                  {"stage/x_train", &c.current.x.train}})
+        RETEXO_ENSURE(finite(*x), path << ": " << name << " holds a value that is not finite");
+    for (const auto& [name, m] : {std::pair<const char*, const matrix_f*>{"inputs/best_logits", &c.carry.best_logits},
+                                  {"inputs/best_spread", &c.carry.best_spread},
+                                  {"inputs/logits", &c.carry.logits}})
+        RETEXO_ENSURE(finite(*m), path << ": " << name << " holds a value that is not finite");
+    for (std::size_t i = 0; i < c.finished.size(); ++i)
+        RETEXO_ENSURE(finite(c.finished[i].value), path << ": finished/" << i << " holds a value that is not finite");
+    for (const auto& r : c.history)
+        RETEXO_ENSURE(r.stage >= 0 && r.stage <= c.stage && r.epoch >= 1 && r.candidate >= 0,
+                      path << ": history/ holds a round of stage " << r.stage << ", round " << r.epoch << ", candidate "
+                           << r.candidate << " (attribute stage is " << c.stage << ")");
+    for (std::size_t i = 0; i < c.stages.size(); ++i)
+        RETEXO_ENSURE(c.stages[i].stage == static_cast<int>(i) && c.stages[i].rounds >= 0 &&
+                          c.stages[i].best_round >= 0 && c.stages[i].best_round <= c.stages[i].rounds,
+                      path << ": stages/ entry " << i << " (stage " << c.stages[i].stage << ", " << c.stages[i].rounds
+                           << " rounds, best round " << c.stages[i].best_round << ") is not a finished stage " << i);
+    if (c.next_round == 1) return;
+    const auto& s = c.current;
+    RETEXO_ENSURE(s.rounds_done == c.next_round - 1, path << ": attribute stage.rounds_done is " << s.rounds_done
+                                                          << ", but next_round is " << c.next_round);
+    RETEXO_ENSURE(s.best_round >= 0 && s.best_round <= s.rounds_done,
+                  path << ": attribute stage.best_round must be in [0, " << s.rounds_done << "], got " << s.best_round);
+    RETEXO_ENSURE(s.optimizer_steps >= 0,
+                  path << ": attribute stage.optimizer_steps must be >= 0, got " << s.optimizer_steps);
+    RETEXO_ENSURE(std::isfinite(s.elapsed) && s.elapsed >= 0,
+                  path << ": attribute stage.elapsed must be a finite time >= 0, got " << s.elapsed);
+    for (const auto& [name, tensors] :
+         {std::pair<const char*, const std::vector<matrix_f>*>{"stage/first_moments", &s.first_moments},
+          {"stage/second_moments", &s.second_moments},
+          {"stage/best", &s.best}})
+        for (std::size_t i = 0; i < s.params.size(); ++i)
+            RETEXO_ENSURE((*tensors)[i].rows() == s.params[i].rows() && (*tensors)[i].cols() == s.params[i].cols(),
+                          path << ": " << name << "/" << i << " is " << (*tensors)[i].rows() << " x "
+                               << (*tensors)[i].cols() << ", stage/params/" << i << " " << s.params[i].rows() << " x "
+                               << s.params[i].cols());
+    for (const auto& [name, tensors] : {std::pair<const char*, const std::vector<matrix_f>*>{"stage/params", &s.params},
+                                        {"stage/first_moments", &s.first_moments},
+                                        {"stage/second_moments", &s.second_moments},
+                                        {"stage/best", &s.best},
+                                        {"search/top_best", &s.search.top_best}})
+        for (std::size_t i = 0; i < tensors->size(); ++i)
+            RETEXO_ENSURE(finite((*tensors)[i]),
+                          path << ": " << name << "/" << i << " holds a value that is not finite");
+    const auto& st = s.search;
+    RETEXO_ENSURE(st.candidate >= 0 && st.tried >= 0 && st.tried <= st.candidate + 1,
+                  path << ": attributes search.candidate " << st.candidate << " and search.tried " << st.tried
+                       << " are out of range");
+    RETEXO_ENSURE(st.top >= -1 && st.top < st.candidate,
+                  path << ": attribute search.top must be -1 or a candidate before search.candidate (" << st.candidate
+                       << "), got " << st.top);
+    RETEXO_ENSURE(st.step0 >= 0 && st.step0 <= c.step && (st.top < 0 || (st.top_step >= st.step0)),
+                  path << ": attributes search.step0 " << st.step0 << " and search.top_step " << st.top_step
+                       << " are out of range (step " << c.step << ")");
+    RETEXO_ENSURE(st.top_round >= 0 && st.top_round <= st.top_rounds_done,
+                  path << ": attributes search.top_round " << st.top_round << " and search.top_rounds_done "
+                       << st.top_rounds_done << " are out of range");
+    RETEXO_ENSURE((st.top < 0) == st.top_best.empty(),
+                  path << ": attribute search.top_tensors is " << st.top_best.size() << ", search.top " << st.top);
+    for (std::int64_t n : s.fold_count)
+        RETEXO_ENSURE(n >= 0, path << ": a stage.fold_count attribute is negative: " << n);
+}
+
+/// A field of a checkpoint that every rank's file of one moment holds alike.
+struct shared_field {
+    std::string name;
+    std::int64_t value = 0;
+    bool real = false; ///< value holds a double's bits
+};
+
+shared_field real_field(std::string name, double v)
+{
+    return {std::move(name), std::bit_cast<std::int64_t>(v), true};
+}
+
+/// The counts and scalars every rank's checkpoint of one moment shares, and the shapes whose
+/// number these counts fix (the rows of the inputs are each rank's own).
+std::vector<shared_field> shared_counts(const retexo_checkpoint& c)
+{
+    const auto& k = c.carry;
+    const auto& s = c.current;
+    const auto& st = s.search;
+    return {{"attribute seq", c.seq},
+            {"attribute stage", c.stage},
+            {"attribute next_round", c.next_round},
+            {"attribute step", c.step},
+            {"attribute num_finished", static_cast<std::int64_t>(c.finished.size())},
+            {"rounds in history/", static_cast<std::int64_t>(c.history.size())},
+            {"attribute best_stage", k.best_stage},
+            real_field("attribute best_valid", k.best_valid),
+            real_field("attribute best_alpha", k.best_alpha),
+            real_field("inputs/best_spread_acc (train)", k.best_spread_acc.train),
+            real_field("inputs/best_spread_acc (valid)", k.best_spread_acc.valid),
+            real_field("inputs/best_spread_acc (test)", k.best_spread_acc.test),
+            {"rows of inputs/best_alpha_valid", static_cast<std::int64_t>(k.best_alpha_valid.size())},
+            {"columns of inputs/h", k.h.all.cols()},
+            {"columns of inputs/h_train", k.h.train.cols()},
+            {"columns of inputs/skip", k.skip.all.cols()},
+            {"columns of inputs/skip_train", k.skip.train.cols()},
+            {"columns of inputs/best_logits", k.best_logits.cols()},
+            {"columns of inputs/best_spread", k.best_spread.cols()},
+            {"columns of inputs/logits", k.logits.cols()},
+            {"attribute stage.rounds_done", s.rounds_done},
+            {"attribute stage.best_round", s.best_round},
+            {"attribute stage.optimizer_steps", s.optimizer_steps},
+            {"attribute stage.tensors", static_cast<std::int64_t>(s.params.size())},
+            real_field("attribute stage.best_score", s.best_score),
+            real_field("attribute stage.best_loss", s.best_loss),
+            {"attribute stage.folds", static_cast<std::int64_t>(s.fold_count.size())},
+            {"columns of stage/x", s.x.all.cols()},
+            {"columns of stage/x_train", s.x.train.cols()},
+            {"attribute search.candidate", st.candidate},
+            {"attribute search.tried", st.tried},
+            {"attribute search.step0", st.step0},
+            {"attribute search.top", st.top},
+            {"attribute search.top_step", st.top_step},
+            {"attribute search.top_round", st.top_round},
+            {"attribute search.top_rounds_done", st.top_rounds_done},
+            {"attribute search.top_tensors", static_cast<std::int64_t>(st.top_best.size())},
+            real_field("attribute search.top_score", st.top_score),
+            real_field("attribute search.top_loss", st.top_loss)};
+}
+
+std::vector<shared_field> shared_shapes(const retexo_checkpoint& c)
+{
+    std::vector<shared_field> out;
+    auto shapes = [&](const std::string& group, const auto& tensors, auto value) {
+        for (std::size_t i = 0; i < tensors.size(); ++i) {
+            const matrix_f& m = value(tensors[i]);
+            out.push_back({"rows of " + group + std::to_string(i), m.rows()});
+            out.push_back({"columns of " + group + std::to_string(i), m.cols()});
+        }
+    };
+    const auto same = [](const matrix_f& m) -> const matrix_f& { return m; };
+    shapes("finished/", c.finished, [](const named_tensor& t) -> const matrix_f& { return t.value; });
+    shapes("stage/params/", c.current.params, same);
+    shapes("search/top_best/", c.current.search.top_best, same);
+    for (std::size_t i = 0; i < c.stages.size(); ++i) {
+        const auto& r = c.stages[i];
+        const std::string at = " of stages/ entry " + std::to_string(i);
+        out.push_back({"rounds" + at, r.rounds});
+        out.push_back({"best round" + at, r.best_round});
+        out.push_back({"candidates" + at, r.candidates});
+        out.push_back({"candidate chosen" + at, r.chosen});
+    }
+    for (std::size_t i = 0; i < c.current.fold_count.size(); ++i)
+        out.push_back({"attribute stage.fold_count." + std::to_string(i), c.current.fold_count[i]});
+    return out;
+}
+
+std::string field_value(const shared_field& f, std::int64_t v)
+{
+    std::ostringstream out;
+    if (f.real)
+        out << std::bit_cast<double>(v);
+    else
+        out << v;
+    return out.str();
+}
+
+/// Every rank's checkpoint of the moment picked must agree on what the ranks share (collective:
+/// each file is checked on its own rank only); else every rank fails naming the files.
+void agree_on_header(const mpi::communicator& comm, const std::string& dir, const retexo_checkpoint& c)
+{
+    const auto from_prev = comm.allgather(c.source == checkpoint_path(dir, comm.rank()) ? 0 : 1, purpose::checkpoint);
+    auto file = [&](int r) {
+        return checkpoint_path(dir, r) + (from_prev[static_cast<std::size_t>(r)] ? "_prev" : "");
+    };
+    // The counts first: when they agree, so do the number and the names of the shapes.
+    for (const auto& fields : {shared_counts(c), shared_shapes(c)}) {
+        std::vector<std::int64_t> mine;
+        for (const auto& f : fields)
+            mine.push_back(f.value);
+        const auto all = comm.allgatherv(std::span<const std::int64_t>(mine), purpose::checkpoint);
+        const auto n = fields.size();
+        std::string err;
+        for (std::size_t i = 0; i < n && err.empty(); ++i) {
+            // The value most ranks hold (the first rank's of a tie), then a rank that differs.
+            auto at = [&](int r) { return all[static_cast<std::size_t>(r) * n + i]; };
+            int major = 0, most = 0;
+            for (int r = 0; r < comm.size(); ++r) {
+                int k = 0;
+                for (int q = 0; q < comm.size(); ++q)
+                    k += at(q) == at(r) ? 1 : 0;
+                if (k > most) {
+                    major = r;
+                    most = k;
+                }
+            }
+            for (int r = 0; r < comm.size() && err.empty(); ++r)
+                if (at(r) != at(major))
+                    err = file(r) + ": " + fields[i].name + " = " + field_value(fields[i], at(r)) + ", but " +
+                          field_value(fields[i], at(major)) + " in " + file(major) +
+                          " (the ranks' checkpoints are not of one moment of one run)";
+        }
+        comm.agree(err, purpose::checkpoint);
+    }
+}
+
 } // namespace
 
 std::string checkpoint_path(const std::string& dir, int rank)
@@ -272,6 +530,7 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
     const auto f = h5::file::open(path);
     check_identity(f, path, id);
     retexo_checkpoint c;
+    c.source = path;
     c.seq = f.attr_int("seq");
     c.stage = static_cast<int>(f.attr_int("stage"));
     c.next_round = static_cast<int>(f.attr_int("next_round"));
@@ -293,11 +552,15 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
     c.carry.best_alpha_valid.assign(av.data(), av.data() + av.size());
     c.carry.logits = f.read_matrix<float>("inputs/logits");
     std::stringstream names(f.attr_string("finished_names"));
-    for (std::int64_t i = 0; i < f.attr_int("num_finished"); ++i) {
+    for (std::int64_t i = 0, n = count_attr(f, path, "num_finished"); i < n; ++i) {
         std::string name;
-        std::getline(names, name);
+        RETEXO_ENSURE(std::getline(names, name) && !name.empty(),
+                      path << ": attribute finished_names has fewer than num_finished (" << n << ") names");
         c.finished.push_back({name, f.read_matrix<float>("finished/" + std::to_string(i))});
     }
+    std::string extra;
+    RETEXO_ENSURE(!std::getline(names, extra),
+                  path << ": attribute finished_names has more than num_finished (" << c.finished.size() << ") names");
     c.history = read_records<epoch_record>(f, "history");
     c.stages = read_records<stage_record>(f, "stages");
     const auto stage_traffic = ledgers_of(f.read_matrix<std::uint64_t>("stages/traffic", 4 * num_purposes));
@@ -329,18 +592,19 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
         st.top_rounds_done = static_cast<int>(f.attr_int("search.top_rounds_done"));
         st.top_score = f.attr_double("search.top_score");
         st.top_loss = f.attr_double("search.top_loss");
-        st.top_best = read_tensors(f, "search/top_best", f.attr_int("search.top_tensors"));
+        st.top_best = read_tensors(f, "search/top_best", count_attr(f, path, "search.top_tensors"));
         s.elapsed = f.attr_double("stage.elapsed");
-        const auto n = f.attr_int("stage.tensors");
+        const auto n = count_attr(f, path, "stage.tensors");
         s.params = read_tensors(f, "stage/params", n);
         s.first_moments = read_tensors(f, "stage/first_moments", n);
         s.second_moments = read_tensors(f, "stage/second_moments", n);
         s.best = read_tensors(f, "stage/best", n);
         s.x.all = read_features(f, "stage/x");
         s.x.train = read_features(f, "stage/x_train");
-        for (std::int64_t i = 0; i < f.attr_int("stage.folds"); ++i)
+        for (std::int64_t i = 0, n_folds = count_attr(f, path, "stage.folds"); i < n_folds; ++i)
             s.fold_count.push_back(f.attr_int("stage.fold_count." + std::to_string(i)));
     }
+    check_contents(c, path);
     return c;
 }
 
@@ -354,12 +618,26 @@ retexo_checkpoint resume_checkpoint(const mpi::communicator& comm, const std::st
         RETEXO_ENSURE(std::filesystem::exists(path) || std::filesystem::exists(path + "_prev"),
                       path << ": no checkpoint to resume from");
         if (std::filesystem::exists(path)) cur = read_checkpoint(path, id);
-        if (std::filesystem::exists(path + "_prev")) prev = read_checkpoint(path + "_prev", id);
     } catch (const std::exception& e) {
         err = e.what();
     }
     comm.agree(err, purpose::checkpoint);
     const auto cur_seq = comm.allgather(cur ? cur->seq : std::int64_t{-1}, purpose::checkpoint);
+    // The previous files matter only when the current ones are not of one moment (a job died
+    // between two ranks' renames): then the ranks ahead, or without a current file, read theirs.
+    const bool one_moment =
+        cur_seq[0] >= 0 && std::all_of(cur_seq.begin(), cur_seq.end(), [&](auto s) { return s == cur_seq[0]; });
+    std::int64_t oldest = -1;
+    for (auto s : cur_seq)
+        if (s >= 0 && (oldest < 0 || s < oldest)) oldest = s;
+    if (!one_moment && (!cur || cur->seq > oldest)) {
+        try {
+            if (std::filesystem::exists(path + "_prev")) prev = read_checkpoint(path + "_prev", id);
+        } catch (const std::exception& e) {
+            err = e.what();
+        }
+    }
+    comm.agree(err, purpose::checkpoint);
     const auto prev_seq = comm.allgather(prev ? prev->seq : std::int64_t{-1}, purpose::checkpoint);
     auto everyone_has = [&](std::int64_t s) {
         for (int r = 0; r < comm.size(); ++r)
@@ -371,7 +649,9 @@ retexo_checkpoint resume_checkpoint(const mpi::communicator& comm, const std::st
         if (s >= 0 && everyone_has(s)) pick = std::max(pick, s);
     if (pick < 0) err = dir + ": the ranks' checkpoints do not belong to one moment of one run";
     comm.agree(err, purpose::checkpoint);
-    return cur && cur->seq == pick ? std::move(*cur) : std::move(*prev);
+    retexo_checkpoint c = cur && cur->seq == pick ? std::move(*cur) : std::move(*prev);
+    agree_on_header(comm, dir, c);
+    return c;
 }
 
 } // namespace retexo

@@ -225,6 +225,21 @@ struct retexo_stage : stage_progress {
     bool cross_fitted() const { return models.size() > 1; }
 };
 
+/// A checkpoint's tensors `group` fit the stage model's parameters (throws naming the file).
+void check_tensors(const std::string& path, const char* group, const std::vector<matrix_f>& values,
+                   const retexo_stage& s)
+{
+    RETEXO_ENSURE(values.size() == s.params.size(), path << ": " << group << " holds " << values.size()
+                                                         << " tensors, the model of stage " << s.index << " has "
+                                                         << s.params.size());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+        const auto& p = s.params[i]->value;
+        RETEXO_ENSURE(values[i].rows() == p.rows() && values[i].cols() == p.cols(),
+                      path << ": " << group << "/" << i << " is " << values[i].rows() << " x " << values[i].cols()
+                           << ", the model of stage " << s.index << " has " << p.rows() << " x " << p.cols());
+    }
+}
+
 /// A RETEXO run: what carries from stage to stage (the next stage's inputs, the optimiser
 /// step, the records) and the checkpoints.
 class retexo_run {
@@ -343,6 +358,14 @@ private:
     bool checkpoint_round(retexo_stage& s, int round);
     /// Every rank writes its part (collective: errors agreed on).
     void write(retexo_checkpoint c);
+    /// A resumed checkpoint fits this run and this rank's partition (throws naming the file).
+    void check_resumed(const retexo_checkpoint& c) const;
+    /// Whether stage `stage` is a graph stage (it reads every local row).
+    bool graph_stage(int stage) const
+    {
+        const bool mlp_only = o_.variant == retexo_variant::logits && stage == 0;
+        return !mlp_only && (o_.model == nn::layer_kind::sage_pool || o_.model == nn::layer_kind::gat);
+    }
 
     const rank_context& ctx_;
     const retexo_options& o_;
@@ -423,6 +446,13 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
     if (checkpointing() && o.checkpoint.resume) {
         // Continue where the checkpoint was taken, with everything it had counted.
         resumed_ = resume_checkpoint(ctx.comm, o.checkpoint.dir, id_);
+        std::string err;
+        try {
+            check_resumed(*resumed_);
+        } catch (const std::exception& e) {
+            err = e.what();
+        }
+        ctx.comm.agree(err, purpose::checkpoint);
         seq_ = resumed_->seq;
         step_ = resumed_->step;
         meter_.resume(resumed_->done, resumed_->elapsed, resumed_->phases);
@@ -432,6 +462,108 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
         carry_ = resumed_->carry;
     }
     last_checkpoint_ = std::chrono::steady_clock::now();
+}
+
+void retexo_run::check_resumed(const retexo_checkpoint& c) const
+{
+    const std::string& path = c.source;
+    const int stages = static_cast<int>(o_.stages.size());
+    RETEXO_ENSURE(c.stage < stages, path << ": attribute stage is " << c.stage << ", but the run has " << stages
+                                         << " stages (0.." << stages - 1 << ")");
+    const bool inside = c.next_round > 1;
+    RETEXO_ENSURE(inside || c.stage > 0, path << ": attribute stage is 0 with next_round 1 (no stage has begun)");
+    const auto& search = o_.search;
+    const auto n_candidates = static_cast<int>(search.size());
+    // A stage's most rounds: its own, or its candidates' most.
+    auto max_rounds = [&](int stage) {
+        const auto& base = o_.stages[static_cast<std::size_t>(stage)];
+        int most = base.rounds;
+        for (std::size_t i = 0; search.active() && i < search.size(); ++i)
+            most = std::max(most, search.candidate(base, i).rounds);
+        return most;
+    };
+    for (const auto& r : c.stages)
+        RETEXO_ENSURE(r.rounds <= max_rounds(r.stage) && r.candidates >= 1 && r.candidates <= n_candidates &&
+                          r.chosen >= 0 && r.chosen < n_candidates,
+                      path << ": stages/ entry " << r.stage << " (" << r.rounds << " rounds, candidate " << r.chosen
+                           << " of " << r.candidates << ") does not fit this run (" << max_rounds(r.stage)
+                           << " rounds, " << n_candidates << " candidates)");
+    for (const auto& r : c.history)
+        RETEXO_ENSURE(r.stage < stages && r.epoch <= max_rounds(r.stage) && r.candidate < n_candidates,
+                      path << ": history/ holds round " << r.epoch << " of stage " << r.stage << ", candidate "
+                           << r.candidate << ", which this run does not have");
+    // The finished stages' parameters, stage by stage.
+    int named = 0; // the stage of the parameters so far
+    for (std::size_t i = 0; i < c.finished.size(); ++i) {
+        const auto& name = c.finished[i].name;
+        auto of = [&](int k) { return name.starts_with("stage" + std::to_string(k) + "."); };
+        if (i > 0 && of(named + 1)) ++named;
+        RETEXO_ENSURE(named < c.stage && of(named), path << ": finished/" << i << " is '" << name
+                                                         << "', not a parameter of finished stage " << named
+                                                         << " (attribute stage is " << c.stage << ")");
+    }
+    const int finished_stages = c.finished.empty() ? 0 : named + 1;
+    RETEXO_ENSURE(finished_stages == c.stage, path << ": finished/ holds the parameters of " << finished_stages
+                                                   << " stages, but attribute stage is " << c.stage);
+    // Every input this rank goes on from: its rows, its columns, and the training-graph
+    // form exactly with inductive runs.
+    auto rows = [&](const char* name, const auto& x, Eigen::Index want) {
+        RETEXO_ENSURE(x.rows() == want && x.cols() > 0, path << ": " << name << " is " << x.rows() << " x " << x.cols()
+                                                             << ", this rank has " << want
+                                                             << " rows and at least one column");
+    };
+    auto train_form = [&](const char* name, const node_features& train, const node_features& all) {
+        if (ctx_.inductive)
+            RETEXO_ENSURE(train.rows() == all.rows() && train.cols() == all.cols(),
+                          path << ": " << name << " is " << train.rows() << " x " << train.cols() << ", expected "
+                               << all.rows() << " x " << all.cols() << " (an inductive run)");
+        else
+            RETEXO_ENSURE(train.rows() == 0, path << ": " << name << " holds rows, but this run is not inductive");
+    };
+    const auto local = static_cast<Eigen::Index>(ctx_.part.num_local());
+    const bool last = c.stage + 1 == stages;
+    if (!inside || last) { // the stage's inputs (a headless last stage's output)
+        rows("inputs/h", c.carry.h.all, own_);
+        train_form("inputs/h_train", c.carry.h.train, c.carry.h.all);
+    }
+    if (!inside && o_.skips()) {
+        rows("inputs/skip", c.carry.skip.all, graph_stage(c.stage - 1) ? local : own_);
+        train_form("inputs/skip_train", c.carry.skip.train, c.carry.skip.all);
+    }
+    auto logits = [&](const char* name, const matrix_f& m, bool needed) {
+        if (needed || m.size() > 0)
+            RETEXO_ENSURE(m.rows() == own_ && m.cols() == C_, path << ": " << name << " is " << m.rows() << " x "
+                                                                   << m.cols() << ", expected " << own_ << " x " << C_
+                                                                   << " (owned rows x classes)");
+    };
+    logits("inputs/logits", c.carry.logits, c.stage > 0 && uses_pseudo_labels(c.stage));
+    const int best = c.carry.best_stage;
+    RETEXO_ENSURE(best < 0 || o_.output != stage_output::last,
+                  path << ": attribute best_stage is " << best << ", but this run outputs the last stage");
+    logits("inputs/best_logits", c.carry.best_logits, best >= 0);
+    logits("inputs/best_spread", c.carry.best_spread, best >= 0 && smooths_each_stage());
+    if (!inside) return;
+    const auto& cur = c.current;
+    const auto& st = cur.search;
+    if (search.active()) {
+        RETEXO_ENSURE(st.candidate < static_cast<int>(search.size_at(c.stage)) && st.tried >= 1,
+                      path << ": attributes search.candidate " << st.candidate << " and search.tried " << st.tried
+                           << " do not fit the stage's " << search.size_at(c.stage) << " candidates");
+    } else {
+        RETEXO_ENSURE(st.candidate == 0 && st.tried == 0 && st.top == -1,
+                      path << ": holds a stage search (attributes search.*), but this run has none");
+    }
+    const auto& base = o_.stages[static_cast<std::size_t>(c.stage)];
+    const int rounds =
+        search.active() ? search.candidate(base, static_cast<std::size_t>(st.candidate)).rounds : base.rounds;
+    RETEXO_ENSURE(c.next_round <= rounds, path << ": attribute next_round is " << c.next_round << ", but stage "
+                                               << c.stage << " has " << rounds << " rounds");
+    if (st.top >= 0)
+        RETEXO_ENSURE(st.top_rounds_done <= search.candidate(base, static_cast<std::size_t>(st.top)).rounds,
+                      path << ": attribute search.top_rounds_done is " << st.top_rounds_done << ", more rounds than "
+                           << "candidate " << st.top << " has");
+    rows("stage/x", cur.x.all, graph_stage(c.stage) ? local : own_);
+    train_form("stage/x_train", cur.x.train, cur.x.all);
 }
 
 retexo_stage retexo_run::open_stage(int index)
@@ -446,7 +578,7 @@ retexo_stage retexo_run::open_stage(int index)
                std::chrono::duration<double>(s.resumed ? resumed_->current.elapsed : 0.0));
     s.last = index + 1 == static_cast<int>(o_.stages.size());
     s.mlp_only = o_.variant == retexo_variant::logits && index == 0;
-    s.graph = !s.mlp_only && (o_.model == nn::layer_kind::sage_pool || o_.model == nn::layer_kind::gat);
+    s.graph = graph_stage(index);
     return s;
 }
 
@@ -553,9 +685,8 @@ void retexo_run::build_model(retexo_stage& s)
         s.params);
     if (s.resumed) {
         const auto& cur = resumed_->current;
-        RETEXO_ENSURE(cur.params.size() == s.params.size(), "checkpoint: the stage model of stage "
-                                                                << s.index << " has " << s.params.size()
-                                                                << " tensors, the checkpoint " << cur.params.size());
+        // Every rank's checkpoint holds these shapes alike (resume_checkpoint): all fail together.
+        check_tensors(resumed_->source, "stage/params", cur.params, s);
         restore(s.params, cur.params);
         s.opt->first_moments() = cur.first_moments;
         s.opt->second_moments() = cur.second_moments;
@@ -1218,6 +1349,8 @@ bool retexo_run::search(retexo_stage& s)
     reset_model(s);
     s.so = o_.search.candidate(base, static_cast<std::size_t>(st.top));
     build_model(s);
+    if (owner < 0 && resumed_ && resumed_->stage == s.index) // kept since a checkpoint, maybe
+        check_tensors(resumed_->source, "search/top_best", st.top_best, s);
     if (owner >= 0) { // its selected round's parameters, to every rank
         if (ctx_.comm.rank() == owner) restore(s.params, st.top_best);
         for (auto* p : s.params)

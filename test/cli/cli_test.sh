@@ -197,6 +197,35 @@ assert c["dropout"] == [0.5, 0.5, 0.8] and c["patience"] == [50, 50, 0], (c["dro
   { echo "FAIL: metrics config lacks the default dropout and patience per stage"; failures=$((failures + 1)); }
 for f in model.h5 pred.h5; do [[ -s $tmp/$f ]] || { echo "FAIL: $f not written"; failures=$((failures + 1)); }; done
 if ls "$tmp" | grep -q "\.tmp\."; then echo "FAIL: temporary files left behind"; failures=$((failures + 1)); fi
+# A checkpoint damaged on one rank: every rank exits non-zero, naming the file, and never
+# hangs (expect_mpi's timeout); a previous file that is not one does not block --resume.
+h5py_python=
+for py in python3 /usr/bin/python3; do
+  if "$py" -c 'import h5py' 2>/dev/null; then h5py_python=$py; break; fi
+done
+if [[ -n $h5py_python ]]; then
+  ck=(--mode retexo --checkpoint-dir "$tmp/ck-bad")
+  expect 0 "stopped after .* with a checkpoint in" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo \
+    --checkpoint-dir "$tmp/ck-ok" --stop-after-stage 1
+  for edit in stage=99 stage=1 stage=-1 step=1000 seq=1 best_stage=50; do
+    rm -rf "$tmp/ck-bad" && cp -r "$tmp/ck-ok" "$tmp/ck-bad"
+    "$h5py_python" -c 'import h5py, sys; h5py.File(sys.argv[1], "r+").attrs[sys.argv[2]] = int(sys.argv[3])' \
+      "$tmp/ck-bad/ckpt.rank1.h5" "${edit%%=*}" "${edit#*=}"
+    expect_mpi 1 "ck-bad/ckpt.rank1.h5" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" "${ck[@]}" --resume
+  done
+  rm -rf "$tmp/ck-bad" && cp -r "$tmp/ck-ok" "$tmp/ck-bad"
+  "$h5py_python" -c 'import h5py, sys
+with h5py.File(sys.argv[1], "r+") as f:
+    h = f["inputs/h"][:1]
+    del f["inputs/h"]
+    f["inputs/h"] = h' "$tmp/ck-bad/ckpt.rank1.h5"
+  expect_mpi 1 "ck-bad/ckpt.rank1.h5: inputs/h is 1 x" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" "${ck[@]}" --resume
+  rm -rf "$tmp/ck-bad" && cp -r "$tmp/ck-ok" "$tmp/ck-bad"
+  rm "$tmp/ck-bad/ckpt.rank1.h5_prev" && mkdir "$tmp/ck-bad/ckpt.rank1.h5_prev"
+  expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" "${ck[@]}" --resume
+else
+  echo "SKIPPED: damaged-checkpoint checks (no python3 with h5py)"
+fi
 # Owner shards: two owners write theirs from their own rows (each lists only the edges that
 # touch its nodes, the shared edge by one of them), and the ranks train from them; bad rows
 # are refused naming the file and line, and nothing is written.

@@ -4,8 +4,11 @@
 #include "support/test_support.hpp"
 
 #include <retexo/io/checkpoint.hpp>
+#include <retexo/io/hdf5.hpp>
 
 #include <filesystem>
+#include <functional>
+#include <limits>
 
 using namespace retexo;
 namespace fs = std::filesystem;
@@ -168,4 +171,42 @@ TEST_CASE("a checkpoint of another run is refused, naming the file", "[io][check
     CHECK_THROWS_WITH(read_checkpoint(path, other), Catch::Contains("made with other input features"));
     test::write_file(tmp / "junk.h5", "not HDF5");
     CHECK_THROWS_WITH(read_checkpoint(tmp / "junk.h5", identity), Catch::Contains("junk.h5"));
+}
+
+TEST_CASE("a checkpoint out of range or not finite is refused, naming the file and what", "[io][checkpoint][bad-input]")
+{
+    test::temp_dir tmp;
+    const auto path = checkpoint_path(tmp.path(), 1);
+    auto refused = [&](const std::function<void(retexo_checkpoint&)>& edit, const std::string& what) {
+        auto c = sample();
+        edit(c);
+        write_checkpoint(path, c, identity);
+        CHECK_THROWS_WITH(read_checkpoint(path, identity), Catch::Contains(path + ": " + what));
+    };
+    refused([](auto& c) { c.stage = -1; }, "attribute stage must be >= 0, got -1");
+    refused([](auto& c) { c.stage = 99; }, "1 finished stages in stages/, but attribute stage is 99");
+    refused([](auto& c) { c.seq = 0; }, "attribute seq must be >= 1");
+    refused([](auto& c) { c.step = -3; }, "attribute step must be >= 0");
+    refused([](auto& c) { c.carry.best_stage = 50; },
+            "attribute best_stage must be -1 or a finished stage (0..0), got 50");
+    refused([](auto& c) { c.next_round = 40; }, "attribute stage.rounds_done is 11, but next_round is 40");
+    refused([](auto& c) { c.current.best_round = 12; }, "attribute stage.best_round must be in [0, 11], got 12");
+    refused([](auto& c) { c.current.search.top = 2; }, "attribute search.top must be -1 or a candidate before");
+    refused([](auto& c) { c.current.first_moments[0] = counting(3, 2, 0); },
+            "stage/first_moments/0 is 3 x 2, stage/params/0 4 x 2");
+    refused([](auto& c) { c.finished[1].value(0, 2) = std::numeric_limits<float>::infinity(); },
+            "finished/1 holds a value that is not finite");
+    refused([](auto& c) { c.carry.h.all.dense()(1, 1) = std::numeric_limits<float>::quiet_NaN(); },
+            "inputs/h holds a value that is not finite");
+    refused([](auto& c) { c.carry.skip.all.sparse().values[0] = std::numeric_limits<float>::quiet_NaN(); },
+            "inputs/skip"); // the sparse reader's own check
+    refused([](auto& c) { c.current.params[0](0, 0) = std::numeric_limits<float>::quiet_NaN(); },
+            "stage/params/0 holds a value that is not finite");
+    refused([](auto& c) { c.elapsed = -1; }, "attribute elapsed must be a finite time >= 0");
+    write_checkpoint(path, sample(), identity);
+    h5::file::open(path, true).set_attr("num_finished", std::int64_t{-2});
+    CHECK_THROWS_WITH(read_checkpoint(path, identity), Catch::Contains(path + ": attribute num_finished must be >= 0"));
+    h5::file::open(path, true).set_attr("num_finished", std::int64_t{3});
+    CHECK_THROWS_WITH(read_checkpoint(path, identity),
+                      Catch::Contains(path + ": attribute finished_names has fewer than num_finished (3) names"));
 }

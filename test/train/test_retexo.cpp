@@ -2,12 +2,17 @@
 // stage, the logits variant never sends raw features.
 #include "support/test_support.hpp"
 
+#include <retexo/core/hash.hpp>
 #include <retexo/graph/generate.hpp>
 #include <retexo/ingest/load.hpp>
+#include <retexo/io/checkpoint.hpp>
+#include <retexo/io/hdf5.hpp>
 #include <retexo/partition/partitioner.hpp>
 #include <retexo/train/retexo.hpp>
 
 #include <cmath>
+#include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -804,6 +809,113 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
     // ... and resuming from nothing.
     o.checkpoint.dir = dir + "/none";
     CHECK_THROWS_WITH(train::train_retexo(ctx, o), Catch::Contains("no checkpoint to resume from"));
+    world.barrier();
+}
+
+namespace {
+/// What a checkpoint file says it belongs to (to rewrite it as the run wrote it).
+checkpoint_identity identity_of(const std::string& path)
+{
+    const auto f = h5::file::open(path);
+    return {.assignment_hash = hash_from_hex(f.attr_string("assignment_hash")),
+            .ranks = static_cast<int>(f.attr_int("ranks")),
+            .rank = static_cast<int>(f.attr_int("rank")),
+            .config = f.attr_string("config"),
+            .input_digest = hash_from_hex(f.attr_string("input_digest"))};
+}
+} // namespace
+
+TEST_CASE("retexo checkpoints: one rank's damaged file fails every rank, naming it", "[mpi][retexo][checkpoint]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    const auto lp = extract_partition(g, partition_random(g.num_nodes(), world.size(), 2), world.size(), world.rank());
+    const train::rank_context ctx(world, lp);
+    const test::shared_temp_dir shared(world);
+    auto o = small_options(nn::layer_kind::gcn);
+    o.stages.push_back(o.stages.back()); // three stages
+    const auto full = train::train_retexo(ctx, o);
+    // At the start of the last stage (no checkpoint after it), and inside it.
+    o.checkpoint.dir = shared / "boundary";
+    o.checkpoint.stop_after_stage = 1;
+    REQUIRE(train::train_retexo(ctx, o).interrupted);
+    o.checkpoint.stop_after_stage = -1;
+    o.checkpoint.dir = shared / "inside";
+    int polls = 0;
+    o.checkpoint.stop_requested = [&] { return ++polls == 15; }; // round 2 of stage 2
+    REQUIRE(train::train_retexo(ctx, o).interrupted);
+    o.checkpoint.stop_requested = {};
+    o.checkpoint.resume = true;
+
+    const int last = world.size() - 1; // the rank whose file is damaged
+    int n = 0;
+    // Copy `from`, let the last rank damage its file, and resume from the copy.
+    auto resume_damaged = [&](const std::string& from, const std::function<void(const std::string&)>& damage) {
+        const std::string dir = shared / ("case" + std::to_string(n++));
+        if (world.rank() == 0) std::filesystem::copy(shared / from, dir, std::filesystem::copy_options::recursive);
+        world.barrier();
+        if (world.rank() == last) damage(checkpoint_path(dir, last));
+        world.barrier();
+        auto r = o;
+        r.checkpoint.dir = dir;
+        return r;
+    };
+    auto attribute = [](const char* name, std::int64_t value) {
+        return [=](const std::string& path) { h5::file::open(path, true).set_attr(name, value); };
+    };
+    auto rewrite = [](const std::function<void(retexo_checkpoint&)>& edit) {
+        return [=](const std::string& path) {
+            const auto id = identity_of(path);
+            auto c = read_checkpoint(path, id);
+            edit(c);
+            write_checkpoint(path, c, id);
+        };
+    };
+    struct damage {
+        const char* what;
+        const char* from;
+        std::function<void(const std::string&)> f;
+        bool ranks_disagree = false; // in range: only another rank's file shows it
+    };
+    const std::vector<damage> cases = {
+        {"stage 99", "boundary", attribute("stage", 99)},
+        {"stage -1", "boundary", attribute("stage", -1)},
+        {"stage 1", "boundary", attribute("stage", 1)},
+        {"best_stage 50", "boundary", attribute("best_stage", 50)},
+        {"next_round beyond the stage", "inside", attribute("next_round", 1000)},
+        {"step", "boundary", attribute("step", 7), true},
+        {"inputs/h of one row", "boundary",
+         rewrite([](retexo_checkpoint& c) { c.carry.h.all = c.carry.h.all.to_dense().topRows(1).eval(); })},
+        {"inputs/h of twice the rows", "boundary", rewrite([](retexo_checkpoint& c) {
+             const matrix_f h = c.carry.h.all.to_dense();
+             matrix_f twice(2 * h.rows(), h.cols());
+             twice << h, h;
+             c.carry.h.all = twice;
+         })},
+        {"NaN in finished/", "boundary",
+         rewrite([](retexo_checkpoint& c) { c.finished[1].value(0, 0) = std::numeric_limits<float>::quiet_NaN(); })},
+        {"finished/ cut", "boundary",
+         rewrite([](retexo_checkpoint& c) { c.finished[0].value = c.finished[0].value.topRows(2).eval(); }), true},
+        {"stage/params cut", "inside",
+         rewrite([](retexo_checkpoint& c) { c.current.params[0] = c.current.params[0].topRows(2).eval(); })},
+    };
+    for (const auto& d : cases) {
+        if (d.ranks_disagree && world.size() == 1) continue;
+        INFO(d.what);
+        const auto r = resume_damaged(d.from, d.f);
+        CHECK_THROWS_WITH(train::train_retexo(ctx, r), Catch::Contains(checkpoint_path(r.checkpoint.dir, last)));
+    }
+    // A previous file that is not one matters only when the current ones do not agree.
+    const auto r = resume_damaged("boundary", [](const std::string& path) {
+        std::filesystem::remove(path + "_prev");
+        std::filesystem::create_directory(path + "_prev");
+    });
+    const auto resumed = train::train_retexo(ctx, r);
+    REQUIRE_FALSE(resumed.interrupted);
+    CHECK(resumed.final_acc.test == full.final_acc.test);
+    REQUIRE(resumed.parameters.size() == full.parameters.size());
+    for (std::size_t i = 0; i < full.parameters.size(); ++i)
+        CHECK(resumed.parameters[i].value == full.parameters[i].value);
     world.barrier();
 }
 

@@ -71,6 +71,7 @@ struct stage_progress {
 
 /// One rank's part of a RETEXO run at one moment.
 struct retexo_checkpoint {
+    std::string source;    ///< the file it was read from (not written)
     std::int64_t seq = 0;  ///< grows with every checkpoint of a run (all ranks' files of one moment share it)
     int stage = 0;         ///< the stage to continue
     int next_round = 1;    ///< its next round; 1: the stage has not begun
