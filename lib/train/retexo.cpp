@@ -360,6 +360,7 @@ private:
     void write(retexo_checkpoint c);
     /// A resumed checkpoint fits this run and this rank's partition (throws naming the file).
     void check_resumed(const retexo_checkpoint& c) const;
+    void check_resumed_inputs(const retexo_checkpoint& c) const; ///< its rows and shapes (check_resumed)
     /// Whether stage `stage` is a graph stage (it reads every local row).
     bool graph_stage(int stage) const
     {
@@ -505,8 +506,17 @@ void retexo_run::check_resumed(const retexo_checkpoint& c) const
     const int finished_stages = c.finished.empty() ? 0 : named + 1;
     RETEXO_ENSURE(finished_stages == c.stage, path << ": finished/ holds the parameters of " << finished_stages
                                                    << " stages, but attribute stage is " << c.stage);
+    check_resumed_inputs(c);
+}
+
+void retexo_run::check_resumed_inputs(const retexo_checkpoint& c) const
+{
     // Every input this rank goes on from: its rows, its columns, and the training-graph
     // form exactly with inductive runs.
+    const std::string& path = c.source;
+    const int stages = static_cast<int>(o_.stages.size());
+    const bool inside = c.next_round > 1;
+    const auto& search = o_.search;
     auto rows = [&](const char* name, const auto& x, Eigen::Index want) {
         RETEXO_ENSURE(x.rows() == want && x.cols() > 0, path << ": " << name << " is " << x.rows() << " x " << x.cols()
                                                              << ", this rank has " << want
