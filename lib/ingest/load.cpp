@@ -64,12 +64,18 @@ whole_graph graph_in_file(const std::shared_ptr<const graph_file_reader>& reader
             for (; next < ids.size() && ids[next] < row0 + rows; ++next)
                 s.labels.push_back(block[ids[next] - row0]);
         }
+        // Every node has one owner, so the owners together find each id listed twice (in one
+        // split or in two), as split_membership does for a whole graph.
         s.membership.assign(ids.size(), split::none);
         for (const auto& [which, name] :
              {std::pair{split::train, "train"}, {split::valid, "valid"}, {split::test, "test"}})
             for (node_t v : reader->read_split(name))
-                if (const auto it = std::lower_bound(ids.begin(), ids.end(), v); it != ids.end() && *it == v)
-                    s.membership[it - ids.begin()] = which;
+                if (const auto it = std::lower_bound(ids.begin(), ids.end(), v); it != ids.end() && *it == v) {
+                    auto& m = s.membership[it - ids.begin()];
+                    RETEXO_ENSURE(m == split::none, reader->path() << ": " << name << " split: node " << v
+                                                                   << " is already in another split");
+                    m = which;
+                }
         if (read_features) s.features = reader->read_feature_rows(ids);
     };
     return g;

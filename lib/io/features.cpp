@@ -135,7 +135,7 @@ node_features feature_reader::read(std::int64_t row0, std::int64_t n) const
         f_.read_rows<float>(f_.open_dataset(g + "/values"), g + "/values", static_cast<hsize_t>(e0),
                             static_cast<hsize_t>(e1 - e0), 1, s.values.data());
     }
-    s.validate(p + ": " + g + " rows [" + std::to_string(row0) + ", " + std::to_string(row0 + n) + ")");
+    s.validate(p + ": " + g, row0);
     return s;
 }
 

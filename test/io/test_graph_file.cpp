@@ -101,6 +101,17 @@ TEST_CASE("graph file errors name the file and the problem", "[io][bad-input]")
         }
         CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("source id 999 outside [0, 20)"));
     }
+    SECTION("labels stored as a column")
+    {
+        {
+            auto f = h5::file::open(tmp / "g.h5", true);
+            H5Ldelete(f.id(), "labels", H5P_DEFAULT);
+            f.write<std::int32_t>("labels", g.labels, {20, 1});
+        }
+        CHECK_THROWS_WITH(graph_file_reader(tmp / "g.h5"),
+                          Catch::Contains("g.h5: dataset labels must be 1-D with num_nodes = 20 entries, has shape "
+                                          "[20, 1]"));
+    }
     SECTION("an incomplete writer leaves no file")
     {
         {
@@ -209,6 +220,10 @@ TEST_CASE("bad sparse feature files are rejected with the file, the dataset and 
                                 1, 1, &bad);
         });
         CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("non-finite value"));
+        // A block of rows names the row of the file (every row keeps an entry: e is row 5's).
+        REQUIRE(x.row_nnz(5) > 0);
+        CHECK_THROWS_WITH(graph_file_reader(tmp / "g.h5").read_features(4, 4),
+                          Catch::Contains("g.h5: features_csr: row 5 has a non-finite value"));
     }
     SECTION("a shape that is not the graph's")
     {

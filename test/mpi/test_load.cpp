@@ -11,6 +11,7 @@
 #include <retexo/io/partition_files.hpp>
 
 #include <filesystem>
+#include <functional>
 #include <set>
 
 using namespace retexo;
@@ -406,6 +407,87 @@ TEST_CASE("load errors are raised on every rank", "[mpi][load][bad-input]")
         comm.barrier();
         CHECK_THROWS_WITH(load_rank_partition(comm, {.data = tmp / "g.h5", .partition = tmp / "bad.txt"}),
                           Catch::Contains("bad.txt:8: partition id"));
+    }
+    comm.barrier();
+}
+
+TEST_CASE("a spoiled graph file read by slices fails every rank, naming global ids", "[mpi][load][bad-input]")
+{
+    const mpi::communicator comm;
+    test::shared_temp_dir tmp(comm);
+    std::vector<std::pair<node_t, node_t>> edges{{5, 30}};
+    for (node_t v = 0; v + 1 < 40; ++v)
+        edges.emplace_back(v, v + 1);
+    const auto g = test::make_graph(40, edges, 3, 2);
+    const offset_t e = g.in_edges.num_edges();
+    // Rank 0 writes the graph and spoils it; then every rank loads it by slices.
+    const auto spoil = [&](const std::string& name, const std::function<void(h5::file&)>& f) {
+        if (comm.rank() == 0) {
+            write_graph(g, tmp / name);
+            auto h = h5::file::open(tmp / name, true);
+            f(h);
+        }
+        comm.barrier();
+        return tmp / name;
+    };
+    const auto set_offset = [](h5::file& f, node_t row, offset_t value) {
+        f.write_rows<offset_t>(f.open_dataset("csr/offsets"), "csr/offsets", static_cast<hsize_t>(row), 1, 1, &value);
+    };
+    const auto replace = [](h5::file& f, const std::string& name, const std::vector<std::int32_t>& values,
+                            std::vector<hsize_t> dims = {}) {
+        REQUIRE(H5Ldelete(f.id(), name.c_str(), H5P_DEFAULT) >= 0);
+        f.write<std::int32_t>(name, values, std::move(dims));
+    };
+    const auto fails_with = [&](const std::string& path, const std::string& what) {
+        CHECK_THROWS_AS(load_rank_partition(comm, {.data = path}), mpi::agreed_error);
+        CHECK_THROWS_WITH(load_rank_partition(comm, {.data = path}), Catch::Contains(path) && Catch::Contains(what));
+    };
+    SECTION("offsets that do not start at 0")
+    {
+        fails_with(spoil("first.h5", [&](h5::file& f) { set_offset(f, 0, 3); }), "CSR offsets must start at 0");
+    }
+    SECTION("offsets that end before the last edge")
+    {
+        fails_with(spoil("last.h5", [&](h5::file& f) { set_offset(f, 40, e - 5); }),
+                   "CSR offsets end at " + std::to_string(e - 5) + " but there are " + std::to_string(e) + " edges");
+    }
+    SECTION("offsets that decrease, named by global row")
+    {
+        fails_with(spoil("decrease.h5", [&](h5::file& f) { set_offset(f, 31, g.in_edges.offsets[30] - 1); }),
+                   "CSR offsets decrease at row 30");
+    }
+    SECTION("a source id out of range, named by global edge")
+    {
+        const offset_t at = g.in_edges.offsets[35];
+        fails_with(spoil("source.h5",
+                         [&](h5::file& f) {
+                             const node_t bad = 999;
+                             f.write_rows<node_t>(f.open_dataset("csr/sources"), "csr/sources",
+                                                  static_cast<hsize_t>(at), 1, 1, &bad);
+                         }),
+                   "edge " + std::to_string(at) + " has source id 999 outside [0, 40)");
+    }
+    SECTION("a training node also listed as validation node")
+    {
+        auto valid = g.valid;
+        valid.insert(valid.begin(), g.train[0]);
+        fails_with(spoil("overlap.h5", [&](h5::file& f) { replace(f, "split/valid", valid); }),
+                   "valid split: node " + std::to_string(g.train[0]) + " is already in another split");
+    }
+    SECTION("a node listed twice in one split")
+    {
+        auto train = g.train;
+        train.insert(train.begin() + 2, g.train[2]);
+        fails_with(spoil("twice.h5", [&](h5::file& f) { replace(f, "split/train", train); }),
+                   "train split: node " + std::to_string(g.train[2]) + " is already in another split");
+    }
+    SECTION("labels stored as a column")
+    {
+        fails_with(spoil("labels.h5",
+                         [&](h5::file& f) {
+                             replace(f, "labels", g.labels, {40, 1});
+                         }),
+                   "dataset labels must be 1-D with num_nodes = 40 entries, has shape [40, 1]");
     }
     comm.barrier();
 }
