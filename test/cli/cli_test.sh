@@ -46,6 +46,9 @@ absent "$tmp/g.h5"
 expect 1 "--classes must be at most --nodes \(3\), got 4" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes 3 --classes 4
 absent "$tmp/g.h5"
 expect 2 "nodes" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes abc
+expect 1 "--feature-signal must be a finite number >= 0, got inf" "$apps/retexo_generate" --out "$tmp/g.h5" --feature-signal inf
+expect 1 "--power-law must be 0 \(off\) or a finite exponent > 2, got nan" "$apps/retexo_generate" --out "$tmp/g.h5" --power-law nan
+absent "$tmp/g.h5"
 expect 1 "cannot create HDF5 file" "$apps/retexo_generate" --out "$tmp/nodir/g.h5" --nodes 100
 expect 0 "wrote .*g.h5: 2000 nodes" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes 2000 --features 8 --classes 3 --seed 5
 
