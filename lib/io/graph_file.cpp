@@ -128,7 +128,7 @@ graph_file_reader::graph_file_reader(h5::file file) : file_(std::move(file))
     RETEXO_ENSURE(ld.size() == 1 && ld[0] == static_cast<hsize_t>(n),
                   path << ": dataset labels must be 1-D with num_nodes = " << n << " entries, has shape "
                        << shape_string(ld));
-    features_.emplace(file_, "features", n, info_.num_features);
+    features_.emplace(file_, "features", n, info_.num_features, feature_row_names{.noun = "node"});
 }
 
 csr graph_file_reader::read_csr() const

@@ -259,7 +259,9 @@ local_partition load_partition(const std::string& dir, part_t part)
     const auto n_halo = static_cast<std::int64_t>(lp.halo_global.size());
     lp.halo_owner = file.read_vector<part_t>("halo/owner", n_halo);
     lp.halo_in_degree = file.read_vector<offset_t>("halo/in_degree", n_halo);
-    lp.features = feature_reader(file, "owned/features", n_own, m.graph.num_features).read_all();
+    lp.features =
+        feature_reader(file, "owned/features", n_own, m.graph.num_features, {.noun = "node", .ids = lp.owned_global})
+            .read_all();
 
     // Consistency of what was read.
     validate_csr(lp.in_edges, static_cast<node_t>(n_own + n_halo), path);

@@ -12,6 +12,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <set>
 
 using namespace retexo;
@@ -488,6 +489,15 @@ TEST_CASE("a spoiled graph file read by slices fails every rank, naming global i
                              replace(f, "labels", g.labels, {40, 1});
                          }),
                    "dataset labels must be 1-D with num_nodes = 40 entries, has shape [40, 1]");
+    }
+    SECTION("a dense feature that is not finite, named by global node")
+    {
+        fails_with(spoil("nan.h5",
+                         [&](h5::file& f) {
+                             const float row[3] = {0.5F, std::numeric_limits<float>::quiet_NaN(), 1.0F};
+                             f.write_rows<float>(f.open_dataset("features"), "features", 33, 1, 3, row);
+                         }),
+                   "features: node 33 has a non-finite value (nan) at column 1");
     }
     comm.barrier();
 }

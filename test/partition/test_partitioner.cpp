@@ -7,6 +7,7 @@
 #include <retexo/partition/partitioner.hpp>
 
 #include <filesystem>
+#include <limits>
 
 using namespace retexo;
 namespace fs = std::filesystem;
@@ -138,5 +139,18 @@ TEST_CASE("partitioned directory: tampering is detected", "[partition][bad-input
     SECTION("partition index out of range")
     {
         CHECK_THROWS_WITH(load_partition(tmp / "p1", 2), Catch::Contains("no partition 2"));
+    }
+    SECTION("a feature that is not finite, named by its global id")
+    {
+        const auto ids = h5::file::open(tmp / "p1/part1.h5").read_vector<node_t>("owned/global_ids");
+        REQUIRE(ids.size() > 2);
+        {
+            auto f = h5::file::open(tmp / "p1/part1.h5", true);
+            const float bad = std::numeric_limits<float>::infinity();
+            f.write_rows<float>(f.open_dataset("owned/features"), "owned/features", 2, 1, 1, &bad);
+        }
+        CHECK_THROWS_WITH(load_partition(tmp / "p1", 1),
+                          Catch::Contains("part1.h5: owned/features: node " + std::to_string(ids[2]) +
+                                          " has a non-finite value (inf) at column 0"));
     }
 }
