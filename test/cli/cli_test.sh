@@ -297,6 +297,8 @@ if [[ -n $datasets && -d $datasets/cora ]]; then
   expect 0 "split random-7 280/280/2148" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 7 --train-per-class 40 --num-valid 280 --num-test 2148 --out "$tmp/cora3.h5"
   expect 1 "class 6 has 180 nodes, fewer than the 200" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 7 --train-per-class 200 --out "$tmp/cora4.h5"
   absent "$tmp/cora4.h5"
+  expect 1 "--num-valid must be positive, got 0: retexo_mpi chooses its model on the validation nodes" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 1 --num-valid 0 --num-test 0 --out "$tmp/cora5.h5"
+  absent "$tmp/cora5.h5"
 else
   echo "SKIPPED: dataset checks (no $datasets/cora)"
 fi

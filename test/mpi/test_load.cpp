@@ -9,6 +9,7 @@
 #include <retexo/io/graph_file.hpp>
 #include <retexo/io/ogb.hpp>
 #include <retexo/io/partition_files.hpp>
+#include <retexo/train/common.hpp>
 
 #include <filesystem>
 #include <functional>
@@ -499,5 +500,49 @@ TEST_CASE("a spoiled graph file read by slices fails every rank, naming global i
                          }),
                    "features: node 33 has a non-finite value (nan) at column 1");
     }
+    comm.barrier();
+}
+
+TEST_CASE("part files whose owned ids do not partition the nodes fail every rank", "[mpi][load][bad-input]")
+{
+    const mpi::communicator comm;
+    if (comm.size() < 2) return; // one part file: its own checks suffice
+    test::shared_temp_dir tmp(comm);
+    const auto g = test::make_graph(40, {{0, 1}, {1, 2}, {5, 30}}, 3, 2);
+    const part_t parts = comm.size();
+    if (comm.rank() == 0) {
+        write_graph(g, tmp / "g.h5");
+        write_partitioned(tmp / "g.h5", partition_blocks(40, parts),
+                          {.method = partition_method::blocks, .parts = parts}, tmp / "p");
+        // Part 1 owns 10.. (blocks): its first node becomes node 0, which part 0 owns too.
+        auto f = h5::file::open(partition_file_path(tmp / "p", 1), true);
+        const node_t first = f.read_vector<node_t>("owned/global_ids")[0];
+        REQUIRE(first > 0);
+        const node_t bad = 0;
+        f.write_rows<node_t>(f.open_dataset("owned/global_ids"), "owned/global_ids", 0, 1, 1, &bad);
+    }
+    comm.barrier();
+    CHECK_THROWS_AS(load_rank_partition(comm, {.data = tmp / "p"}), mpi::agreed_error);
+    CHECK_THROWS_WITH(load_rank_partition(comm, {.data = tmp / "p"}),
+                      Catch::Contains("owned/global_ids do not partition the 40 nodes (40 owned in all, but some node "
+                                      "is owned twice and another by none)"));
+    CHECK_NOTHROW(load_rank_partition(comm, {.data = tmp / "g.h5"}));
+    comm.barrier();
+}
+
+TEST_CASE("training refuses a graph without validation nodes on every rank", "[mpi][load][bad-input]")
+{
+    const mpi::communicator comm;
+    test::shared_temp_dir tmp(comm);
+    auto g = test::make_graph(40, {{0, 1}, {1, 2}, {5, 30}}, 3, 2);
+    g.test.insert(g.test.end(), g.valid.begin(), g.valid.end());
+    std::sort(g.test.begin(), g.test.end());
+    g.valid.clear();
+    if (comm.rank() == 0) write_graph(g, tmp / "novalid.h5");
+    comm.barrier();
+    const auto lp = load_rank_partition(comm, {.data = tmp / "novalid.h5"});
+    CHECK_THROWS_AS(train::rank_context(comm, lp), mpi::agreed_error);
+    CHECK_THROWS_WITH(train::rank_context(comm, lp),
+                      Catch::Contains("novalid.h5: the graph has no validation nodes (split/valid is empty)"));
     comm.barrier();
 }
