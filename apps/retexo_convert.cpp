@@ -41,6 +41,9 @@ int main(int argc, char** argv)
             return code;
         if (vm.count("random-split") != 0U) {
             RETEXO_ENSURE(vm.count("split") == 0U, "--split and --random-split exclude each other");
+            RETEXO_ENSURE(rs.num_valid > 0, "--num-valid must be positive, got "
+                                                << rs.num_valid
+                                                << ": retexo_mpi chooses its model on the validation nodes");
             o.random_split = rs;
         } else {
             for (const char* opt : {"train-per-class", "num-valid", "num-test"})

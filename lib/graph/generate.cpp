@@ -16,8 +16,10 @@ void csbm_options::validate() const
     RETEXO_ENSURE(features >= 1, "--features must be positive, got " << features);
     RETEXO_ENSURE(avg_degree >= 0 && avg_degree < nodes, "--avg-degree must be in [0, nodes), got " << avg_degree);
     RETEXO_ENSURE(homophily >= 0 && homophily <= 1, "--homophily must be in [0, 1], got " << homophily);
-    RETEXO_ENSURE(power_law == 0 || power_law > 2, "--power-law must be 0 (off) or an exponent > 2, got " << power_law);
-    RETEXO_ENSURE(feature_signal >= 0, "--feature-signal must be >= 0, got " << feature_signal);
+    RETEXO_ENSURE(power_law == 0 || (power_law > 2 && std::isfinite(power_law)),
+                  "--power-law must be 0 (off) or a finite exponent > 2, got " << power_law);
+    RETEXO_ENSURE(feature_signal >= 0 && std::isfinite(feature_signal),
+                  "--feature-signal must be a finite number >= 0, got " << feature_signal);
     RETEXO_ENSURE(train_fraction >= 0 && valid_fraction >= 0 && test_fraction >= 0 &&
                       train_fraction + valid_fraction + test_fraction <= 1 + 1e-9,
                   "--train/--valid/--test fractions must be >= 0 and sum to at most 1");

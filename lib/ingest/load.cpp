@@ -64,12 +64,18 @@ whole_graph graph_in_file(const std::shared_ptr<const graph_file_reader>& reader
             for (; next < ids.size() && ids[next] < row0 + rows; ++next)
                 s.labels.push_back(block[ids[next] - row0]);
         }
+        // Every node has one owner, so the owners together find each id listed twice (in one
+        // split or in two), as split_membership does for a whole graph.
         s.membership.assign(ids.size(), split::none);
         for (const auto& [which, name] :
              {std::pair{split::train, "train"}, {split::valid, "valid"}, {split::test, "test"}})
             for (node_t v : reader->read_split(name))
-                if (const auto it = std::lower_bound(ids.begin(), ids.end(), v); it != ids.end() && *it == v)
-                    s.membership[it - ids.begin()] = which;
+                if (const auto it = std::lower_bound(ids.begin(), ids.end(), v); it != ids.end() && *it == v) {
+                    auto& m = s.membership[it - ids.begin()];
+                    RETEXO_ENSURE(m == split::none, reader->path() << ": " << name << " split: node " << v
+                                                                   << " is already in another split");
+                    m = which;
+                }
         if (read_features) s.features = reader->read_feature_rows(ids);
     };
     return g;
@@ -183,6 +189,33 @@ local_partition partition_from_owners(const mpi::communicator& comm, const std::
     return assemble_partition(comm, std::move(s.nodes), dir);
 }
 
+/// The part files' owned ids must partition the nodes (each part file checks its own ids
+/// ascending and in range): the counts must sum to N, and a sum of the ids mixed by a hash
+/// equal that of 0..N-1, which each rank computes for its slice of rows (collective, O(owned)).
+void check_ownership(const mpi::communicator& comm, const local_partition& lp, const std::string& dir)
+{
+    const auto mix = [](std::uint64_t v) { // splitmix64's finaliser
+        v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ULL;
+        v = (v ^ (v >> 27)) * 0x94d049bb133111ebULL;
+        return v ^ (v >> 31);
+    };
+    const node_t n = lp.global.num_nodes;
+    std::uint64_t sums[3] = {static_cast<std::uint64_t>(lp.num_owned()), 0, 0};
+    for (node_t v : lp.owned_global)
+        sums[1] += mix(static_cast<std::uint64_t>(v));
+    const auto [first, count] = row_slice(n, comm.rank(), comm.size());
+    for (node_t v = first; v < first + count; ++v)
+        sums[2] += mix(static_cast<std::uint64_t>(v));
+    comm.allreduce(std::span<std::uint64_t>(sums, 3), MPI_SUM, purpose::setup);
+    if (sums[0] == static_cast<std::uint64_t>(n) && sums[1] == sums[2]) return;
+    std::ostringstream m; // every rank has the sums, so every rank throws the same (agreed) error
+    m << dir << ": the part files' owned/global_ids do not partition the " << n << " nodes (" << sums[0]
+      << " owned in all"
+      << (sums[0] == static_cast<std::uint64_t>(n) ? ", but some node is owned twice and another by none" : "")
+      << "): the part files were edited or do not belong together";
+    throw mpi::agreed_error(m.str(), __FILE__, __LINE__);
+}
+
 } // namespace
 
 void normalize_rows(node_features& x)
@@ -222,11 +255,13 @@ local_partition load_rank_partition(const mpi::communicator& comm, const data_op
                                                        << " ranks (mpirun -np must equal the partition count)");
             lp = load_partition(o.data, comm.rank());
         });
+        check_ownership(comm, lp, o.data);
     } else {
         std::shared_ptr<const graph_file_reader> reader;
         comm.checked([&] { reader = std::make_shared<const graph_file_reader>(o.data); });
         lp = partition_whole_graph(comm, graph_in_file(reader, o.read_features), o);
     }
+    lp.source = o.data.empty() ? "the embedded graph" : o.data;
     if (o.normalize_features) normalize_rows(lp.features);
     // Every rank must hold a piece of the same assignment.
     const auto hashes = comm.allgather(lp.assignment_hash, purpose::setup);

@@ -160,7 +160,8 @@ owner_shard read_owner_shard(const std::string& path)
         RETEXO_ENSURE(c >= 0 && c <= 3, path << ": nodes/split code " << int(c) << " is not 0..3");
         n.membership.push_back(static_cast<split>(c));
     }
-    n.features = feature_reader(file, "nodes/features", count, n.info.num_features).read_all();
+    n.features =
+        feature_reader(file, "nodes/features", count, n.info.num_features, {.noun = "node", .ids = n.nodes}).read_all();
     s.src = read_ids(file, "edges/src");
     s.dst = read_ids(file, "edges/dst", static_cast<std::int64_t>(s.src.size()));
     return s;

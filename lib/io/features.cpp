@@ -1,6 +1,8 @@
 // Node features in HDF5 files, dense or CSR, read and written in row blocks.
 #include <retexo/io/features.hpp>
 
+#include <cmath>
+
 namespace retexo {
 
 namespace {
@@ -80,8 +82,9 @@ void feature_writer::finish()
     values_.reset();
 }
 
-feature_reader::feature_reader(const h5::file& f, std::string base, std::int64_t rows, std::int64_t cols)
-    : f_(f), base_(std::move(base)), rows_(rows), cols_(cols),
+feature_reader::feature_reader(const h5::file& f, std::string base, std::int64_t rows, std::int64_t cols,
+                               feature_row_names names)
+    : f_(f), base_(std::move(base)), rows_(rows), cols_(cols), names_(std::move(names)),
       storage_(f.exists(csr_group(base_)) ? feature_storage::sparse : feature_storage::dense)
 {
     const auto& p = f_.path();
@@ -105,6 +108,12 @@ feature_reader::feature_reader(const h5::file& f, std::string base, std::int64_t
                   p << ": " << g << "/indices and " << g << "/values must be 1-D of one length");
 }
 
+std::string feature_reader::row_name(std::int64_t row) const
+{
+    const bool mapped = row >= 0 && row < static_cast<std::int64_t>(names_.ids.size());
+    return names_.noun + " " + std::to_string(mapped ? static_cast<std::int64_t>(names_.ids[row]) : row);
+}
+
 node_features feature_reader::read(std::int64_t row0, std::int64_t n) const
 {
     const auto& p = f_.path();
@@ -115,6 +124,12 @@ node_features feature_reader::read(std::int64_t row0, std::int64_t n) const
         if (x.size() > 0)
             f_.read_rows<float>(dense_, base_, static_cast<hsize_t>(row0), static_cast<hsize_t>(n),
                                 static_cast<hsize_t>(cols_), x.data());
+        // Row-major: value k is row k / cols_, column k % cols_.
+        const float* v = x.data();
+        for (Eigen::Index k = 0; k < x.size(); ++k)
+            if (!std::isfinite(v[k]))
+                RETEXO_THROW(p << ": " << base_ << ": " << row_name(row0 + k / cols_) << " has a non-finite value ("
+                               << v[k] << ") at column " << k % cols_);
         return x;
     }
     const std::string g = csr_group(base_);
@@ -135,7 +150,12 @@ node_features feature_reader::read(std::int64_t row0, std::int64_t n) const
         f_.read_rows<float>(f_.open_dataset(g + "/values"), g + "/values", static_cast<hsize_t>(e0),
                             static_cast<hsize_t>(e1 - e0), 1, s.values.data());
     }
-    s.validate(p + ": " + g + " rows [" + std::to_string(row0) + ", " + std::to_string(row0 + n) + ")");
+    for (std::int64_t i = 0; i < n; ++i)
+        for (offset_t e = s.offsets[i]; e < s.offsets[i + 1]; ++e)
+            if (!std::isfinite(s.values[e]))
+                RETEXO_THROW(p << ": " << g << ": " << row_name(row0 + i) << " has a non-finite value (" << s.values[e]
+                               << ") at column " << s.indices[e]);
+    s.validate(p + ": " + g, row0);
     return s;
 }
 

@@ -6,6 +6,16 @@
 
 namespace retexo {
 
+namespace {
+std::string shape_string(const std::vector<hsize_t>& dims)
+{
+    std::string s = "[";
+    for (std::size_t i = 0; i < dims.size(); ++i)
+        s += (i > 0 ? ", " : "") + std::to_string(dims[i]);
+    return s + "]";
+}
+} // namespace
+
 graph_file_writer::graph_file_writer(const std::string& path, const graph_info& info, feature_storage storage)
     : info_(info), out_(std::in_place, path)
 {
@@ -114,7 +124,11 @@ graph_file_reader::graph_file_reader(h5::file file) : file_(std::move(file))
     const auto sd = file_.dims("csr/sources");
     RETEXO_ENSURE(sd.size() == 1 && sd[0] == static_cast<hsize_t>(info_.num_edges),
                   path << ": dataset csr/sources must have num_edges = " << info_.num_edges << " entries");
-    features_.emplace(file_, "features", n, info_.num_features);
+    const auto ld = file_.dims("labels");
+    RETEXO_ENSURE(ld.size() == 1 && ld[0] == static_cast<hsize_t>(n),
+                  path << ": dataset labels must be 1-D with num_nodes = " << n << " entries, has shape "
+                       << shape_string(ld));
+    features_.emplace(file_, "features", n, info_.num_features, feature_row_names{.noun = "node"});
 }
 
 csr graph_file_reader::read_csr() const
@@ -135,17 +149,33 @@ csr graph_file_reader::read_csr_rows(node_t row0, node_t rows) const
     g.offsets.resize(static_cast<std::size_t>(rows) + 1);
     file_.read_rows<offset_t>(file_.open_dataset("csr/offsets"), "csr/offsets", static_cast<hsize_t>(row0),
                               static_cast<hsize_t>(rows) + 1, 1, g.offsets.data());
+    // The checks of validate_csr on the slice, named by global row and edge: a slice's first
+    // and last offsets are shared with its neighbours, so the slices together check the whole.
+    const auto& path = file_.path();
     const offset_t first = g.offsets.front();
-    RETEXO_ENSURE(first >= 0 && g.offsets.back() >= first && g.offsets.back() <= info_.num_edges,
-                  file_.path() << ": csr/offsets of rows " << row0 << ".." << row0 + rows
-                               << " are outside [0, num_edges]");
+    RETEXO_ENSURE(row0 > 0 || first == 0, path << ": CSR offsets must start at 0");
+    RETEXO_ENSURE(row0 + static_cast<std::int64_t>(rows) < info_.num_nodes || g.offsets.back() == info_.num_edges,
+                  path << ": CSR offsets end at " << g.offsets.back() << " but there are " << info_.num_edges
+                       << " edges");
+    RETEXO_ENSURE(first >= 0 && first <= info_.num_edges, path << ": csr/offsets[" << row0 << "] = " << first
+                                                               << " is outside [0, num_edges = " << info_.num_edges
+                                                               << "]");
+    for (std::size_t i = 0; i + 1 < g.offsets.size(); ++i)
+        RETEXO_ENSURE(g.offsets[i] <= g.offsets[i + 1],
+                      path << ": CSR offsets decrease at row " << row0 + static_cast<std::int64_t>(i));
+    RETEXO_ENSURE(g.offsets.back() <= info_.num_edges,
+                  path << ": csr/offsets[" << row0 + rows << "] = " << g.offsets.back()
+                       << " is outside [0, num_edges = " << info_.num_edges << "]");
     for (auto& o : g.offsets)
         o -= first;
     g.sources.resize(static_cast<std::size_t>(g.offsets.back()));
     if (!g.sources.empty())
         file_.read_rows<node_t>(file_.open_dataset("csr/sources"), "csr/sources", static_cast<hsize_t>(first),
                                 g.sources.size(), 1, g.sources.data());
-    validate_csr(g, info_.num_nodes, file_.path());
+    for (std::size_t e = 0; e < g.sources.size(); ++e)
+        RETEXO_ENSURE(g.sources[e] >= 0 && g.sources[e] < info_.num_nodes,
+                      path << ": edge " << first + static_cast<offset_t>(e) << " has source id " << g.sources[e]
+                           << " outside [0, " << info_.num_nodes << ")");
     return g;
 }
 

@@ -244,6 +244,9 @@ local_partition load_partition(const std::string& dir, part_t part)
     RETEXO_ENSURE(file.attr_int("num_features") == m.graph.num_features &&
                       file.attr_int("num_nodes") == m.graph.num_nodes,
                   path << ": graph sizes differ from manifest.json");
+    RETEXO_ENSURE(file.attr_int("num_classes") == m.graph.num_classes,
+                  path << ": made for " << file.attr_int("num_classes") << " classes, manifest.json says "
+                       << m.graph.num_classes);
 
     lp.owned_global = file.read_vector<node_t>("owned/global_ids");
     const auto n_own = static_cast<std::int64_t>(lp.owned_global.size());
@@ -259,7 +262,9 @@ local_partition load_partition(const std::string& dir, part_t part)
     const auto n_halo = static_cast<std::int64_t>(lp.halo_global.size());
     lp.halo_owner = file.read_vector<part_t>("halo/owner", n_halo);
     lp.halo_in_degree = file.read_vector<offset_t>("halo/in_degree", n_halo);
-    lp.features = feature_reader(file, "owned/features", n_own, m.graph.num_features).read_all();
+    lp.features =
+        feature_reader(file, "owned/features", n_own, m.graph.num_features, {.noun = "node", .ids = lp.owned_global})
+            .read_all();
 
     // Consistency of what was read.
     validate_csr(lp.in_edges, static_cast<node_t>(n_own + n_halo), path);
@@ -278,6 +283,18 @@ local_partition load_partition(const std::string& dir, part_t part)
                                          std::make_pair(lp.halo_owner[i], lp.halo_global[i])),
                       path << ": halo entry " << i << " is invalid (owner " << lp.halo_owner[i] << ", node "
                            << lp.halo_global[i] << ")");
+    // A halo node's in-degree counts at least its edges to this part's nodes where the graph is
+    // undirected (each such edge is also an in-edge of the halo node).
+    std::vector<offset_t> uses(static_cast<std::size_t>(n_halo), 0);
+    for (node_t c : lp.in_edges.sources)
+        if (c >= n_own) ++uses[static_cast<std::size_t>(c - n_own)];
+    for (std::int64_t i = 0; i < n_halo; ++i) {
+        const offset_t at_least = m.graph.directed ? 0 : uses[static_cast<std::size_t>(i)];
+        RETEXO_ENSURE(lp.halo_in_degree[i] >= at_least,
+                      path << ": halo/in_degree of node " << lp.halo_global[i] << " is " << lp.halo_in_degree[i]
+                           << ", but it has " << uses[static_cast<std::size_t>(i)] << " edge(s) to this part's nodes"
+                           << (m.graph.directed ? "" : " in an undirected graph"));
+    }
     return lp;
 }
 

@@ -46,6 +46,9 @@ absent "$tmp/g.h5"
 expect 1 "--classes must be at most --nodes \(3\), got 4" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes 3 --classes 4
 absent "$tmp/g.h5"
 expect 2 "nodes" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes abc
+expect 1 "--feature-signal must be a finite number >= 0, got inf" "$apps/retexo_generate" --out "$tmp/g.h5" --feature-signal inf
+expect 1 "--power-law must be 0 \(off\) or a finite exponent > 2, got nan" "$apps/retexo_generate" --out "$tmp/g.h5" --power-law nan
+absent "$tmp/g.h5"
 expect 1 "cannot create HDF5 file" "$apps/retexo_generate" --out "$tmp/nodir/g.h5" --nodes 100
 expect 0 "wrote .*g.h5: 2000 nodes" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes 2000 --features 8 --classes 3 --seed 5
 
@@ -368,6 +371,8 @@ if [[ -n $datasets && -d $datasets/cora ]]; then
   expect 0 "split random-7 280/280/2148" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 7 --train-per-class 40 --num-valid 280 --num-test 2148 --out "$tmp/cora3.h5"
   expect 1 "class 6 has 180 nodes, fewer than the 200" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 7 --train-per-class 200 --out "$tmp/cora4.h5"
   absent "$tmp/cora4.h5"
+  expect 1 "--num-valid must be positive, got 0: retexo_mpi chooses its model on the validation nodes" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 1 --num-valid 0 --num-test 0 --out "$tmp/cora5.h5"
+  absent "$tmp/cora5.h5"
 else
   echo "SKIPPED: dataset checks (no $datasets/cora)"
 fi

@@ -3,6 +3,8 @@
 #include <retexo/graph/generate.hpp>
 #include <retexo/io/graph_file.hpp>
 
+#include <limits>
+
 #include <omp.h>
 
 using namespace retexo;
@@ -98,4 +100,19 @@ TEST_CASE("generator options are validated", "[generate][bad-input]")
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--classes must be at most --nodes (3), got 4"));
     o.classes = 2;
     CHECK_NOTHROW(o.validate());
+    // Options that are not finite numbers (all-infinite features, an infinite exponent).
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    for (const double bad : {inf, -inf, std::numeric_limits<double>::quiet_NaN()}) {
+        o = {};
+        o.feature_signal = bad;
+        CHECK_THROWS_WITH(o.validate(), Catch::Contains("--feature-signal must be a finite number >= 0"));
+        o = {};
+        o.power_law = bad;
+        CHECK_THROWS_WITH(o.validate(), Catch::Contains("--power-law must be 0 (off) or a finite exponent > 2"));
+        for (double* v : {&o.avg_degree, &o.homophily, &o.train_fraction, &o.valid_fraction, &o.test_fraction}) {
+            o = {};
+            *v = bad;
+            CHECK_THROWS_AS(o.validate(), error);
+        }
+    }
 }

@@ -101,6 +101,32 @@ TEST_CASE("graph file errors name the file and the problem", "[io][bad-input]")
         }
         CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("source id 999 outside [0, 20)"));
     }
+    SECTION("labels stored as a column")
+    {
+        {
+            auto f = h5::file::open(tmp / "g.h5", true);
+            H5Ldelete(f.id(), "labels", H5P_DEFAULT);
+            f.write<std::int32_t>("labels", g.labels, {20, 1});
+        }
+        CHECK_THROWS_WITH(graph_file_reader(tmp / "g.h5"),
+                          Catch::Contains("g.h5: dataset labels must be 1-D with num_nodes = 20 entries, has shape "
+                                          "[20, 1]"));
+    }
+    SECTION("a dense feature that is not finite")
+    {
+        for (const float bad : {std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()}) {
+            {
+                auto f = h5::file::open(tmp / "g.h5", true);
+                f.write_rows<float>(f.open_dataset("features"), "features", 17, 1, 1, &bad);
+            }
+            CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("g.h5: features: node 17 has a non-finite "
+                                                                        "value") &&
+                                                            Catch::Contains("at column 0"));
+            CHECK_THROWS_WITH(graph_file_reader(tmp / "g.h5").read_features(16, 4),
+                              Catch::Contains("node 17 has a non-finite value"));
+            CHECK_NOTHROW(graph_file_reader(tmp / "g.h5").read_features(0, 17));
+        }
+    }
     SECTION("an incomplete writer leaves no file")
     {
         {
@@ -209,6 +235,10 @@ TEST_CASE("bad sparse feature files are rejected with the file, the dataset and 
                                 1, 1, &bad);
         });
         CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("non-finite value"));
+        // A block of rows names the row of the file (every row keeps an entry: e is row 5's).
+        REQUIRE(x.row_nnz(5) > 0);
+        CHECK_THROWS_WITH(graph_file_reader(tmp / "g.h5").read_features(4, 4),
+                          Catch::Contains("g.h5: features_csr: node 5 has a non-finite value (nan) at column"));
     }
     SECTION("a shape that is not the graph's")
     {

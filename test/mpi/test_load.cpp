@@ -9,8 +9,11 @@
 #include <retexo/io/graph_file.hpp>
 #include <retexo/io/ogb.hpp>
 #include <retexo/io/partition_files.hpp>
+#include <retexo/train/common.hpp>
 
 #include <filesystem>
+#include <functional>
+#include <limits>
 #include <set>
 
 using namespace retexo;
@@ -407,5 +410,139 @@ TEST_CASE("load errors are raised on every rank", "[mpi][load][bad-input]")
         CHECK_THROWS_WITH(load_rank_partition(comm, {.data = tmp / "g.h5", .partition = tmp / "bad.txt"}),
                           Catch::Contains("bad.txt:8: partition id"));
     }
+    comm.barrier();
+}
+
+TEST_CASE("a spoiled graph file read by slices fails every rank, naming global ids", "[mpi][load][bad-input]")
+{
+    const mpi::communicator comm;
+    test::shared_temp_dir tmp(comm);
+    std::vector<std::pair<node_t, node_t>> edges{{5, 30}};
+    for (node_t v = 0; v + 1 < 40; ++v)
+        edges.emplace_back(v, v + 1);
+    const auto g = test::make_graph(40, edges, 3, 2);
+    const offset_t e = g.in_edges.num_edges();
+    // Rank 0 writes the graph and spoils it; then every rank loads it by slices.
+    const auto spoil = [&](const std::string& name, const std::function<void(h5::file&)>& f) {
+        if (comm.rank() == 0) {
+            write_graph(g, tmp / name);
+            auto h = h5::file::open(tmp / name, true);
+            f(h);
+        }
+        comm.barrier();
+        return tmp / name;
+    };
+    const auto set_offset = [](h5::file& f, node_t row, offset_t value) {
+        f.write_rows<offset_t>(f.open_dataset("csr/offsets"), "csr/offsets", static_cast<hsize_t>(row), 1, 1, &value);
+    };
+    const auto replace = [](h5::file& f, const std::string& name, const std::vector<std::int32_t>& values,
+                            std::vector<hsize_t> dims = {}) {
+        REQUIRE(H5Ldelete(f.id(), name.c_str(), H5P_DEFAULT) >= 0);
+        f.write<std::int32_t>(name, values, std::move(dims));
+    };
+    const auto fails_with = [&](const std::string& path, const std::string& what) {
+        CHECK_THROWS_AS(load_rank_partition(comm, {.data = path}), mpi::agreed_error);
+        CHECK_THROWS_WITH(load_rank_partition(comm, {.data = path}), Catch::Contains(path) && Catch::Contains(what));
+    };
+    SECTION("offsets that do not start at 0")
+    {
+        fails_with(spoil("first.h5", [&](h5::file& f) { set_offset(f, 0, 3); }), "CSR offsets must start at 0");
+    }
+    SECTION("offsets that end before the last edge")
+    {
+        fails_with(spoil("last.h5", [&](h5::file& f) { set_offset(f, 40, e - 5); }),
+                   "CSR offsets end at " + std::to_string(e - 5) + " but there are " + std::to_string(e) + " edges");
+    }
+    SECTION("offsets that decrease, named by global row")
+    {
+        fails_with(spoil("decrease.h5", [&](h5::file& f) { set_offset(f, 31, g.in_edges.offsets[30] - 1); }),
+                   "CSR offsets decrease at row 30");
+    }
+    SECTION("a source id out of range, named by global edge")
+    {
+        const offset_t at = g.in_edges.offsets[35];
+        fails_with(spoil("source.h5",
+                         [&](h5::file& f) {
+                             const node_t bad = 999;
+                             f.write_rows<node_t>(f.open_dataset("csr/sources"), "csr/sources",
+                                                  static_cast<hsize_t>(at), 1, 1, &bad);
+                         }),
+                   "edge " + std::to_string(at) + " has source id 999 outside [0, 40)");
+    }
+    SECTION("a training node also listed as validation node")
+    {
+        auto valid = g.valid;
+        valid.insert(valid.begin(), g.train[0]);
+        fails_with(spoil("overlap.h5", [&](h5::file& f) { replace(f, "split/valid", valid); }),
+                   "valid split: node " + std::to_string(g.train[0]) + " is already in another split");
+    }
+    SECTION("a node listed twice in one split")
+    {
+        auto train = g.train;
+        train.insert(train.begin() + 2, g.train[2]);
+        fails_with(spoil("twice.h5", [&](h5::file& f) { replace(f, "split/train", train); }),
+                   "train split: node " + std::to_string(g.train[2]) + " is already in another split");
+    }
+    SECTION("labels stored as a column")
+    {
+        fails_with(spoil("labels.h5",
+                         [&](h5::file& f) {
+                             replace(f, "labels", g.labels, {40, 1});
+                         }),
+                   "dataset labels must be 1-D with num_nodes = 40 entries, has shape [40, 1]");
+    }
+    SECTION("a dense feature that is not finite, named by global node")
+    {
+        fails_with(spoil("nan.h5",
+                         [&](h5::file& f) {
+                             const float row[3] = {0.5F, std::numeric_limits<float>::quiet_NaN(), 1.0F};
+                             f.write_rows<float>(f.open_dataset("features"), "features", 33, 1, 3, row);
+                         }),
+                   "features: node 33 has a non-finite value (nan) at column 1");
+    }
+    comm.barrier();
+}
+
+TEST_CASE("part files whose owned ids do not partition the nodes fail every rank", "[mpi][load][bad-input]")
+{
+    const mpi::communicator comm;
+    if (comm.size() < 2) return; // one part file: its own checks suffice
+    test::shared_temp_dir tmp(comm);
+    const auto g = test::make_graph(40, {{0, 1}, {1, 2}, {5, 30}}, 3, 2);
+    const part_t parts = comm.size();
+    if (comm.rank() == 0) {
+        write_graph(g, tmp / "g.h5");
+        write_partitioned(tmp / "g.h5", partition_blocks(40, parts),
+                          {.method = partition_method::blocks, .parts = parts}, tmp / "p");
+        // Part 1 owns 10.. (blocks): its first node becomes node 0, which part 0 owns too.
+        auto f = h5::file::open(partition_file_path(tmp / "p", 1), true);
+        const node_t first = f.read_vector<node_t>("owned/global_ids")[0];
+        REQUIRE(first > 0);
+        const node_t bad = 0;
+        f.write_rows<node_t>(f.open_dataset("owned/global_ids"), "owned/global_ids", 0, 1, 1, &bad);
+    }
+    comm.barrier();
+    CHECK_THROWS_AS(load_rank_partition(comm, {.data = tmp / "p"}), mpi::agreed_error);
+    CHECK_THROWS_WITH(load_rank_partition(comm, {.data = tmp / "p"}),
+                      Catch::Contains("owned/global_ids do not partition the 40 nodes (40 owned in all, but some node "
+                                      "is owned twice and another by none)"));
+    CHECK_NOTHROW(load_rank_partition(comm, {.data = tmp / "g.h5"}));
+    comm.barrier();
+}
+
+TEST_CASE("training refuses a graph without validation nodes on every rank", "[mpi][load][bad-input]")
+{
+    const mpi::communicator comm;
+    test::shared_temp_dir tmp(comm);
+    auto g = test::make_graph(40, {{0, 1}, {1, 2}, {5, 30}}, 3, 2);
+    g.test.insert(g.test.end(), g.valid.begin(), g.valid.end());
+    std::sort(g.test.begin(), g.test.end());
+    g.valid.clear();
+    if (comm.rank() == 0) write_graph(g, tmp / "novalid.h5");
+    comm.barrier();
+    const auto lp = load_rank_partition(comm, {.data = tmp / "novalid.h5"});
+    CHECK_THROWS_AS(train::rank_context(comm, lp), mpi::agreed_error);
+    CHECK_THROWS_WITH(train::rank_context(comm, lp),
+                      Catch::Contains("novalid.h5: the graph has no validation nodes (split/valid is empty)"));
     comm.barrier();
 }

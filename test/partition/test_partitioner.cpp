@@ -7,6 +7,7 @@
 #include <retexo/partition/partitioner.hpp>
 
 #include <filesystem>
+#include <limits>
 
 using namespace retexo;
 namespace fs = std::filesystem;
@@ -138,5 +139,42 @@ TEST_CASE("partitioned directory: tampering is detected", "[partition][bad-input
     SECTION("partition index out of range")
     {
         CHECK_THROWS_WITH(load_partition(tmp / "p1", 2), Catch::Contains("no partition 2"));
+    }
+    SECTION("a class count that differs from the manifest's")
+    {
+        h5::file::open(tmp / "p1/part1.h5", true).set_attr("num_classes", std::int64_t{9});
+        CHECK_THROWS_WITH(load_partition(tmp / "p1", 1),
+                          Catch::Contains("part1.h5: made for 9 classes, manifest.json says 2"));
+    }
+    SECTION("a halo in-degree below the halo node's edges to the part")
+    {
+        std::vector<std::pair<node_t, node_t>> path;
+        for (node_t v = 0; v + 1 < 30; ++v)
+            path.emplace_back(v, v + 1);
+        write_graph(test::make_graph(30, path, 3, 2), tmp / "path.h5");
+        write_partitioned(tmp / "path.h5", partition_random(30, 2, 1), o, tmp / "p3");
+        REQUIRE(load_partition(tmp / "p3", 1).num_halo() > 0);
+        for (const offset_t bad : {offset_t{0}, offset_t{-5}}) {
+            {
+                auto f = h5::file::open(tmp / "p3/part1.h5", true);
+                f.write_rows<offset_t>(f.open_dataset("halo/in_degree"), "halo/in_degree", 0, 1, 1, &bad);
+            }
+            CHECK_THROWS_WITH(load_partition(tmp / "p3", 1),
+                              Catch::Contains("part1.h5: halo/in_degree of node") &&
+                                  Catch::Contains(" is " + std::to_string(bad) + ", but it has"));
+        }
+    }
+    SECTION("a feature that is not finite, named by its global id")
+    {
+        const auto ids = h5::file::open(tmp / "p1/part1.h5").read_vector<node_t>("owned/global_ids");
+        REQUIRE(ids.size() > 2);
+        {
+            auto f = h5::file::open(tmp / "p1/part1.h5", true);
+            const float bad = std::numeric_limits<float>::infinity();
+            f.write_rows<float>(f.open_dataset("owned/features"), "owned/features", 2, 1, 1, &bad);
+        }
+        CHECK_THROWS_WITH(load_partition(tmp / "p1", 1),
+                          Catch::Contains("part1.h5: owned/features: node " + std::to_string(ids[2]) +
+                                          " has a non-finite value (inf) at column 0"));
     }
 }

@@ -52,8 +52,9 @@ struct csr_matrix {
     csr_matrix select_rows(std::span<const node_t> rows) const;
     /// Rows [begin, end).
     csr_matrix middle_rows(std::int64_t begin, std::int64_t end) const;
-    /// Check the structure; throws naming `what`.
-    void validate(const std::string& what) const;
+    /// Check the structure (and that every value is finite); throws naming `what` and the
+    /// row as first_row + its index (so a block read from a file names the file's row).
+    void validate(const std::string& what, std::int64_t first_row = 0) const;
     /// Remove every entry of the listed rows (they become zero rows).
     void clear_rows(std::span<const node_t> which);
 

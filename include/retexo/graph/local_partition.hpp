@@ -35,6 +35,7 @@ struct local_partition : partition_structure {
     node_features features;           ///< num_owned x num_features (dense or sparse rows)
     std::vector<std::int32_t> labels; ///< num_owned
     std::vector<split> membership;    ///< num_owned
+    std::string source;               ///< where it was loaded from, for messages (may be empty)
 
     node_t num_local() const noexcept { return num_owned() + num_halo(); }
     /// Local ids of owned nodes in split s, ascending.

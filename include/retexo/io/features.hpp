@@ -10,6 +10,7 @@
 #include <retexo/core/sparse.hpp>
 #include <retexo/io/hdf5.hpp>
 
+#include <span>
 #include <string>
 
 namespace retexo {
@@ -41,11 +42,21 @@ private:
     std::vector<offset_t> offsets_{0};
 };
 
+/// How feature_reader's errors name a row: `noun` and the row's index in the dataset, or
+/// ids[index] where ids are given (the global ids of a part file's rows); e.g. "node 7".
+struct feature_row_names {
+    std::string noun = "row";
+    std::span<const node_t> ids = {};
+};
+
 /// Reads rows of what feature_writer wrote (the storage is found in the file); checks the
-/// shapes when opened and every sparse block's structure when read.
+/// shapes when opened, and when read every sparse block's structure and that every value
+/// is finite.
 class feature_reader {
 public:
-    feature_reader(const h5::file& f, std::string base, std::int64_t rows, std::int64_t cols);
+    /// `names` (its ids, if any) must outlive the reader.
+    feature_reader(const h5::file& f, std::string base, std::int64_t rows, std::int64_t cols,
+                   feature_row_names names = {});
     feature_storage storage() const noexcept { return storage_; }
     /// Rows [row0, row0 + n).
     node_features read(std::int64_t row0, std::int64_t n) const;
@@ -56,6 +67,8 @@ private:
     const h5::file& f_;
     std::string base_;
     std::int64_t rows_, cols_;
+    feature_row_names names_;
+    std::string row_name(std::int64_t row) const;
     feature_storage storage_;
     h5::handle dense_;
 };
