@@ -192,18 +192,6 @@ bool finite(const matrix_f& m)
     return m.allFinite();
 }
 
-bool finite(const node_features& x)
-{
-    bool ok = true;
-    x.for_each_block([&]<typename B>(const B& b, Eigen::Index) {
-        if constexpr (std::is_same_v<B, matrix_f>)
-            ok = ok && b.allFinite();
-        else
-            ok = ok && std::all_of(b.values.begin(), b.values.end(), [](float v) { return std::isfinite(v); });
-    });
-    return ok;
-}
-
 /// What a checkpoint must hold whatever the run: its counts in range, its tensors finite,
 /// its parts of one shape where they must be (the run's own checks come on resume).
 void check_contents(const retexo_checkpoint& c, const std::string& path)
@@ -230,13 +218,7 @@ void check_contents(const retexo_checkpoint& c, const std::string& path)
                   path << ": inputs/best_spread_acc is not finite");
     for (double v : c.carry.best_alpha_valid)
         RETEXO_ENSURE(std::isfinite(v), path << ": inputs/best_alpha_valid is not finite");
-    for (const auto& [name, x] : {std::pair<const char*, const node_features*>{"inputs/h", &c.carry.h.all},
-                                  {"inputs/h_train", &c.carry.h.train},
-                                  {"inputs/skip", &c.carry.skip.all},
-                                  {"inputs/skip_train", &c.carry.skip.train},
-                                  {"stage/x", &c.current.x.all},
-                                  {"stage/x_train", &c.current.x.train}})
-        RETEXO_ENSURE(finite(*x), path << ": " << name << " holds a value that is not finite");
+    // inputs/*, stage/x: the feature reader refuses non-finite values (io/features.hpp).
     for (const auto& [name, m] : {std::pair<const char*, const matrix_f*>{"inputs/best_logits", &c.carry.best_logits},
                                   {"inputs/best_spread", &c.carry.best_spread},
                                   {"inputs/logits", &c.carry.logits}})

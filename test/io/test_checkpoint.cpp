@@ -197,7 +197,7 @@ TEST_CASE("a checkpoint out of range or not finite is refused, naming the file a
     refused([](auto& c) { c.finished[1].value(0, 2) = std::numeric_limits<float>::infinity(); },
             "finished/1 holds a value that is not finite");
     refused([](auto& c) { c.carry.h.all.dense()(1, 1) = std::numeric_limits<float>::quiet_NaN(); },
-            "inputs/h holds a value that is not finite");
+            "inputs/h: row 1 has a non-finite value"); // the feature reader's own check
     refused([](auto& c) { c.carry.skip.all.sparse().values[0] = std::numeric_limits<float>::quiet_NaN(); },
             "inputs/skip"); // the sparse reader's own check
     refused([](auto& c) { c.current.params[0](0, 0) = std::numeric_limits<float>::quiet_NaN(); },

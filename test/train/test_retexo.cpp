@@ -641,6 +641,12 @@ TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")
     o = small_options(nn::layer_kind::gcn);
     o.stages.clear();
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--stages must be at least 1"));
+    o = small_options(nn::layer_kind::gat);
+    o.heads = 0;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--heads must be at least 1, got 0"));
+    o = small_options(nn::layer_kind::gcn);
+    o.stages[1].weight_decay = -1;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--weight-decay: stage 1 must be >= 0, got -1"));
     o = small_options(nn::layer_kind::gcn);
     o.cross_fit = 0;
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--cross-fit must be >= 1, got 0"));

@@ -7,6 +7,7 @@
 #include <retexo/train/standard.hpp>
 
 #include <algorithm>
+#include <limits>
 
 using namespace retexo;
 
@@ -235,7 +236,16 @@ TEST_CASE("standard trainer rejects bad options", "[mpi][standard][bad-input]")
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--layers must be at least 1"));
     o = {};
     o.dropout = 1.0;
-    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--dropout"));
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--std-dropout must be in [0, 1), got 1"));
+    o = {};
+    o.heads = 0;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--heads must be at least 1, got 0"));
+    o = {};
+    o.optimizer.lr = -1;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--std-lr must be positive, got -1"));
+    o = {};
+    o.optimizer.weight_decay = std::numeric_limits<double>::quiet_NaN();
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--std-weight-decay must be >= 0"));
     o = {};
     o.model = nn::layer_kind::gat;
     o.hidden = 10;
