@@ -4,6 +4,7 @@
 #include <retexo/io/graph_file.hpp>
 #include <retexo/io/text_reader.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 
@@ -221,6 +222,12 @@ owner_shard read_owner_rows(const std::string& nodes, const std::string& edges, 
             if (line.find_first_not_of(" \t") != std::string_view::npos) parse_node_line(line, in.where(), s, values);
     }
     RETEXO_ENSURE(!s.nodes.empty(), nodes << ": no node lines");
+    {
+        std::vector<node_t> ids = s.nodes;
+        std::sort(ids.begin(), ids.end());
+        const auto twice = std::adjacent_find(ids.begin(), ids.end());
+        RETEXO_ENSURE(twice == ids.end(), nodes << ": node " << *twice << " is listed twice");
+    }
     matrix_f x(static_cast<Eigen::Index>(s.nodes.size()), s.info.num_features);
     std::copy(values.begin(), values.end(), x.data());
     release(values);

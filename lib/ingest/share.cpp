@@ -186,13 +186,13 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
                     << " touches none of its own nodes (a shard lists the edges incident to the nodes it holds)";
         }
     comm.agree(err.str(), purpose::setup);
-    // Arcs into this rank's nodes stay here; the others (an undirected edge's reverse, or a
-    // directed edge listed by its source's owner) go to their destination's owner, who may
-    // have it already (an undirected edge listed by both owners): repeats are merged there.
+    // Arcs into this rank's nodes stay here (self loops dropped, as retexo_convert drops them); the others (an
+    // undirected edge's reverse, or a directed edge listed by its source's owner) go to their destination's owner, who
+    // may have it already (an undirected edge listed by both owners): repeats are merged there.
     std::vector<std::uint64_t> local;
     local.reserve(n_local);
     for (std::size_t e = 0; e < src.size(); ++e)
-        if (own_dst[e]) local.push_back(arc_key(dst[e], src[e]));
+        if (own_dst[e] && src[e] != dst[e]) local.push_back(arc_key(dst[e], src[e]));
     sort_unique(local);
     std::vector<std::uint64_t> extra, away; // local reverses not listed; arcs for other ranks
     away.reserve(n_away);

@@ -241,6 +241,14 @@ expect 0 "wrote .*shard0.h5: 3 nodes, 2 features \(dense\), 3 edges" "$apps/rete
 expect 0 "wrote .*shard1.h5: 3 nodes" "$apps/retexo_shard" --nodes "$tmp/n1.csv" --edges "$tmp/e1.csv" --num-classes 2 --out "$tmp/owners/shard1.h5"
 expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/owners" --rounds 3 --hidden 8 --mode both --epochs 2
 expect_mpi 1 "shard2.h5 is missing" "$mpiexec" -n 3 "$apps/retexo_mpi" --data "$tmp/owners" --mode stats
+# A self loop in an owner's edges is dropped on loading, as retexo_convert drops it: the same
+# 12 in-edges; a node listed twice is refused.
+mkdir -p "$tmp/owners-loop" && cp "$tmp/owners/shard1.h5" "$tmp/owners-loop/"
+printf '0,1\n1,2\n2,2\n2,3\n' >"$tmp/e0-loop.csv"
+expect 0 "wrote" "$apps/retexo_shard" --nodes "$tmp/n0.csv" --edges "$tmp/e0-loop.csv" --num-classes 2 --out "$tmp/owners-loop/shard0.h5"
+expect 0 " all +6 +[0-9]+ +12 " "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/owners-loop" --mode stats
+printf '0,0,train,1,0\n1,1,train,0,1\n0,0,valid,1,1\n' >"$tmp/twice.csv"
+expect 1 "twice.csv: node 0 is listed twice" "$apps/retexo_shard" --nodes "$tmp/twice.csv" --edges "$tmp/e0.csv" --num-classes 2 --out "$tmp/bad.h5"
 printf '0,0,train,1,0\n1,1,valid,0\n' >"$tmp/bad.csv"
 expect 1 "bad.csv:2: 1 features, the first line has 2" "$apps/retexo_shard" --nodes "$tmp/bad.csv" --edges "$tmp/e0.csv" --num-classes 2 --out "$tmp/bad.h5"
 absent "$tmp/bad.h5"
