@@ -83,8 +83,9 @@ csr_matrix csr_matrix::middle_rows(std::int64_t begin, std::int64_t end) const
     return m;
 }
 
-void csr_matrix::validate(const std::string& what, std::int64_t first_row) const
+void csr_matrix::validate(const std::string& what, const std::function<std::string(std::int64_t)>& row_name) const
 {
+    const auto row = [&](std::int64_t i) { return row_name ? row_name(i) : "row " + std::to_string(i); };
     RETEXO_ENSURE(rows >= 0 && cols >= 0 && cols <= (std::int64_t{1} << 31),
                   what << ": bad shape " << rows << " x " << cols);
     RETEXO_ENSURE(static_cast<std::int64_t>(offsets.size()) == rows + 1,
@@ -92,14 +93,14 @@ void csr_matrix::validate(const std::string& what, std::int64_t first_row) const
     RETEXO_ENSURE(offsets.front() == 0 && offsets.back() == nnz() && indices.size() == values.size(),
                   what << ": row offsets do not match the " << nnz() << " stored entries");
     for (std::int64_t i = 0; i < rows; ++i) {
-        RETEXO_ENSURE(offsets[i] <= offsets[i + 1], what << ": row offsets decrease at row " << first_row + i);
+        RETEXO_ENSURE(offsets[i] <= offsets[i + 1], what << ": row offsets decrease at " << row(i));
         for (offset_t e = offsets[i]; e < offsets[i + 1]; ++e) {
-            RETEXO_ENSURE(indices[e] >= 0 && indices[e] < cols, what << ": row " << first_row + i << " has column "
-                                                                     << indices[e] << " outside [0, " << cols << ")");
+            RETEXO_ENSURE(indices[e] >= 0 && indices[e] < cols,
+                          what << ": " << row(i) << " has column " << indices[e] << " outside [0, " << cols << ")");
             RETEXO_ENSURE(e == offsets[i] || indices[e - 1] < indices[e],
-                          what << ": row " << first_row + i << " has columns out of order or repeated");
-            RETEXO_ENSURE(std::isfinite(values[e]),
-                          what << ": row " << first_row + i << " has a non-finite value at column " << indices[e]);
+                          what << ": " << row(i) << " has columns out of order or repeated");
+            RETEXO_ENSURE(std::isfinite(values[e]), what << ": " << row(i) << " has a non-finite value (" << values[e]
+                                                         << ") at column " << indices[e]);
         }
     }
 }

@@ -151,12 +151,7 @@ node_features feature_reader::read(std::int64_t row0, std::int64_t n) const
         f_.read_rows<float>(f_.open_dataset(g + "/values"), g + "/values", static_cast<hsize_t>(e0),
                             static_cast<hsize_t>(e1 - e0), 1, s.values.data());
     }
-    for (std::int64_t i = 0; i < n; ++i)
-        for (offset_t e = s.offsets[i]; e < s.offsets[i + 1]; ++e)
-            if (!std::isfinite(s.values[e]))
-                RETEXO_THROW(p << ": " << g << ": " << row_name(row0 + i) << " has a non-finite value (" << s.values[e]
-                               << ") at column " << s.indices[e]);
-    s.validate(p + ": " + g, row0);
+    s.validate(p + ": " + g, [&](std::int64_t i) { return row_name(row0 + i); });
     return s;
 }
 

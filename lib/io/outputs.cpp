@@ -159,6 +159,16 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
     // One parallel HDF5 file, written under a temporary name and renamed by rank 0.
     std::string temp = path + ".tmp." + std::to_string(::getpid());
     comm.broadcast(temp, 0, purpose::output);
+    // Rank 0 removes the temporary file unless it was moved into place, also on an error (the
+    // file is closed first: f is destroyed before the guard).
+    struct remove_unless_moved {
+        const std::string& temp;
+        bool root, moved = false;
+        ~remove_unless_moved()
+        {
+            if (root && !moved) std::remove(temp.c_str());
+        }
+    } cleanup{temp, comm.rank() == 0};
     std::string err;
     std::optional<h5::file> f;
     try {
@@ -172,15 +182,11 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
     } catch (const std::exception& e) {
         err = e.what();
     }
-    if (comm.allreduce<int>(err.empty() ? 0 : 1, MPI_MAX, purpose::control) != 0) {
-        f.reset();
-        if (comm.rank() == 0) std::remove(temp.c_str());
-    }
     comm.agree(err);
     f.reset(); // closed (collective) before the rename
-    if (comm.rank() == 0 && std::rename(temp.c_str(), path.c_str()) != 0) {
-        err = path + ": cannot move the predictions into place: " + std::strerror(errno);
-        std::remove(temp.c_str());
+    if (cleanup.root) {
+        cleanup.moved = std::rename(temp.c_str(), path.c_str()) == 0;
+        if (!cleanup.moved) err = path + ": cannot move the predictions into place: " + std::strerror(errno);
     }
     comm.agree(err);
 }

@@ -7,7 +7,9 @@
 #include <retexo/core/error.hpp>
 #include <retexo/core/types.hpp>
 
+#include <functional>
 #include <span>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -53,8 +55,9 @@ struct csr_matrix {
     /// Rows [begin, end).
     csr_matrix middle_rows(std::int64_t begin, std::int64_t end) const;
     /// Check the structure (and that every value is finite); throws naming `what` and the
-    /// row as first_row + its index (so a block read from a file names the file's row).
-    void validate(const std::string& what, std::int64_t first_row = 0) const;
+    /// row, as row_name(its index) gives it (a block read from a file names the file's node;
+    /// default: "row i").
+    void validate(const std::string& what, const std::function<std::string(std::int64_t)>& row_name = {}) const;
     /// Remove every entry of the listed rows (they become zero rows).
     void clear_rows(std::span<const node_t> which);
 
