@@ -9,8 +9,11 @@
 #   CPU, 7.7 s unbound).  When N x threads <= cores each rank gets its own `threads` CPUs
 #   (--map-by slot:PE=threads); counted in hardware threads (--use-hwthread-cpus, --bind-to
 #   hwthread) because `cores` (nproc) counts them: identical to --bind-to core without SMT, and
-#   on SMT machines PE=threads still fits.  When oversubscribing (N > cores, or N x threads >
-#   cores) --bind-to none: every rank may use every CPU and the kernel balances them.
+#   on SMT machines PE=threads still fits.  Only a job that fills the cores (N x threads =
+#   cores) is bound: Open MPI would bind every job's ranks from the first core on, so two jobs
+#   that each leave cores free (say two -np 1 runs side by side) would share one core while
+#   the other idled (each at half speed).  Otherwise (cores left free, or oversubscribing)
+#   --bind-to none: every rank may use every CPU and the kernel balances them.
 #   retexo_mpi warns on stderr when it finds threads crowded onto shared CPUs anyway.
 # - GLIBC_TUNABLES defaults to glibc.malloc.hugetlb=1 (large buffers get transparent huge
 #   pages: far fewer page faults and TLB misses; 1.6x faster end to end at products scale),
@@ -47,7 +50,7 @@ fi
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( cores / np > 0 ? cores / np : 1 ))}
 threads=$OMP_NUM_THREADS
 [[ $threads =~ ^[1-9][0-9]*$ ]] || threads=1   # e.g. OMP_NUM_THREADS=4,2 (nested): no binding
-if (( np <= cores && np * threads <= cores )) && [[ $OMP_NUM_THREADS == "$threads" ]]; then
+if (( np * threads == cores )) && [[ $OMP_NUM_THREADS == "$threads" ]]; then
   bind=(--use-hwthread-cpus --map-by "slot:PE=$threads" --bind-to hwthread)
 else
   bind=(--bind-to none)

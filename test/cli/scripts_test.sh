@@ -80,6 +80,14 @@ if command -v mpirun >/dev/null && mpirun --version 2>&1 | grep -qE "Open MPI|Op
       echo "ok: retexo_run.sh -np $np: $threads thread(s) per rank, no placement warning"
     fi
   done
+  # A job that leaves cores free is not bound (Open MPI would put every such job on core 0).
+  if (( cores >= 2 )); then
+    printf '#!/bin/sh\ngrep Cpus_allowed_list /proc/self/status\n' >"$tmp/affinity.sh"
+    chmod +x "$tmp/affinity.sh"
+    mine=$(grep Cpus_allowed_list /proc/self/status)
+    got=$(OMP_NUM_THREADS=1 RETEXO_MPI="$tmp/affinity.sh" timeout 60 "$run" -np 1 2>&1)
+    check "retexo_run.sh -np 1 with 1 thread of $cores cores is not bound ($got; ours: $mine)" test "$got" = "$mine"
+  fi
 else
   echo "SKIPPED: retexo_run.sh runs need Open MPI's mpirun"
 fi
