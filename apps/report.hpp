@@ -51,6 +51,7 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
     j["ranks"] = r.ranks;
     j["seed"] = r.seed;
     j["accuracy"] = {{"train", r.final_acc.train}, {"valid", r.final_acc.valid}, {"test", r.final_acc.test}};
+    j["nodes"] = {{"train", r.nodes.train}, {"valid", r.nodes.valid}, {"test", r.nodes.test}};
     j["bytes"] = ledger_json(r.bytes);
     j["time_s"] = r.seconds;
     j["max_rank_bytes"] = r.max_rank_bytes;
@@ -144,7 +145,9 @@ inline std::string table(const std::vector<train::run_result>& runs)
     };
     row("accuracy train", [&](const train::run_result& r) { return num(r.final_acc.train, "%16.4f"); });
     row("accuracy valid", [&](const train::run_result& r) { return num(r.final_acc.valid, "%16.4f"); });
-    row("accuracy test", [&](const train::run_result& r) { return num(r.final_acc.test, "%16.4f"); });
+    row("accuracy test", [&](const train::run_result& r) {
+        return r.nodes.test > 0 ? num(r.final_acc.test, "%16.4f") : std::string(13, ' ') + "n/a"; // no test nodes
+    });
     for (int p = 0; p < num_purposes; ++p)
         row((std::string("bytes ") + to_string(static_cast<purpose>(p))).c_str(), [&](const train::run_result& r) {
             char b[32];

@@ -199,6 +199,7 @@ void run_meter::record(epoch_record rec, run_result& r, const progress_fn& progr
 
 run_result run_meter::finish(run_result r) const
 {
+    r.nodes = {.train = ctx_.global_train, .valid = ctx_.global_valid, .test = ctx_.global_test};
     r.seconds = timer.seconds();
     double timed = 0;
     for (const auto& [phase, seconds] : r.seconds)

@@ -381,6 +381,12 @@ if [[ -n $datasets && -d $datasets/cora ]]; then
   absent "$tmp/cora4.h5"
   expect 1 "--num-valid must be positive, got 0: retexo_mpi chooses its model on the validation nodes" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 1 --num-valid 0 --num-test 0 --out "$tmp/cora5.h5"
   absent "$tmp/cora5.h5"
+  # No test nodes: trained and reported, the test accuracy shown as n/a (not 0.0000).
+  expect 0 "split random-1 140/500/0" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 1 --num-valid 500 --num-test 0 --out "$tmp/cora6.h5"
+  expect 0 "accuracy test +n/a +n/a" "$apps/retexo_mpi" --data "$tmp/cora6.h5" --mode both --stages 2 --rounds 5 --epochs 5 \
+    --search-dropout 0.5 --search-weight-decay 5e-4 --metrics-out "$tmp/cora6.json"
+  expect 0 "^140/500/0 140/500/0$" python3 -c 'import json, sys
+print(*["{train}/{valid}/{test}".format(**r["nodes"]) for r in json.load(open(sys.argv[1]))["runs"]])' "$tmp/cora6.json"
 else
   echo "SKIPPED: dataset checks (no $datasets/cora)"
 fi

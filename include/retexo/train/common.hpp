@@ -82,6 +82,11 @@ struct run_result {
     int ranks = 1;
     std::uint64_t seed = 0;
     accuracies final_acc;
+    /// Labelled nodes of each split over all ranks: an accuracy is a fraction of these (0 over
+    /// an empty split).
+    struct split_counts {
+        std::int64_t train = 0, valid = 0, test = 0;
+    } nodes;
     byte_ledger bytes;                     ///< summed over ranks
     std::map<std::string, double> seconds; ///< by phase, plus "total"
     std::vector<epoch_record> history;
