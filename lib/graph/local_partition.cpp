@@ -67,6 +67,9 @@ std::vector<node_t> local_partition::nodes_in(split which) const
 
 local_partition extract_partition(const graph& g, std::span<const part_t> assignment, part_t num_parts, part_t part)
 {
+    RETEXO_ENSURE(num_parts >= 1 && part >= 0 && part < num_parts, g.name << ": part " << part << " of " << num_parts
+                                                                          << " parts does not exist (parts are 0 to "
+                                                                          << num_parts - 1 << ")");
     local_partition lp;
     static_cast<partition_structure&>(lp) = build_partition_structure(g.in_edges, assignment, part);
     lp.part = part;

@@ -11,6 +11,12 @@ namespace retexo::train {
 rank_context::rank_context(const mpi::communicator& c, const local_partition& p, bool ind)
     : comm(c), part(p), inductive(ind)
 {
+    // Checked on each rank alone (no collective yet): a rank with another's part would
+    // otherwise fail later, in the halo plan, with a message about owners.
+    RETEXO_ENSURE(p.num_parts == c.size() && p.part == c.rank(),
+                  (p.source.empty() ? p.global.name : p.source)
+                      << ": rank " << c.rank() << " of " << c.size() << " was given part " << p.part << " of "
+                      << p.num_parts << "; each rank trains its own part of as many parts as ranks");
     const byte_ledger before = c.ledger();
     graph = nn::make_local_graph(p, degree);
     halo = std::make_unique<halo_plan>(c, p);

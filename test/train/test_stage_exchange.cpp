@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 using namespace retexo;
 using train::stage_exchange;
@@ -44,6 +45,23 @@ matrix_f single_process_aggregate(const graph& g, aggregator kind)
 }
 
 } // namespace
+
+// A rank context keeps a reference to its partition: a temporary one does not compile.
+static_assert(std::is_constructible_v<train::rank_context, const mpi::communicator&, const local_partition&>);
+static_assert(!std::is_constructible_v<train::rank_context, const mpi::communicator&, local_partition&&>);
+
+TEST_CASE("rank context: a part that is not this rank's of as many parts as ranks is refused", "[mpi][stage_exchange]")
+{
+    const mpi::communicator self(MPI_COMM_SELF);
+    const graph g = exchange_graph();
+    const auto halves = partition_random(g.num_nodes(), 2, 2);
+    CHECK_THROWS_WITH(extract_partition(g, halves, 2, 2),
+                      Catch::Contains("part 2 of 2 parts does not exist (parts are 0 to 1)"));
+    CHECK_THROWS_WITH(extract_partition(g, halves, 2, -1), Catch::Contains("part -1 of 2 parts does not exist"));
+    const auto lp = extract_partition(g, halves, 2, 1);
+    CHECK_THROWS_WITH(train::rank_context(self, lp),
+                      Catch::Contains("rank 0 of 1 was given part 1 of 2; each rank trains its own part"));
+}
 
 TEST_CASE("stage exchange: local rows are the partition's owned and halo rows", "[mpi][stage_exchange]")
 {

@@ -1,5 +1,5 @@
 #pragma once
-// Template bodies of communicator.hpp.
+// Template bodies of communicator.hpp, which includes this file at its end: include communicator.hpp, not this.
 
 namespace retexo::mpi {
 

@@ -1,5 +1,5 @@
 #pragma once
-// Template bodies of halo_plan.hpp.
+// Template bodies of halo_plan.hpp, which includes this file at its end: include halo_plan.hpp, not this.
 
 #include <retexo/core/bf16.hpp>
 

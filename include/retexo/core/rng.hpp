@@ -44,7 +44,8 @@ public:
     /// Uniform integer in [0, n) (Lemire's multiply-shift; bias < n / 2^64).
     std::uint64_t below(std::uint64_t counter, std::uint64_t n) const noexcept
     {
-        return static_cast<std::uint64_t>((static_cast<unsigned __int128>(bits(counter)) * n) >> 64);
+        __extension__ using u128 = unsigned __int128; // GCC and Clang; quiet under -Wpedantic
+        return static_cast<std::uint64_t>((static_cast<u128>(bits(counter)) * n) >> 64);
     }
 
     /// Standard normal deviate (Box-Muller on two derived uniforms).

@@ -1,5 +1,5 @@
 #pragma once
-// Template bodies of hdf5.hpp.
+// Template bodies of hdf5.hpp, which includes this file at its end: include hdf5.hpp, not this.
 
 #include <cstdint>
 #include <type_traits>

@@ -17,7 +17,8 @@ namespace retexo {
 void save_model(const std::string& path, const std::vector<named_tensor>& tensors,
                 const std::vector<std::pair<std::string, std::string>>& attributes);
 
-/// Read back the tensors of a model file.
+/// Read back the tensors of a model file, in the order of their names (not the order
+/// saved): match them to a model's parameters by name.
 std::vector<named_tensor> load_model(const std::string& path);
 
 /// Write predictions of every node (collective): "prediction" int32 [N] (argmax of the

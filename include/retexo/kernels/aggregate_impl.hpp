@@ -1,5 +1,5 @@
 #pragma once
-// Template bodies of aggregate.hpp.
+// Template bodies of aggregate.hpp, which includes this file at its end: include aggregate.hpp, not this.
 
 #include <retexo/kernels/row_sums.hpp>
 

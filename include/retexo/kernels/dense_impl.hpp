@@ -1,5 +1,5 @@
 #pragma once
-// Template bodies of dense.hpp.
+// Template bodies of dense.hpp, which includes this file at its end: include dense.hpp, not this.
 
 #include <algorithm>
 #include <bit>

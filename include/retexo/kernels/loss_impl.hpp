@@ -1,5 +1,5 @@
 #pragma once
-// Template bodies of loss.hpp.
+// Template bodies of loss.hpp, which includes this file at its end: include loss.hpp, not this.
 
 #include <cmath>
 

@@ -1,5 +1,5 @@
 #pragma once
-// Template bodies of optim.hpp.
+// Template bodies of optim.hpp, which includes this file at its end: include optim.hpp, not this.
 
 #include <algorithm>
 #include <cmath>

@@ -25,8 +25,11 @@ namespace retexo::train {
 /// their edges (train_graph: those nodes keep their rows but have no edges in or out, and
 /// degrees are those of the reduced graph); evaluation uses the whole graph.  Building it
 /// exchanges each boundary node's split membership and reduced degree once (setup).
+/// It keeps references to comm and part, which must outlive it (a temporary partition does
+/// not compile); part must be this rank's of comm.size() parts (throws otherwise).
 struct rank_context {
     rank_context(const mpi::communicator& comm, const local_partition& part, bool inductive = false);
+    rank_context(const mpi::communicator& comm, local_partition&& part, bool inductive = false) = delete;
 
     const mpi::communicator& comm;
     const local_partition& part;
@@ -106,7 +109,9 @@ struct run_result {
     matrix_f embedding; ///< last hidden embedding of the owned rows
 };
 
-/// Progress callback: called on every rank after every epoch / round.
+/// Progress callback: called on every rank after every epoch / round; but in a RETEXO search
+/// side by side (retexo_options::search_parallel) each rank reports the rounds of the
+/// candidates it trains only (run_result::history has every candidate's).
 using progress_fn = std::function<void(const epoch_record&)>;
 
 /// What a trainer measures from its start: this rank's traffic, the wall time, and the

@@ -112,9 +112,9 @@ std::vector<stage_options> default_stages(int count);
 /// --select loss), ties broken by the lower validation loss.  The candidates: every
 /// combination of the listed values; an empty list keeps the stage's own setting.
 struct stage_search {
-    std::vector<double> lr, dropout, weight_decay, pseudo_labels;
-    std::vector<normalization> norm; ///< in candidate order after the weight decay
-    int patience = 0;                ///< rounds without improvement before a candidate stops (0: the stage's own)
+    std::vector<double> lr{}, dropout{}, weight_decay{}, pseudo_labels{};
+    std::vector<normalization> norm{}; ///< in candidate order after the weight decay
+    int patience = 0;                  ///< rounds without improvement before a candidate stops (0: the stage's own)
     /// The number of candidates (1: no search).
     std::size_t size() const
     {
