@@ -6,14 +6,14 @@
 # - OMP_NUM_THREADS defaults to cores / N (at least 1) so ranks do not fight over cores;
 # - binding: Open MPI's default binds each rank to ONE core (np <= 2) or socket, so a rank's
 #   OpenMP threads would share that core (issue #16: citeseer standard trainer 10.6 s at 97%
-#   CPU, 7.7 s unbound).  When N x threads <= cores each rank gets its own `threads` CPUs
+#   CPU, 7.7 s unbound).  When N x threads = cores each rank gets its own `threads` CPUs
 #   (--map-by slot:PE=threads); counted in hardware threads (--use-hwthread-cpus, --bind-to
 #   hwthread) because `cores` (nproc) counts them: identical to --bind-to core without SMT, and
-#   on SMT machines PE=threads still fits.  Only a job that fills the cores (N x threads =
-#   cores) is bound: Open MPI would bind every job's ranks from the first core on, so two jobs
-#   that each leave cores free (say two -np 1 runs side by side) would share one core while
-#   the other idled (each at half speed).  Otherwise (cores left free, or oversubscribing)
-#   --bind-to none: every rank may use every CPU and the kernel balances them.
+#   on SMT machines PE=threads still fits.  Only a job that fills the cores is bound: Open MPI
+#   binds every job's ranks from the first core on, so two jobs that each left cores free (say
+#   two -np 1 runs side by side) would share one core while another idled (each at half
+#   speed).  Otherwise (cores left free, or oversubscribing) --bind-to none: every rank may use
+#   every CPU and the kernel balances them.
 #   retexo_mpi warns on stderr when it finds threads crowded onto shared CPUs anyway.
 # - GLIBC_TUNABLES defaults to glibc.malloc.hugetlb=1 (large buffers get transparent huge
 #   pages: far fewer page faults and TLB misses; 1.6x faster end to end at products scale),
