@@ -143,22 +143,21 @@ inline std::string table(const std::vector<train::run_result>& runs)
         std::snprintf(b, sizeof b, fmt, v);
         return std::string(b);
     };
+    auto text = [](const std::string& v) { // right-aligned in the column
+        char b[32];
+        std::snprintf(b, sizeof b, "%16s", v.c_str());
+        return std::string(b);
+    };
     row("accuracy train", [&](const train::run_result& r) { return num(r.final_acc.train, "%16.4f"); });
     row("accuracy valid", [&](const train::run_result& r) { return num(r.final_acc.valid, "%16.4f"); });
     row("accuracy test", [&](const train::run_result& r) {
-        return r.nodes.test > 0 ? num(r.final_acc.test, "%16.4f") : std::string(13, ' ') + "n/a"; // no test nodes
+        return r.nodes.test > 0 ? num(r.final_acc.test, "%16.4f") : text("n/a"); // no test nodes
     });
     for (int p = 0; p < num_purposes; ++p)
-        row((std::string("bytes ") + to_string(static_cast<purpose>(p))).c_str(), [&](const train::run_result& r) {
-            char b[32];
-            std::snprintf(b, sizeof b, "%16s", human_bytes(static_cast<double>(r.bytes.sent[p])).c_str());
-            return std::string(b);
-        });
-    row("bytes total", [&](const train::run_result& r) {
-        char b[32];
-        std::snprintf(b, sizeof b, "%16s", human_bytes(static_cast<double>(r.bytes.total_sent())).c_str());
-        return std::string(b);
-    });
+        row((std::string("bytes ") + to_string(static_cast<purpose>(p))).c_str(),
+            [&](const train::run_result& r) { return text(human_bytes(static_cast<double>(r.bytes.sent[p]))); });
+    row("bytes total",
+        [&](const train::run_result& r) { return text(human_bytes(static_cast<double>(r.bytes.total_sent()))); });
     std::vector<std::string> phases;
     for (const auto& r : runs)
         for (const auto& [k, v] : r.seconds)
