@@ -26,6 +26,8 @@ void retexo_options::validate() const
         RETEXO_ENSURE(s.patience >= 0, "--patience: stage " << stage << " must be >= 0, got " << s.patience);
         RETEXO_ENSURE(s.pseudo_labels >= 0 && std::isfinite(s.pseudo_labels),
                       "--pseudo-labels: stage " << stage << " needs a number >= 0, got " << s.pseudo_labels);
+        RETEXO_ENSURE(stage == 0 || !s.label_inputs,
+                      "label inputs are stage 0's; stage " << stage << " reads them with --skip");
         RETEXO_ENSURE(model != nn::layer_kind::gat || s.hidden % heads == 0,
                       "--hidden " << s.hidden << " must be divisible by --heads " << heads << " for GAT");
     }
@@ -33,6 +35,11 @@ void retexo_options::validate() const
     RETEXO_ENSURE(cross_fit >= 1, "--cross-fit must be >= 1, got " << cross_fit);
     RETEXO_ENSURE(cross_fit == 1 || batch_size == 0,
                   "--cross-fit " << cross_fit << " needs full-batch training, not --batch-size " << batch_size);
+    RETEXO_ENSURE(!stages.front().label_inputs || takes_label_inputs(),
+                  "--label-inputs needs gcn or sage with --variant hidden, not "
+                      << name_of(model) << " with --variant " << name_of(variant));
+    for (int v : search.label_inputs)
+        RETEXO_ENSURE(v == 0 || v == 1, "--search-label-inputs: every value must be 0 or 1, got " << v);
     RETEXO_ENSURE(exchange.columns >= 0, "--exchange-columns must be >= 0, got " << exchange.columns);
     RETEXO_ENSURE(exchange.columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
                   "--exchange-columns applies to gcn and sage: " << name_of(model)
@@ -73,6 +80,26 @@ bool retexo_options::replicates_rows(int ranks, std::int64_t rows, std::int64_t 
     return gather < allreduce;
 }
 
+matrix_f neighbour_labels(const rank_context& ctx, const stage_exchange& exchange, const nn::local_graph& g)
+{
+    const auto own = static_cast<Eigen::Index>(ctx.part.num_owned());
+    const auto C = static_cast<Eigen::Index>(ctx.part.global.num_classes);
+    matrix_f y = matrix_f::Zero(own, C);
+    for (node_t r : ctx.train_rows)
+        y(r, ctx.part.labels[static_cast<std::size_t>(r)]) = 1.0F;
+    // The mean over the in-neighbours (not the node): the labelled ones' share of each class.
+    const matrix_f mean = exchange.aggregate(node_features(std::move(y)), g, aggregator::mean, {}).dense();
+    matrix_f out = matrix_f::Zero(own, C + 1);
+    for (Eigen::Index r = 0; r < own; ++r) {
+        const float labelled = mean.row(r).sum();
+        if (labelled > 0)
+            out.row(r).head(C) = mean.row(r) / labelled;
+        else
+            out(r, C) = 1.0F;
+    }
+    return out;
+}
+
 std::vector<stage_options> default_stages(int count)
 {
     std::vector<stage_options> stages(static_cast<std::size_t>(std::max(count, 0)),
@@ -95,6 +122,7 @@ stage_options stage_search::candidate(const stage_options& base, std::size_t i) 
     pick(dropout, s.dropout);
     pick(weight_decay, s.weight_decay);
     pick(norm, s.norm);
+    pick(label_inputs, s.label_inputs);
     pick(pseudo_labels, s.pseudo_labels);
     return s;
 }
@@ -106,6 +134,7 @@ std::string stage_search::describe(const stage_options& base, std::size_t i) con
     d << "lr=" << s.lr << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay
       << " pseudo-labels=" << s.pseudo_labels;
     if (!norm.empty()) d << " norm=" << name_of(s.norm);
+    if (!label_inputs.empty()) d << " label-inputs=" << s.label_inputs;
     return d.str();
 }
 
@@ -126,6 +155,11 @@ std::string retexo_options::describe() const
                 d << v << ",";
             d << "]";
         }
+        if (!search.label_inputs.empty()) {
+            d << " label-inputs=";
+            for (int v : search.label_inputs)
+                d << v << ",";
+        }
         d << " search-patience=" << search.patience;
     }
     if (output != stage_output::last) d << " output-stage=" << name_of(output);
@@ -141,6 +175,7 @@ std::string retexo_options::describe() const
           << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay << " optimizer=" << name_of(s.optimizer)
           << " norm=" << name_of(s.norm) << " lr-schedule=" << name_of(s.schedule) << " patience=" << s.patience
           << " pseudo-labels=" << s.pseudo_labels;
+        if (s.label_inputs) d << " label-inputs=1";
     }
     return d.str();
 }
@@ -331,7 +366,8 @@ void retexo_run::check_resumed_inputs(const retexo_checkpoint& c) const
     const auto& cur = c.current;
     const auto& st = cur.search;
     if (search.active()) {
-        RETEXO_ENSURE(st.candidate < static_cast<int>(search.size_at(c.stage)) && st.tried >= 1,
+        RETEXO_ENSURE(st.candidate >= 0 && st.candidate < static_cast<int>(search.size()) &&
+                          search.trains(c.stage, static_cast<std::size_t>(st.candidate)) && st.tried >= 1,
                       path << ": attributes search.candidate " << st.candidate << " and search.tried " << st.tried
                            << " do not fit the stage's " << search.size_at(c.stage) << " candidates");
     } else {
@@ -372,6 +408,10 @@ void retexo_run::exchange_and_aggregate(retexo_stage& s)
     phase_timer::scope sc(meter_.timer, "aggregate"); // less the exchange's own time
     if (s.resumed) {
         static_cast<stage_progress&>(s) = resumed_->current;
+        // The inputs as the candidate in training had them.
+        const auto& base = o_.stages[static_cast<std::size_t>(s.index)];
+        const auto candidate = static_cast<std::size_t>(resumed_->current.search.candidate);
+        s.labels_on = s.index == 0 && (o_.search.active() ? o_.search.candidate(base, candidate) : base).label_inputs;
         return;
     }
     exchange_inputs(s);
@@ -419,9 +459,45 @@ void retexo_run::exchange_inputs(retexo_stage& s)
     if (ctx_.inductive) s.x.train = input(ctx_.train_graph, carry_.h.train, hidden);
 }
 
+namespace {
+/// x without its last column block, which is returned (x holds at least two blocks).
+node_features pop_last_block(node_features& x)
+{
+    RETEXO_ENSURE(x.is_blocks(), "label inputs: the stage inputs are not column blocks");
+    auto blocks = std::move(x.storage<column_blocks>().blocks);
+    auto last = std::visit([](auto& b) { return node_features(std::move(b)); }, blocks.back());
+    blocks.pop_back();
+    x = from_blocks(std::move(blocks));
+    return last;
+}
+} // namespace
+
+void retexo_run::use_label_inputs(retexo_stage& s)
+{
+    const bool want = s.index == 0 && s.so.label_inputs;
+    if (want == s.labels_on) return;
+    if (!want) {
+        s.held_labels.all = pop_last_block(s.x.all);
+        if (ctx_.inductive) s.held_labels.train = pop_last_block(s.x.train);
+    } else {
+        if (s.held_labels.all.cols() == 0) {
+            const stage_exchange exchange(*ctx_.halo, o_.exchange, meter_.timer);
+            s.held_labels.all = neighbour_labels(ctx_, exchange, ctx_.graph);
+            if (ctx_.inductive) s.held_labels.train = neighbour_labels(ctx_, exchange, ctx_.train_graph);
+        }
+        s.x.all = beside(std::move(s.x.all), std::move(s.held_labels.all));
+        if (ctx_.inductive) s.x.train = beside(std::move(s.x.train), std::move(s.held_labels.train));
+        s.held_labels = {};
+    }
+    s.labels_on = want;
+    s.all_train.reset(); // gathered with the other columns: gathered again
+}
+
+
 void retexo_run::build_model(retexo_stage& s)
 {
     phase_timer::scope sc(meter_.timer, "setup");
+    use_label_inputs(s);
     set_targets(s);
     const auto& so = s.so;
     const int folds = o_.cross_fit > 1 && !s.last ? o_.cross_fit : 1;
@@ -1032,9 +1108,11 @@ run_result retexo_run::finish(bool interrupted)
 using detail::retexo_run;
 using detail::retexo_stage;
 
-run_result train_retexo(const rank_context& ctx, const retexo_options& o, const progress_fn& progress)
+run_result train_retexo(const rank_context& ctx, const retexo_options& given, const progress_fn& progress)
 {
-    o.validate();
+    given.validate();
+    retexo_options o = given;
+    if (!o.takes_label_inputs()) o.search.label_inputs.clear(); // the axis where the model takes them
     retexo_run run(ctx, o, progress);
     for (int stage = run.first_stage(); stage < static_cast<int>(o.stages.size()); ++stage) {
         retexo_stage s = run.open_stage(stage);

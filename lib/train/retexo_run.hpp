@@ -77,6 +77,10 @@ struct retexo_stage : stage_progress {
     std::vector<nn::layer_plan> plans_train;
     std::optional<nn::layer_plan> plan_eval;
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
+    /// Label inputs: whether x holds them as its last column block, and while it does not,
+    /// those computed before (none yet: no columns).
+    bool labels_on = false;
+    node_inputs held_labels;
     int candidates = 1, chosen = 0;
     bool side_by_side = false; ///< the search trained its candidates one rank each
     std::int64_t pseudo = 0;   ///< pseudo-labelled training nodes, all ranks
@@ -133,6 +137,9 @@ private:
     /// Forget the stage's model, optimiser and round selection (not its inputs).
     static void reset_model(retexo_stage& s);
     void exchange_inputs(retexo_stage& s);
+    /// Stage 0: x with the label inputs as its last block or without, as s.so says (the
+    /// first time collective: one exchange).
+    void use_label_inputs(retexo_stage& s);
     /// Every rank's rows `rows` of x with their labels, in global-id order (collective).
     retexo_stage::gathered_rows gather_rows(const retexo_stage& s, const node_features& x,
                                             const std::vector<node_t>& rows,

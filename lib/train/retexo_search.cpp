@@ -38,9 +38,9 @@ bool retexo_run::search(retexo_stage& s)
     // run goes on from the kept one's: the kept candidate's stage, and the stages after it,
     // are what a run with its settings alone (and the same patience) computes.
     if (!s.resumed) st = {.step0 = step_};
-    std::vector<std::size_t> order; // stage 0 takes no pseudo-labels: those candidates repeat
+    std::vector<std::size_t> order; // candidates differing in what the stage does not use repeat
     for (std::size_t i = 0; i < o_.search.size(); ++i)
-        if (s.index > 0 || o_.search.first_without_pseudo_labels(i)) order.push_back(i);
+        if (o_.search.trains(s.index, i)) order.push_back(i);
     int owner = -1; // side by side: the rank that trained the kept candidate
     if (searches_side_by_side(s, order)) {
         owner = search_side_by_side(s, order);
@@ -122,6 +122,7 @@ bool retexo_run::searches_side_by_side(retexo_stage& s, const std::vector<std::s
     if (s.resumed || order.size() < 2 || ctx_.comm.size() == 1 || checkpointing() || o_.search_parallel == false)
         return false;
     if (s.index > 0 && uses_pseudo_labels(s.index)) return false; // choosing them is collective
+    if (s.index == 0 && o_.search.label_inputs.size() > 1) return false; // candidates' inputs differ
     if (!o_.search_parallel) {
         // The default: the evaluation rows a gather would send (graph stages: one more per
         // in-edge), over all ranks, are no more than the training rows.

@@ -154,6 +154,27 @@ TEST_CASE("retexo cross-fitting and --skip: every rank count reproduces the sing
     }
 }
 
+TEST_CASE("retexo --label-inputs: stage 0 reads C + 1 more columns; every rank count reproduces one process",
+          "[mpi][retexo]")
+{
+    const graph g = small_graph();
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean}) {
+        DYNAMIC_SECTION(name_of(model))
+        {
+            auto o = three_stage_options(model, train::retexo_variant::hidden, 0);
+            o.stages[0].label_inputs = true;
+            const auto [single, dist] = single_and_distributed(g, o);
+            check_identical(single, dist);
+            // GCN: the aggregate (20), SAGE: [self | mean] (40); then 4 classes and the flag.
+            const int raw = model == nn::layer_kind::sage_mean ? 40 : 20;
+            const auto w = std::find_if(dist.parameters.begin(), dist.parameters.end(),
+                                        [](const auto& t) { return t.name == "stage0.fold0.transform.weight"; });
+            REQUIRE(w != dist.parameters.end());
+            CHECK(w->value.rows() == raw + 4 + 1);
+        }
+    }
+}
+
 TEST_CASE("retexo --replicate-train: the single-process run at every rank count, and no gradient crosses",
           "[mpi][retexo][replicate][bytes]")
 {
@@ -664,6 +685,21 @@ TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")
     o.variant = train::retexo_variant::logits;
     o.skip = true;
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--skip with --variant logits needs gcn or sage"));
+    o = small_options(nn::layer_kind::gat);
+    o.stages[0].label_inputs = true;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--label-inputs needs gcn or sage with --variant hidden, not gat"));
+    o = small_options(nn::layer_kind::gcn);
+    o.stages[0].label_inputs = true;
+    o.variant = train::retexo_variant::logits;
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("not gcn with --variant logits"));
+    o.stages[0].label_inputs = false;
+    o.search.label_inputs = {0, 2};
+    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--search-label-inputs: every value must be 0 or 1, got 2"));
+    // The default search's label-input axis is dropped where the model takes none.
+    train::retexo_options d;
+    REQUIRE(d.search.label_inputs == std::vector<int>{0, 1});
+    d.model = nn::layer_kind::gat;
+    CHECK_NOTHROW(d.validate());
     o = small_options(nn::layer_kind::gcn);
     o.checkpoint.dir = "ck";
     o.search_parallel = true;
@@ -1238,4 +1274,83 @@ TEST_CASE("a stage search goes side by side by default where the evaluation rows
         for (const auto& st : r.res.stages)
             CHECK(st.side_by_side == (P > 1 && !track_test));
     }
+}
+
+TEST_CASE("a label-input search: what its choice alone computes, at every rank count, and resumed anywhere",
+          "[retexo][mpi][checkpoint]")
+{
+    const mpi::communicator world;
+    const mpi::communicator self(MPI_COMM_SELF);
+    const graph g = test::with_sparse_features(small_graph(), 0.1);
+    const auto a = partition_random(g.num_nodes(), world.size(), 2);
+    const test::shared_temp_dir shared(world);
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean}) {
+        for (bool inductive : {false, true}) {
+            DYNAMIC_SECTION(name_of(model) << (inductive ? " inductive" : ""))
+            {
+                auto o = exact_options(model, train::retexo_variant::hidden, 0);
+                o.skip.reset();
+                o.stages[0].rounds = o.stages[1].rounds = 8;
+                o.search.lr = {0.002, 0.05};
+                o.search.label_inputs = {1, 0};  // stage 1 has none to take
+                o.search.pseudo_labels = {0, 1}; // stage 0 has none to take: 4 candidates each
+                o.search.patience = 3;
+                const run_with searched(world, g, a, o, inductive);
+                if (model == nn::layer_kind::gcn && !inductive) { // GAT takes none: the axis is dropped
+                    auto gat = o;
+                    gat.model = nn::layer_kind::gat;
+                    const run_with dropped(world, g, a, gat);
+                    CHECK(dropped.res.stages[0].candidates == 2);
+                    CHECK(dropped.res.stages[0].settings.find("label-inputs") == std::string::npos);
+                }
+                auto alone = o;
+                alone.search = {};
+                for (std::size_t k = 0; k < 2; ++k) {
+                    const auto& sr = searched.res.stages[k];
+                    CHECK(sr.candidates == 4);
+                    alone.stages[k] = o.search.candidate(o.stages[k], static_cast<std::size_t>(sr.chosen));
+                    alone.stages[k].patience = o.search.patience;
+                }
+                alone.stages[1].label_inputs = false;
+                const run_with chosen(world, g, a, alone, inductive);
+                REQUIRE(chosen.res.parameters.size() == searched.res.parameters.size());
+                for (std::size_t i = 0; i < chosen.res.parameters.size(); ++i)
+                    CHECK(chosen.res.parameters[i].value == searched.res.parameters[i].value);
+                CHECK(chosen.res.final_acc.test == searched.res.final_acc.test);
+                // Stage 0's candidates 0-1 read the label inputs, 2-3 do not: first rounds differ.
+                std::map<int, double> first_loss;
+                for (const auto& r : searched.res.history)
+                    if (r.stage == 0 && r.epoch == 1) first_loss[r.candidate] = r.loss;
+                REQUIRE(first_loss.size() == 4);
+                CHECK(first_loss[0] != first_loss[2]);
+                CHECK(first_loss[1] != first_loss[3]);
+                // One process alike.
+                const auto lp1 = extract_partition(g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), 1, 0);
+                const train::rank_context ctx1(self, lp1, inductive);
+                check_identical(train::train_retexo(ctx1, o), searched.res);
+                // Stopped in the second round of every candidate (those with the label inputs,
+                // those without, and stage 1's after the search switched them): resumed, the
+                // same run.  A round's record follows its stop poll.
+                std::vector<int> stops;
+                for (std::size_t k = 0; k < searched.res.history.size(); ++k)
+                    if (searched.res.history[k].epoch == 2) stops.push_back(static_cast<int>(k) + 1);
+                REQUIRE(stops.size() == 8);
+                const auto lp = extract_partition(g, a, world.size(), world.rank());
+                const train::rank_context ctx(world, lp, inductive);
+                for (int stop : stops) {
+                    INFO("stop at poll " << stop);
+                    auto c = o;
+                    c.checkpoint.dir = shared.path + "/label-" + std::string(name_of(model)) +
+                                       (inductive ? "-i-" : "-") + std::to_string(stop);
+                    int polls = 0;
+                    c.checkpoint.stop_requested = [&] { return ++polls == stop; };
+                    CHECK(train::train_retexo(ctx, c).interrupted);
+                    c.checkpoint.stop_requested = {};
+                    c.checkpoint.resume = true;
+                    check_identical(train::train_retexo(ctx, c), searched.res);
+                }
+            }
+        }
+    }
+    world.barrier();
 }

@@ -7,6 +7,7 @@
 #include <retexo/graph/generate.hpp>
 #include <retexo/partition/partitioner.hpp>
 #include <retexo/train/common.hpp>
+#include <retexo/train/retexo.hpp>
 #include <retexo/train/stage_exchange.hpp>
 
 #include <algorithm>
@@ -150,4 +151,44 @@ TEST_CASE("stage exchange: sparse rows stay sparse and aggregate as dense ones d
     const matrix_f a = agg.to_dense();
     REQUIRE(a.rows() == dense_agg.rows());
     CHECK((a - dense_agg).cwiseAbs().maxCoeff() <= 1e-5F * (1 + dense_agg.cwiseAbs().maxCoeff()));
+}
+
+TEST_CASE("neighbour labels: each node's labelled in-neighbours' classes, never its own, C values per halo row",
+          "[mpi][stage_exchange]")
+{
+    const mpi::communicator world;
+    const graph g = exchange_graph();
+    const int C = g.num_classes;
+    // Expected, from the whole graph: the training in-neighbours' class shares, or the flag.
+    std::vector<char> is_train(static_cast<std::size_t>(g.num_nodes()), 0);
+    for (node_t v : g.train)
+        is_train[static_cast<std::size_t>(v)] = 1;
+    matrix_f expected = matrix_f::Zero(g.num_nodes(), C + 1);
+    for (node_t v = 0; v < g.num_nodes(); ++v) {
+        for (node_t u : g.in_edges.row(v))
+            if (u != v && is_train[static_cast<std::size_t>(u)] != 0) expected(v, g.labels[static_cast<std::size_t>(u)]) += 1;
+        const float n = expected.row(v).sum();
+        if (n > 0)
+            expected.row(v) /= n;
+        else
+            expected(v, C) = 1;
+    }
+    REQUIRE(expected.col(C).sum() > 0);                                 // some nodes have no labelled neighbour
+    REQUIRE(expected.leftCols(C).sum() > 0);                            // and some have
+    const auto lp = extract_partition(g, partition_random(g.num_nodes(), world.size(), 2), world.size(), world.rank());
+    const train::rank_context ctx(world, lp);
+    phase_timer timer;
+    const auto before = ctx.comm.ledger().sent_for(purpose::halo_forward);
+    const matrix_f got = train::neighbour_labels(ctx, stage_exchange(*ctx.halo, {}, timer), ctx.graph);
+    REQUIRE(got.rows() == lp.num_owned());
+    REQUIRE(got.cols() == C + 1);
+    float worst = 0;
+    for (node_t r = 0; r < lp.num_owned(); ++r)
+        worst = std::max(worst, (got.row(r) - expected.row(lp.owned_global[r])).cwiseAbs().maxCoeff());
+    CHECK(worst <= 1e-6F);
+    // One exchange of C floats per halo row this rank's plan receives from others.
+    const auto sent = ctx.comm.ledger().sent_for(purpose::halo_forward) - before;
+    const auto halo_rows = ctx.comm.allreduce(static_cast<std::int64_t>(lp.num_halo()), MPI_SUM, purpose::control);
+    const auto all_sent = ctx.comm.allreduce(static_cast<std::int64_t>(sent), MPI_SUM, purpose::control);
+    CHECK(all_sent == halo_rows * C * static_cast<std::int64_t>(sizeof(float)));
 }
