@@ -476,29 +476,35 @@ void retexo_run::use_label_inputs(retexo_stage& s)
 {
     const bool want = s.index == 0 && s.so.label_inputs;
     if (want == s.labels_on) return;
+    auto& held = s.held_labels;
     if (!want) {
-        s.held_labels.all = pop_last_block(s.x.all);
-        if (ctx_.inductive) s.held_labels.train = pop_last_block(s.x.train);
+        held.all = pop_last_block(s.x.all);
+        if (ctx_.inductive) held.train = pop_last_block(s.x.train);
+        if (s.all_train) held.gathered = pop_last_block(s.all_train->x);
     } else {
-        if (s.held_labels.all.cols() == 0) {
+        if (held.all.cols() == 0) {
             const stage_exchange exchange(*ctx_.halo, o_.exchange, meter_.timer);
-            s.held_labels.all = neighbour_labels(ctx_, exchange, ctx_.graph);
-            if (ctx_.inductive) s.held_labels.train = neighbour_labels(ctx_, exchange, ctx_.train_graph);
+            held.all = neighbour_labels(ctx_, exchange, ctx_.graph);
+            if (ctx_.inductive) held.train = neighbour_labels(ctx_, exchange, ctx_.train_graph);
         }
-        s.x.all = beside(std::move(s.x.all), std::move(s.held_labels.all));
-        if (ctx_.inductive) s.x.train = beside(std::move(s.x.train), std::move(s.held_labels.train));
-        s.held_labels = {};
+        if (s.all_train && held.gathered.cols() == 0) { // the training rows' label inputs only
+            phase_timer::scope sc(meter_.timer, "exchange");
+            held.gathered = gather_rows(s, held.train.cols() > 0 ? held.train : held.all, train_rows_, labels_).x;
+        }
+        s.x.all = beside(std::move(s.x.all), std::move(held.all));
+        if (ctx_.inductive) s.x.train = beside(std::move(s.x.train), std::move(held.train));
+        if (s.all_train) s.all_train->x = beside(std::move(s.all_train->x), std::move(held.gathered));
+        held = {};
     }
     s.labels_on = want;
-    s.all_train.reset(); // gathered with the other columns: gathered again
 }
 
 
 void retexo_run::build_model(retexo_stage& s)
 {
     phase_timer::scope sc(meter_.timer, "setup");
-    use_label_inputs(s);
     set_targets(s);
+    use_label_inputs(s); // after the targets: a gather of training rows reads them
     const auto& so = s.so;
     const int folds = o_.cross_fit > 1 && !s.last ? o_.cross_fit : 1;
     s.models.reserve(static_cast<std::size_t>(folds)); // params point into them
@@ -577,7 +583,9 @@ void retexo_run::set_targets(retexo_stage& s)
     labels_ = ctx_.part.labels;
     global_train_ = ctx_.global_train;
     s.pseudo = 0;
-    if (s.index > 0 && s.so.pseudo_labels > 0) add_pseudo_labels(s);
+    if (pseudo_labels(s) > 0) add_pseudo_labels(s);
+    // Gathered training rows hold the targets of the candidate they were gathered for.
+    if (s.all_train && s.all_train->pseudo_labels != pseudo_labels(s)) s.all_train.reset();
     loss_k_ = o_.deterministic ? loss_exponent(global_train_) : -1;
 }
 

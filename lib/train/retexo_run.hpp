@@ -43,6 +43,7 @@ struct retexo_stage : stage_progress {
         node_features x;
         std::vector<node_t> ids, rows;
         std::vector<std::int32_t> labels;
+        double pseudo_labels = 0;     ///< training rows: the pseudo-label ratio of their targets
         csr in_edges;                 ///< graph stages: num rows (x), edges into the training rows
         std::vector<offset_t> degree; ///< graph stages: every row's in-degree in the training graph
         nn::local_graph graph() const
@@ -77,10 +78,12 @@ struct retexo_stage : stage_progress {
     std::vector<nn::layer_plan> plans_train;
     std::optional<nn::layer_plan> plan_eval;
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
-    /// Label inputs: whether x holds them as its last column block, and while it does not,
-    /// those computed before (none yet: no columns).
+    /// Label inputs: whether x (and all_train's x) hold them as their last column block, and
+    /// while they do not, those computed (and gathered) before; no columns: none yet.
     bool labels_on = false;
-    node_inputs held_labels;
+    struct {
+        node_features all, train, gathered;
+    } held_labels;
     int candidates = 1, chosen = 0;
     bool side_by_side = false; ///< the search trained its candidates one rank each
     std::int64_t pseudo = 0;   ///< pseudo-labelled training nodes, all ranks
@@ -156,6 +159,7 @@ private:
         const auto& x = s.x.for_training(ctx_.inductive);
         s.all_train = s.graph ? gather_graph(s, x, train_rows_, labels_, ctx_.train_graph)
                               : gather_rows(s, x, train_rows_, labels_);
+        s.all_train->pseudo_labels = pseudo_labels(s);
     }
     /// The validation (and test) rows for a search side by side (collective).
     void gather_evaluation_rows(retexo_stage& s);
@@ -185,6 +189,8 @@ private:
     void set_targets(retexo_stage& s);
     /// Per class, the unlabelled owned rows the previous stage predicted most confidently.
     void add_pseudo_labels(retexo_stage& s);
+    /// The pseudo-label ratio the stage's current settings train with.
+    static double pseudo_labels(const retexo_stage& s) { return s.index > 0 ? s.so.pseudo_labels : 0; }
     /// Whether a stage trains on pseudo-labels (its own setting or a search candidate's).
     bool uses_pseudo_labels(int stage) const
     {

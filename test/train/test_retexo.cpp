@@ -1276,7 +1276,8 @@ TEST_CASE("a stage search goes side by side by default where the evaluation rows
     }
 }
 
-TEST_CASE("a label-input search: what its choice alone computes, at every rank count, and resumed anywhere",
+TEST_CASE("a label-input search: what its choice alone computes, at every rank count, and resumed anywhere "
+          "(gathered training rows too)",
           "[retexo][mpi][checkpoint]")
 {
     const mpi::communicator world;
@@ -1295,6 +1296,9 @@ TEST_CASE("a label-input search: what its choice alone computes, at every rank c
                 o.search.label_inputs = {1, 0};  // stage 1 has none to take
                 o.search.pseudo_labels = {0, 1}; // stage 0 has none to take: 4 candidates each
                 o.search.patience = 3;
+                // SAGE gathers its training rows: the label inputs join and leave those too, and
+                // stage 1's pseudo-labelled candidates gather theirs.
+                o.replicate_train = model == nn::layer_kind::sage_mean;
                 const run_with searched(world, g, a, o, inductive);
                 if (model == nn::layer_kind::gcn && !inductive) { // GAT takes none: the axis is dropped
                     auto gat = o;
