@@ -587,7 +587,9 @@ TEST_CASE("retexo's default stages: the last with dropout 0.8 and every round, t
     CHECK(o.smooth.alpha == std::vector<double>{0, 0.5, 0.8, 0.9});
     CHECK(o.search.dropout == std::vector<double>{0.5, 0.8});
     CHECK(o.search.weight_decay == std::vector<double>{5e-4, 5e-3}); // each stage keeps one of four
-    CHECK(o.search.size() == 4);
+    CHECK(o.search.label_inputs == std::vector<int>{0, 1});         // stage 0 one of eight
+    CHECK(o.search.size_at(0) == 8);
+    CHECK(o.search.size_at(1) == 4);
     for (int count : {1, 2, 3, 5}) {
         const auto s = train::default_stages(count);
         REQUIRE(static_cast<int>(s.size()) == count);
