@@ -481,6 +481,8 @@ void retexo_run::use_label_inputs(retexo_stage& s)
         held.all = pop_last_block(s.x.all);
         if (ctx_.inductive) held.train = pop_last_block(s.x.train);
         if (s.all_train) held.gathered = pop_last_block(s.all_train->x);
+        for (auto& e : s.all_eval)
+            held.eval.push_back(pop_last_block(e.rows.x));
     } else {
         if (held.all.cols() == 0) {
             const stage_exchange exchange(*ctx_.halo, o_.exchange, meter_.timer);
@@ -494,6 +496,9 @@ void retexo_run::use_label_inputs(retexo_stage& s)
         s.x.all = beside(std::move(s.x.all), std::move(held.all));
         if (ctx_.inductive) s.x.train = beside(std::move(s.x.train), std::move(held.train));
         if (s.all_train) s.all_train->x = beside(std::move(s.all_train->x), std::move(held.gathered));
+        RETEXO_ENSURE(held.eval.size() == s.all_eval.size(), "label inputs: gathered evaluation rows without them");
+        for (std::size_t k = 0; k < s.all_eval.size(); ++k)
+            s.all_eval[k].rows.x = beside(std::move(s.all_eval[k].rows.x), std::move(held.eval[k]));
         held = {};
     }
     s.labels_on = want;

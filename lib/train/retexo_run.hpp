@@ -78,11 +78,13 @@ struct retexo_stage : stage_progress {
     std::vector<nn::layer_plan> plans_train;
     std::optional<nn::layer_plan> plan_eval;
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
-    /// Label inputs: whether x (and all_train's x) hold them as their last column block, and
-    /// while they do not, those computed (and gathered) before; no columns: none yet.
+    /// Label inputs: whether x (and the gathered rows' x) hold them as their last column
+    /// block, and while they do not, those computed (and gathered) before; no columns: none
+    /// yet.
     bool labels_on = false;
     struct {
         node_features all, train, gathered;
+        std::vector<node_features> eval; ///< all_eval's, in its order
     } held_labels;
     int candidates = 1, chosen = 0;
     bool side_by_side = false; ///< the search trained its candidates one rank each
@@ -140,8 +142,9 @@ private:
     /// Forget the stage's model, optimiser and round selection (not its inputs).
     static void reset_model(retexo_stage& s);
     void exchange_inputs(retexo_stage& s);
-    /// Stage 0: x with the label inputs as its last block or without, as s.so says (the
-    /// first time collective: one exchange).
+    /// Stage 0: x (and the gathered rows) with the label inputs as the last block or without,
+    /// as s.so says.  Collective where they were not computed or gathered yet (an exchange,
+    /// a gather of the training rows'); else local.
     void use_label_inputs(retexo_stage& s);
     /// Every rank's rows `rows` of x with their labels, in global-id order (collective).
     retexo_stage::gathered_rows gather_rows(const retexo_stage& s, const node_features& x,

@@ -122,7 +122,6 @@ bool retexo_run::searches_side_by_side(retexo_stage& s, const std::vector<std::s
     if (s.resumed || order.size() < 2 || ctx_.comm.size() == 1 || checkpointing() || o_.search_parallel == false)
         return false;
     if (s.index > 0 && uses_pseudo_labels(s.index)) return false; // choosing them is collective
-    if (s.index == 0 && o_.search.label_inputs.size() > 1) return false; // candidates' inputs differ
     if (!o_.search_parallel) {
         // The default: the evaluation rows a gather would send (graph stages: one more per
         // in-edge), over all ranks, are no more than the training rows.
@@ -134,8 +133,14 @@ bool retexo_run::searches_side_by_side(retexo_stage& s, const std::vector<std::s
         ctx_.comm.allreduce(std::span<std::int64_t>(w, 2), MPI_SUM, purpose::control);
         if (w[1] > w[0]) return false;
     }
-    // The stage's first build decides whether it gathers its training rows.
-    s.so = o_.search.candidate(o_.stages[static_cast<std::size_t>(s.index)], order.front());
+    // The stage's first build decides whether it gathers its training rows.  It builds a
+    // candidate with stage 0's label inputs where there is one: every row is then gathered
+    // with them, and the candidates turn them off and on with no collective.
+    const auto& base = o_.stages[static_cast<std::size_t>(s.index)];
+    const auto labelled = std::find_if(order.begin(), order.end(), [&](std::size_t i) {
+        return s.index == 0 && o_.search.candidate(base, i).label_inputs;
+    });
+    s.so = o_.search.candidate(base, labelled != order.end() ? *labelled : order.front());
     build_model(s);
     reset_model(s);
     return s.all_train.has_value();
@@ -173,6 +178,7 @@ int retexo_run::search_side_by_side(retexo_stage& s, const std::vector<std::size
     }
     alone_ = false;
     s.all_eval.clear();
+    s.held_labels.eval.clear();
     {
         phase_timer::scope sc(meter_.timer, "sync");
         comm.idle_barrier(); // ranks done first leave the cores to those still training

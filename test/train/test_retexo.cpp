@@ -1218,6 +1218,7 @@ TEST_CASE("a stage search side by side: the one-after-another search's choice, h
         o.search.lr = {0.002, 0.05};
         o.search.dropout = {0.0, 0.5};
         o.search.patience = 3;
+        if (model != nn::layer_kind::gat) o.search.label_inputs = {0, 1}; // stage 0: 8 candidates
         o.replicate_train = true;
         o.track_test = true;
         auto after = o;
