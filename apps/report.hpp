@@ -83,6 +83,14 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
                         {{"train", r.smoothed->model.train},
                          {"valid", r.smoothed->model.valid},
                          {"test", r.smoothed->model.test}}}};
+    if (r.label_head)
+        j["label_head"] = {{"candidates", r.label_head->candidates},
+                           {"rounds", r.label_head->rounds},
+                           {"kept", r.label_head->kept},
+                           {"accuracy",
+                            {{"train", r.label_head->acc.train},
+                             {"valid", r.label_head->acc.valid},
+                             {"test", r.label_head->acc.test}}}};
     nlohmann::json hist = nlohmann::json::array();
     for (const auto& e : r.history) {
         hist.push_back({{"stage", e.stage},
@@ -114,6 +122,10 @@ inline std::string stage_lines(const train::run_result& r)
             o << " over " << st.candidates << " candidates" << (st.side_by_side ? " side by side" : "") << ", kept "
               << st.settings;
         o << "; best round " << st.best_round << ", valid " << st.best.valid << ", " << st.seconds << " s\n";
+        if (st.stage == 0 && r.label_head)
+            o << "  label head: " << r.label_head->rounds << " rounds over " << r.label_head->candidates
+              << " candidates, valid " << r.label_head->acc.valid << (r.label_head->kept ? ", kept" : ", not kept")
+              << "\n";
     }
     return o.str();
 }

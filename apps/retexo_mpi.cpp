@@ -97,12 +97,10 @@ struct option_text {
                 dropout, patience, weight_decay = s(defaults::weight_decay_text),
                 optimizer = s(defaults::optimizer_text), norm = s(defaults::norm_text),
                 schedule = s(defaults::lr_schedule_text), std_optimizer = s(defaults::std_optimizer_text), config,
-                search_lr, search_dropout, search_weight_decay, search_norm, search_pseudo_labels, search_label_inputs,
-                smooth_alpha,
+                search_lr, search_dropout, search_weight_decay, search_norm, search_pseudo_labels, smooth_alpha,
                 output_stage = s(defaults::output_stage_text);
     int stages = defaults::stages;
     double pseudo_labels = defaults::pseudo_labels;
-    bool label_inputs = false;
     int layers = defaults::layers;
     bool no_overlap = false;
 };
@@ -297,20 +295,16 @@ po::options_description declare_options(option_text& t, app_options& a)
         "cross-fit", po::value(&ro.cross_fit)->default_value(ro.cross_fit),
         "RETEXO: K models per stage but the last, model f trained without fold f of the training nodes; "
         "a training node's next-stage input comes from the model that never fitted it (1: off)")(
-        "label-inputs", po::bool_switch(&t.label_inputs),
-        "RETEXO, gcn and sage: stage 0 also reads the class distribution of each node's labelled "
-        "neighbours (C + 1 columns; C values per halo row cross once)")(
-        "search-label-inputs", po::value(&t.search_label_inputs),
-        ("RETEXO, gcn and sage: stage 0 tries its candidates without (0) and with (1) --label-inputs "
-         "(one value: no search; default: " +
-         std::string(defaults::search_label_inputs_text) + ")")
-            .c_str())(
         "pseudo-labels", po::value(&t.pseudo_labels)->default_value(t.pseudo_labels),
         "RETEXO: stages after the first also train on unlabelled nodes with the previous stage's most "
         "confident predictions, per class up to R times its training nodes (0: off)")(
         "skip", po::value<bool>()->implicit_value(true),
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
         "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
+        "label-head", po::value(&ro.label_head)->default_value(ro.label_head)->implicit_value(true),
+        "RETEXO, gcn and sage, output best or best-smoothed: stage 0's candidates also train with each node's "
+        "labelled neighbours' class distribution beside their inputs, and the best predicts if it validates "
+        "best (C values per halo row cross once; its embeddings go nowhere)")(
         "replicate-train", po::value<bool>()->implicit_value(true),
         "RETEXO: gather every training row's stage input (gat and sage-pool: and their in-neighbours' rows "
         "and in-edges) onto every rank once per stage; each rank computes the whole gradient, none crosses "
@@ -398,8 +392,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
                              .norm = norm[stage],
                              .schedule = schedule[stage],
                              .patience = patience[stage],
-                             .pseudo_labels = t.pseudo_labels,
-                             .label_inputs = stage == 0 && t.label_inputs});
+                             .pseudo_labels = t.pseudo_labels});
     if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
     ro.output = parse_name<train::stage_output>(t.output_stage, "--output-stage");
     if (!t.smooth_alpha.empty()) ro.smooth.alpha = list_of<double>("smooth-alpha", t.smooth_alpha);
@@ -416,14 +409,6 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     if (!t.search_norm.empty()) ro.search.norm = list_of<train::normalization>("search-norm", t.search_norm);
     if (!t.search_pseudo_labels.empty())
         ro.search.pseudo_labels = list_of<double>("search-pseudo-labels", t.search_pseudo_labels);
-    if (!t.search_label_inputs.empty()) {
-        ro.search.label_inputs = list_of<int>("search-label-inputs", t.search_label_inputs);
-        RETEXO_ENSURE(ro.takes_label_inputs() || !a.wants(run_mode::retexo),
-                      "--search-label-inputs needs gcn or sage with --variant hidden, not "
-                          << name_of(ro.model) << " with --variant " << name_of(ro.variant));
-    } else if (t.label_inputs) {
-        ro.search.label_inputs.clear(); // the label inputs given are the ones used
-    }
     RETEXO_ENSURE(a.wants(run_mode::retexo) || (ro.checkpoint.dir.empty() && !ro.checkpoint.resume),
                   "--checkpoint-dir and --resume apply to --mode retexo only");
     RETEXO_ENSURE(ro.checkpoint.stop_after_stage < t.stages, "--stop-after-stage "
@@ -517,6 +502,7 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     a.config = config_json(vm, a.mode);
     a.config["std-hidden"] = a.standard.hidden; // the width used: --hidden's first value unless given
     a.config["skip"] = a.retexo.skips();        // unset: on where it can apply
+    a.config["label-head"] = a.retexo.label_head_applies();
     // The per-stage values used (unset: train::default_stages).
     nlohmann::json dropout = nlohmann::json::array(), patience = nlohmann::json::array();
     for (const auto& st : a.retexo.stages) {

@@ -26,8 +26,6 @@ void retexo_options::validate() const
         RETEXO_ENSURE(s.patience >= 0, "--patience: stage " << stage << " must be >= 0, got " << s.patience);
         RETEXO_ENSURE(s.pseudo_labels >= 0 && std::isfinite(s.pseudo_labels),
                       "--pseudo-labels: stage " << stage << " needs a number >= 0, got " << s.pseudo_labels);
-        RETEXO_ENSURE(stage == 0 || !s.label_inputs,
-                      "label inputs are stage 0's; stage " << stage << " reads them with --skip");
         RETEXO_ENSURE(model != nn::layer_kind::gat || s.hidden % heads == 0,
                       "--hidden " << s.hidden << " must be divisible by --heads " << heads << " for GAT");
     }
@@ -35,11 +33,6 @@ void retexo_options::validate() const
     RETEXO_ENSURE(cross_fit >= 1, "--cross-fit must be >= 1, got " << cross_fit);
     RETEXO_ENSURE(cross_fit == 1 || batch_size == 0,
                   "--cross-fit " << cross_fit << " needs full-batch training, not --batch-size " << batch_size);
-    RETEXO_ENSURE(!stages.front().label_inputs || takes_label_inputs(),
-                  "--label-inputs needs gcn or sage with --variant hidden, not "
-                      << name_of(model) << " with --variant " << name_of(variant));
-    for (int v : search.label_inputs)
-        RETEXO_ENSURE(v == 0 || v == 1, "--search-label-inputs: every value must be 0 or 1, got " << v);
     RETEXO_ENSURE(exchange.columns >= 0, "--exchange-columns must be >= 0, got " << exchange.columns);
     RETEXO_ENSURE(exchange.columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
                   "--exchange-columns applies to gcn and sage: " << name_of(model)
@@ -122,7 +115,6 @@ stage_options stage_search::candidate(const stage_options& base, std::size_t i) 
     pick(dropout, s.dropout);
     pick(weight_decay, s.weight_decay);
     pick(norm, s.norm);
-    pick(label_inputs, s.label_inputs);
     pick(pseudo_labels, s.pseudo_labels);
     return s;
 }
@@ -134,7 +126,6 @@ std::string stage_search::describe(const stage_options& base, std::size_t i) con
     d << "lr=" << s.lr << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay
       << " pseudo-labels=" << s.pseudo_labels;
     if (!norm.empty()) d << " norm=" << name_of(s.norm);
-    if (!label_inputs.empty()) d << " label-inputs=" << s.label_inputs;
     return d.str();
 }
 
@@ -144,7 +135,7 @@ std::string retexo_options::describe() const
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
       << " deterministic=" << deterministic << " batch-size=" << batch_size << " select=" << name_of(select)
       << " exchange-precision=" << name_of(exchange.precision) << " exchange-columns=" << exchange.columns
-      << " skip=" << skips() << " cross-fit=" << cross_fit
+      << " skip=" << skips() << " cross-fit=" << cross_fit << " label-head=" << label_head_applies()
       << " replicate-train=" << (replicate_train ? (*replicate_train ? "true" : "false") : "auto");
     if (gat_inputs_first) d << " gat-inputs-first=" << (*gat_inputs_first ? "true" : "false");
     if (search.active()) {
@@ -154,11 +145,6 @@ std::string retexo_options::describe() const
             for (double v : *axis)
                 d << v << ",";
             d << "]";
-        }
-        if (!search.label_inputs.empty()) {
-            d << " label-inputs=";
-            for (int v : search.label_inputs)
-                d << v << ",";
         }
         d << " search-patience=" << search.patience;
     }
@@ -175,7 +161,6 @@ std::string retexo_options::describe() const
           << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay << " optimizer=" << name_of(s.optimizer)
           << " norm=" << name_of(s.norm) << " lr-schedule=" << name_of(s.schedule) << " patience=" << s.patience
           << " pseudo-labels=" << s.pseudo_labels;
-        if (s.label_inputs) d << " label-inputs=1";
     }
     return d.str();
 }
@@ -366,8 +351,7 @@ void retexo_run::check_resumed_inputs(const retexo_checkpoint& c) const
     const auto& cur = c.current;
     const auto& st = cur.search;
     if (search.active()) {
-        RETEXO_ENSURE(st.candidate >= 0 && st.candidate < static_cast<int>(search.size()) &&
-                          search.trains(c.stage, static_cast<std::size_t>(st.candidate)) && st.tried >= 1,
+        RETEXO_ENSURE(st.candidate < static_cast<int>(search.size_at(c.stage)) && st.tried >= 1,
                       path << ": attributes search.candidate " << st.candidate << " and search.tried " << st.tried
                            << " do not fit the stage's " << search.size_at(c.stage) << " candidates");
     } else {
@@ -408,10 +392,6 @@ void retexo_run::exchange_and_aggregate(retexo_stage& s)
     phase_timer::scope sc(meter_.timer, "aggregate"); // less the exchange's own time
     if (s.resumed) {
         static_cast<stage_progress&>(s) = resumed_->current;
-        // The inputs as the candidate in training had them.
-        const auto& base = o_.stages[static_cast<std::size_t>(s.index)];
-        const auto candidate = static_cast<std::size_t>(resumed_->current.search.candidate);
-        s.labels_on = s.index == 0 && (o_.search.active() ? o_.search.candidate(base, candidate) : base).label_inputs;
         return;
     }
     exchange_inputs(s);
@@ -474,15 +454,13 @@ node_features pop_last_block(node_features& x)
 
 void retexo_run::use_label_inputs(retexo_stage& s)
 {
-    const bool want = s.index == 0 && s.so.label_inputs;
+    const bool want = s.label_head;
     if (want == s.labels_on) return;
     auto& held = s.held_labels;
     if (!want) {
         held.all = pop_last_block(s.x.all);
         if (ctx_.inductive) held.train = pop_last_block(s.x.train);
         if (s.all_train) held.gathered = pop_last_block(s.all_train->x);
-        for (auto& e : s.all_eval)
-            held.eval.push_back(pop_last_block(e.rows.x));
     } else {
         if (held.all.cols() == 0) {
             const stage_exchange exchange(*ctx_.halo, o_.exchange, meter_.timer);
@@ -496,14 +474,48 @@ void retexo_run::use_label_inputs(retexo_stage& s)
         s.x.all = beside(std::move(s.x.all), std::move(held.all));
         if (ctx_.inductive) s.x.train = beside(std::move(s.x.train), std::move(held.train));
         if (s.all_train) s.all_train->x = beside(std::move(s.all_train->x), std::move(held.gathered));
-        RETEXO_ENSURE(held.eval.size() == s.all_eval.size(), "label inputs: gathered evaluation rows without them");
-        for (std::size_t k = 0; k < s.all_eval.size(); ++k)
-            s.all_eval[k].rows.x = beside(std::move(s.all_eval[k].rows.x), std::move(held.eval[k]));
         held = {};
     }
     s.labels_on = want;
 }
 
+
+std::pair<matrix_f, double> retexo_run::train_label_head(retexo_stage& s)
+{
+    const stage_options& base = o_.stages[static_cast<std::size_t>(s.index)];
+    std::vector<std::size_t> order{0}; // the stage's candidates (stage 0 takes no pseudo-labels)
+    for (std::size_t i = 1; o_.search.active() && o_.search.first_without_pseudo_labels(i); ++i)
+        order.push_back(i);
+    const std::int64_t step0 = step_;
+    const std::size_t history0 = result_.history.size();
+    auto& head = result_.label_head.emplace();
+    double top_score = -std::numeric_limits<double>::infinity(), top_loss = 0;
+    matrix_f top;
+    s.label_head = true;
+    for (std::size_t i : order) {
+        reset_model(s);
+        step_ = step0;
+        s.so = o_.search.active() ? o_.search.candidate(base, i) : base;
+        build_model(s); // with the label inputs
+        train_rounds(s);
+        head.rounds += s.rounds_done;
+        ++head.candidates;
+        if (s.best_score > top_score || (s.best_score == top_score && s.best_loss < top_loss)) {
+            top_score = s.best_score;
+            top_loss = s.best_loss;
+            keep_selected_round(s);
+            matrix_f hidden;
+            embed_owned(s, s.x.all, ctx_.graph, top, hidden);
+        }
+    }
+    s.label_head = false;
+    reset_model(s);
+    use_label_inputs(s); // the stage's own inputs again
+    step_ = step0;
+    result_.history.resize(history0); // its rounds are not the stage's
+    head.acc = reduce_accuracies(ctx_, top);
+    return {std::move(top), head.acc.valid};
+}
 
 void retexo_run::build_model(retexo_stage& s)
 {
@@ -880,6 +892,7 @@ void retexo_run::evaluate(retexo_stage& s, epoch_record& rec)
 
 bool retexo_run::checkpoint_round(retexo_stage& s, int round)
 {
+    if (s.label_head) return false; // it runs to the end: the stage's checkpoint holds its outcome
     phase_timer::scope sc(meter_.timer, "checkpoint"); // deciding, copying and writing
     const auto& ck = o_.checkpoint;
     const double elapsed = meter_.elapsed();
@@ -1040,6 +1053,24 @@ void retexo_run::finish_output(const stage_record& last, matrix_f logits)
     result_.logits = std::move(sm->scores);
 }
 
+bool retexo_run::offer_output(int stage, const matrix_f& logits, double valid)
+{
+    std::optional<smooth_result> sm;
+    if (smooths_each_stage()) sm = smooth_predictions(ctx_, logits, o_.smooth, meter_.timer);
+    const double score = sm ? sm->acc.valid : valid;
+    if (carry_.best_stage >= 0 && score < carry_.best_valid) return false;
+    carry_.best_logits = logits;
+    carry_.best_stage = stage;
+    carry_.best_valid = score;
+    if (sm) {
+        carry_.best_spread = std::move(sm->scores);
+        carry_.best_alpha = sm->alpha;
+        carry_.best_spread_acc = sm->acc;
+        carry_.best_alpha_valid = std::move(sm->valid);
+    }
+    return true;
+}
+
 bool retexo_run::embed(retexo_stage& s)
 {
     phase_timer::scope sc(meter_.timer, "embed"); // less label spreading's phases
@@ -1060,6 +1091,8 @@ bool retexo_run::embed(retexo_stage& s)
     result_.stages.push_back(sr);
     for (auto& t : named_values(s.params))
         result_.parameters.push_back(std::move(t));
+    std::optional<std::pair<matrix_f, double>> head;
+    if (s.index == 0 && o_.label_head_applies()) head = train_label_head(s);
     const bool logits_variant = o_.variant == retexo_variant::logits;
     carry_.logits = !s.last && uses_pseudo_labels(s.index + 1) ? logits : matrix_f();
     if (s.last) {
@@ -1068,20 +1101,8 @@ bool retexo_run::embed(retexo_stage& s)
         return true;
     }
     if (o_.output != stage_output::last) {
-        std::optional<smooth_result> sm;
-        if (smooths_each_stage()) sm = smooth_predictions(ctx_, logits, o_.smooth, meter_.timer);
-        const double score = sm ? sm->acc.valid : sr.best.valid;
-        if (carry_.best_stage < 0 || score >= carry_.best_valid) {
-            carry_.best_logits = logits;
-            carry_.best_stage = s.index;
-            carry_.best_valid = score;
-            if (sm) {
-                carry_.best_spread = std::move(sm->scores);
-                carry_.best_alpha = sm->alpha;
-                carry_.best_spread_acc = sm->acc;
-                carry_.best_alpha_valid = std::move(sm->valid);
-            }
-        }
+        offer_output(s.index, logits, sr.best.valid);
+        if (head) result_.label_head->kept = offer_output(s.index, head->first, head->second);
     }
     if (logits_variant) { // what crosses: each node's class probabilities
         softmax_rows(logits);
@@ -1121,11 +1142,9 @@ run_result retexo_run::finish(bool interrupted)
 using detail::retexo_run;
 using detail::retexo_stage;
 
-run_result train_retexo(const rank_context& ctx, const retexo_options& given, const progress_fn& progress)
+run_result train_retexo(const rank_context& ctx, const retexo_options& o, const progress_fn& progress)
 {
-    given.validate();
-    retexo_options o = given;
-    if (!o.takes_label_inputs()) o.search.label_inputs.clear(); // the axis where the model takes them
+    o.validate();
     retexo_run run(ctx, o, progress);
     for (int stage = run.first_stage(); stage < static_cast<int>(o.stages.size()); ++stage) {
         retexo_stage s = run.open_stage(stage);

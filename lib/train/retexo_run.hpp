@@ -78,13 +78,12 @@ struct retexo_stage : stage_progress {
     std::vector<nn::layer_plan> plans_train;
     std::optional<nn::layer_plan> plan_eval;
     nn::stage_pass p, pe; ///< training and evaluation passes, reused round after round
-    /// Label inputs: whether x (and the gathered rows' x) hold them as their last column
-    /// block, and while they do not, those computed (and gathered) before; no columns: none
-    /// yet.
-    bool labels_on = false;
+    /// The label head (stage 0): whether the stage trains it now, whether x (and the gathered
+    /// training rows' x) hold its label inputs as their last column block, and while they do
+    /// not, those computed (and gathered) before; no columns: none yet.
+    bool label_head = false, labels_on = false;
     struct {
         node_features all, train, gathered;
-        std::vector<node_features> eval; ///< all_eval's, in its order
     } held_labels;
     int candidates = 1, chosen = 0;
     bool side_by_side = false; ///< the search trained its candidates one rank each
@@ -128,6 +127,10 @@ public:
     void share_history(std::size_t from);
     /// False when the run stopped after the stage with a checkpoint.
     bool embed(retexo_stage& s);
+    /// --output-stage best / best-smoothed: stage `stage`'s logits of every owned row (their
+    /// validation accuracy `valid`) predict if they validate at least as well (after label
+    /// spreading with best-smoothed) as the best before them.  Whether they were kept.
+    bool offer_output(int stage, const matrix_f& logits, double valid);
     /// The run's predictions after the last stage: the output stage's, label spreading.
     void finish_output(const stage_record& last, matrix_f logits);
     bool smooths_each_stage() const;
@@ -142,10 +145,14 @@ private:
     /// Forget the stage's model, optimiser and round selection (not its inputs).
     static void reset_model(retexo_stage& s);
     void exchange_inputs(retexo_stage& s);
-    /// Stage 0: x (and the gathered rows) with the label inputs as the last block or without,
-    /// as s.so says.  Collective where they were not computed or gathered yet (an exchange,
-    /// a gather of the training rows'); else local.
+    /// x (and the gathered training rows) with the label inputs as the last block while the
+    /// stage trains its label head, else without.  Collective where they were not computed
+    /// or gathered yet (an exchange, a gather of the training rows'); else local.
     void use_label_inputs(retexo_stage& s);
+    /// The label head (retexo_options::label_head): stage 0's candidates again, with label
+    /// inputs; the best one's logits of every owned row and its validation accuracy.  The
+    /// stage's inputs, run step and model are as before it after (collective).
+    std::pair<matrix_f, double> train_label_head(retexo_stage& s);
     /// Every rank's rows `rows` of x with their labels, in global-id order (collective).
     retexo_stage::gathered_rows gather_rows(const retexo_stage& s, const node_features& x,
                                             const std::vector<node_t>& rows,

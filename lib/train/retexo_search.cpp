@@ -38,9 +38,9 @@ bool retexo_run::search(retexo_stage& s)
     // run goes on from the kept one's: the kept candidate's stage, and the stages after it,
     // are what a run with its settings alone (and the same patience) computes.
     if (!s.resumed) st = {.step0 = step_};
-    std::vector<std::size_t> order; // candidates differing in what the stage does not use repeat
+    std::vector<std::size_t> order; // stage 0 takes no pseudo-labels: those candidates repeat
     for (std::size_t i = 0; i < o_.search.size(); ++i)
-        if (o_.search.trains(s.index, i)) order.push_back(i);
+        if (s.index > 0 || o_.search.first_without_pseudo_labels(i)) order.push_back(i);
     int owner = -1; // side by side: the rank that trained the kept candidate
     if (searches_side_by_side(s, order)) {
         owner = search_side_by_side(s, order);
@@ -133,14 +133,8 @@ bool retexo_run::searches_side_by_side(retexo_stage& s, const std::vector<std::s
         ctx_.comm.allreduce(std::span<std::int64_t>(w, 2), MPI_SUM, purpose::control);
         if (w[1] > w[0]) return false;
     }
-    // The stage's first build decides whether it gathers its training rows.  It builds a
-    // candidate with stage 0's label inputs where there is one: every row is then gathered
-    // with them, and the candidates turn them off and on with no collective.
-    const auto& base = o_.stages[static_cast<std::size_t>(s.index)];
-    const auto labelled = std::find_if(order.begin(), order.end(), [&](std::size_t i) {
-        return s.index == 0 && o_.search.candidate(base, i).label_inputs;
-    });
-    s.so = o_.search.candidate(base, labelled != order.end() ? *labelled : order.front());
+    // The stage's first build decides whether it gathers its training rows.
+    s.so = o_.search.candidate(o_.stages[static_cast<std::size_t>(s.index)], order.front());
     build_model(s);
     reset_model(s);
     return s.all_train.has_value();
@@ -178,7 +172,6 @@ int retexo_run::search_side_by_side(retexo_stage& s, const std::vector<std::size
     }
     alone_ = false;
     s.all_eval.clear();
-    s.held_labels.eval.clear();
     {
         phase_timer::scope sc(meter_.timer, "sync");
         comm.idle_barrier(); // ranks done first leave the cores to those still training

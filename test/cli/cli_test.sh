@@ -155,9 +155,7 @@ expect_mpi 1 "--rounds: '4,3,' ends without a value" "$mpiexec" -n 2 "$apps/rete
 expect_mpi 1 "--mode retexo,retexo: retexo is named twice" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo,retexo
 expect_mpi 1 "--stop-after-stage 9: there are 3 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --stop-after-stage 9 --checkpoint-dir "$tmp/ck9"
 expect_mpi 1 "--stop-after-stage needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --stop-after-stage 1
-expect_mpi 1 "--label-inputs needs gcn or sage with --variant hidden, not gat" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gat --label-inputs
-expect_mpi 1 "--search-label-inputs: every value must be 0 or 1, got 2" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --search-label-inputs 0,2
-expect_mpi 1 "--search-label-inputs needs gcn or sage with --variant hidden, not sage-pool" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model sage-pool --search-label-inputs 0,1
+expect_mpi 1 "label-head" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --label-head maybe
 expect_mpi 1 "--max-hours must be >= 0, got nan" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --max-hours nan
 # Outputs are checked before any work: a missing directory, a directory, the input, each other.
 out=$(timeout 120 "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --metrics-out "$tmp/nodir/m.json" 2>&1)

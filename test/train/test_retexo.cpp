@@ -154,27 +154,6 @@ TEST_CASE("retexo cross-fitting and --skip: every rank count reproduces the sing
     }
 }
 
-TEST_CASE("retexo --label-inputs: stage 0 reads C + 1 more columns; every rank count reproduces one process",
-          "[mpi][retexo]")
-{
-    const graph g = small_graph();
-    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean}) {
-        DYNAMIC_SECTION(name_of(model))
-        {
-            auto o = three_stage_options(model, train::retexo_variant::hidden, 0);
-            o.stages[0].label_inputs = true;
-            const auto [single, dist] = single_and_distributed(g, o);
-            check_identical(single, dist);
-            // GCN: the aggregate (20), SAGE: [self | mean] (40); then 4 classes and the flag.
-            const int raw = model == nn::layer_kind::sage_mean ? 40 : 20;
-            const auto w = std::find_if(dist.parameters.begin(), dist.parameters.end(),
-                                        [](const auto& t) { return t.name == "stage0.fold0.transform.weight"; });
-            REQUIRE(w != dist.parameters.end());
-            CHECK(w->value.rows() == raw + 4 + 1);
-        }
-    }
-}
-
 TEST_CASE("retexo --replicate-train: the single-process run at every rank count, and no gradient crosses",
           "[mpi][retexo][replicate][bytes]")
 {
@@ -587,9 +566,11 @@ TEST_CASE("retexo's default stages: the last with dropout 0.8 and every round, t
     CHECK(o.smooth.alpha == std::vector<double>{0, 0.5, 0.8, 0.9});
     CHECK(o.search.dropout == std::vector<double>{0.5, 0.8});
     CHECK(o.search.weight_decay == std::vector<double>{5e-4, 5e-3}); // each stage keeps one of four
-    CHECK(o.search.label_inputs == std::vector<int>{0, 1});         // stage 0 one of eight
-    CHECK(o.search.size_at(0) == 8);
-    CHECK(o.search.size_at(1) == 4);
+    CHECK(o.search.size() == 4);
+    CHECK(o.label_head_applies()); // gcn, three stages, best-smoothed
+    auto gat = o;
+    gat.model = nn::layer_kind::gat;
+    CHECK_FALSE(gat.label_head_applies());
     for (int count : {1, 2, 3, 5}) {
         const auto s = train::default_stages(count);
         REQUIRE(static_cast<int>(s.size()) == count);
@@ -687,21 +668,6 @@ TEST_CASE("retexo rejects bad options", "[mpi][retexo][bad-input]")
     o.variant = train::retexo_variant::logits;
     o.skip = true;
     CHECK_THROWS_WITH(o.validate(), Catch::Contains("--skip with --variant logits needs gcn or sage"));
-    o = small_options(nn::layer_kind::gat);
-    o.stages[0].label_inputs = true;
-    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--label-inputs needs gcn or sage with --variant hidden, not gat"));
-    o = small_options(nn::layer_kind::gcn);
-    o.stages[0].label_inputs = true;
-    o.variant = train::retexo_variant::logits;
-    CHECK_THROWS_WITH(o.validate(), Catch::Contains("not gcn with --variant logits"));
-    o.stages[0].label_inputs = false;
-    o.search.label_inputs = {0, 2};
-    CHECK_THROWS_WITH(o.validate(), Catch::Contains("--search-label-inputs: every value must be 0 or 1, got 2"));
-    // The default search's label-input axis is dropped where the model takes none.
-    train::retexo_options d;
-    REQUIRE(d.search.label_inputs == std::vector<int>{0, 1});
-    d.model = nn::layer_kind::gat;
-    CHECK_NOTHROW(d.validate());
     o = small_options(nn::layer_kind::gcn);
     o.checkpoint.dir = "ck";
     o.search_parallel = true;
@@ -1218,7 +1184,6 @@ TEST_CASE("a stage search side by side: the one-after-another search's choice, h
         o.search.lr = {0.002, 0.05};
         o.search.dropout = {0.0, 0.5};
         o.search.patience = 3;
-        if (model != nn::layer_kind::gat) o.search.label_inputs = {0, 1}; // stage 0: 8 candidates
         o.replicate_train = true;
         o.track_test = true;
         auto after = o;
@@ -1279,9 +1244,7 @@ TEST_CASE("a stage search goes side by side by default where the evaluation rows
     }
 }
 
-TEST_CASE("a label-input search: what its choice alone computes, at every rank count, and resumed anywhere "
-          "(gathered training rows too)",
-          "[retexo][mpi][checkpoint]")
+TEST_CASE("retexo label head: the stages unchanged, at every rank count, resumed anywhere", "[retexo][mpi][checkpoint]")
 {
     const mpi::communicator world;
     const mpi::communicator self(MPI_COMM_SELF);
@@ -1294,67 +1257,59 @@ TEST_CASE("a label-input search: what its choice alone computes, at every rank c
             {
                 auto o = exact_options(model, train::retexo_variant::hidden, 0);
                 o.skip.reset();
+                o.output = train::stage_output::best;
                 o.stages[0].rounds = o.stages[1].rounds = 8;
                 o.search.lr = {0.002, 0.05};
-                o.search.label_inputs = {1, 0};  // stage 1 has none to take
-                o.search.pseudo_labels = {0, 1}; // stage 0 has none to take: 4 candidates each
+                o.search.pseudo_labels = {0, 1}; // stage 0 has none to take: 2 candidates
                 o.search.patience = 3;
-                // SAGE gathers its training rows: the label inputs join and leave those too, and
-                // stage 1's pseudo-labelled candidates gather theirs.
+                // SAGE gathers its training rows: the label inputs join and leave those too,
+                // and stage 1's pseudo-labelled candidates gather theirs.
                 o.replicate_train = model == nn::layer_kind::sage_mean;
-                const run_with searched(world, g, a, o, inductive);
-                if (model == nn::layer_kind::gcn && !inductive) { // GAT takes none: the axis is dropped
-                    auto gat = o;
-                    gat.model = nn::layer_kind::gat;
-                    const run_with dropped(world, g, a, gat);
-                    CHECK(dropped.res.stages[0].candidates == 2);
-                    CHECK(dropped.res.stages[0].settings.find("label-inputs") == std::string::npos);
-                }
-                auto alone = o;
-                alone.search = {};
-                for (std::size_t k = 0; k < 2; ++k) {
-                    const auto& sr = searched.res.stages[k];
-                    CHECK(sr.candidates == 4);
-                    alone.stages[k] = o.search.candidate(o.stages[k], static_cast<std::size_t>(sr.chosen));
-                    alone.stages[k].patience = o.search.patience;
-                }
-                alone.stages[1].label_inputs = false;
-                const run_with chosen(world, g, a, alone, inductive);
-                REQUIRE(chosen.res.parameters.size() == searched.res.parameters.size());
-                for (std::size_t i = 0; i < chosen.res.parameters.size(); ++i)
-                    CHECK(chosen.res.parameters[i].value == searched.res.parameters[i].value);
-                CHECK(chosen.res.final_acc.test == searched.res.final_acc.test);
-                // Stage 0's candidates 0-1 read the label inputs, 2-3 do not: first rounds differ.
-                std::map<int, double> first_loss;
-                for (const auto& r : searched.res.history)
-                    if (r.stage == 0 && r.epoch == 1) first_loss[r.candidate] = r.loss;
-                REQUIRE(first_loss.size() == 4);
-                CHECK(first_loss[0] != first_loss[2]);
-                CHECK(first_loss[1] != first_loss[3]);
+                REQUIRE(o.label_head_applies());
+                const run_with headed(world, g, a, o, inductive);
+                REQUIRE(headed.res.label_head);
+                CHECK(headed.res.label_head->candidates == 2);
+                CHECK(headed.res.label_head->rounds > 0);
+                // Without it, the same stages round for round; the predictions differ only
+                // where it was kept.
+                auto plain = o;
+                plain.label_head = false;
+                const run_with without(world, g, a, plain, inductive);
+                CHECK_FALSE(without.res.label_head);
+                REQUIRE(headed.res.history.size() == without.res.history.size()); // it is not in it
+                for (std::size_t e = 0; e < headed.res.history.size(); ++e)
+                    CHECK(headed.res.history[e].loss == without.res.history[e].loss);
+                if (!headed.res.label_head->kept) CHECK(headed.res.final_acc.test == without.res.final_acc.test);
+                CHECK(headed.res.label_head->acc.valid != without.res.stages[0].best.valid);
                 // One process alike.
-                const auto lp1 = extract_partition(g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), 1, 0);
+                const auto lp1 =
+                    extract_partition(g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), 1, 0);
                 const train::rank_context ctx1(self, lp1, inductive);
-                check_identical(train::train_retexo(ctx1, o), searched.res);
-                // Stopped in the second round of every candidate (those with the label inputs,
-                // those without, and stage 1's after the search switched them): resumed, the
-                // same run.  A round's record follows its stop poll.
+                const auto single = train::train_retexo(ctx1, o);
+                check_identical(single, headed.res);
+                REQUIRE(single.label_head);
+                CHECK(single.label_head->acc.valid == headed.res.label_head->acc.valid);
+                // Stopped in the second round of every candidate of both stages (stage 1's after
+                // the head): resumed, the same run.
                 std::vector<int> stops;
-                for (std::size_t k = 0; k < searched.res.history.size(); ++k)
-                    if (searched.res.history[k].epoch == 2) stops.push_back(static_cast<int>(k) + 1);
-                REQUIRE(stops.size() == 8);
+                for (std::size_t k = 0; k < headed.res.history.size(); ++k)
+                    if (headed.res.history[k].epoch == 2) stops.push_back(static_cast<int>(k) + 1);
+                REQUIRE(stops.size() == 6);
                 const auto lp = extract_partition(g, a, world.size(), world.rank());
                 const train::rank_context ctx(world, lp, inductive);
                 for (int stop : stops) {
                     INFO("stop at poll " << stop);
                     auto c = o;
-                    c.checkpoint.dir = shared.path + "/label-" + std::string(name_of(model)) +
+                    c.checkpoint.dir = shared.path + "/head-" + std::string(name_of(model)) +
                                        (inductive ? "-i-" : "-") + std::to_string(stop);
                     int polls = 0;
                     c.checkpoint.stop_requested = [&] { return ++polls == stop; };
                     CHECK(train::train_retexo(ctx, c).interrupted);
                     c.checkpoint.stop_requested = {};
                     c.checkpoint.resume = true;
-                    check_identical(train::train_retexo(ctx, c), searched.res);
+                    const auto resumed = train::train_retexo(ctx, c);
+                    check_identical(resumed, headed.res);
+                    CHECK(resumed.final_acc.valid == headed.res.final_acc.valid);
                 }
             }
         }

@@ -106,6 +106,16 @@ struct run_result {
         accuracies model; ///< the model's own accuracy, before smoothing
     };
     std::optional<smoothing> smoothed;
+    /// RETEXO's label head (retexo_options::label_head), when trained in this process (not
+    /// kept across a resume): its candidates, rounds, and its best one's accuracy (after
+    /// label spreading where each stage is spread), and whether its predictions were kept
+    /// over stage 0's own.
+    struct label_head_result {
+        int candidates = 0, rounds = 0;
+        accuracies acc;
+        bool kept = false;
+    };
+    std::optional<label_head_result> label_head;
     matrix_f embedding; ///< last hidden embedding of the owned rows
 };
 

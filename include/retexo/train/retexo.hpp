@@ -93,12 +93,6 @@ struct stage_options {
     /// counts per rank is all-reduced, a control byte cost; the choice is the same on any
     /// partitioning).  No halo byte more.  0: off.
     double pseudo_labels = defaults::pseudo_labels;
-    /// Label inputs (stage 0, GCN and GraphSAGE): the stage also reads, for every node, the
-    /// class distribution of the training nodes among its in-neighbours (the node itself is
-    /// not one of them, so no node reads its own label) and a column that is 1 where it has
-    /// no labelled neighbour: C + 1 columns beside its aggregate (neighbour_labels), from one
-    /// exchange of C values per halo row.  With --skip later stages read them too.
-    bool label_inputs = false;
 };
 
 /// The default stages of a `count`-stage run (data/defaults.cfg), chosen on cora and citeseer
@@ -109,10 +103,10 @@ struct stage_options {
 /// stage fits the training nodes within a few rounds; the heavier dropout holds it back).
 std::vector<stage_options> default_stages(int count);
 
-/// --label-inputs: every owned row of g's [the class distribution of the training nodes among
-/// its in-neighbours in g (not the node itself, so no node reads its own label), 1 where it
-/// has no labelled in-neighbour]: C + 1 columns.  Collective: one exchange of C values per
-/// halo row.
+/// The label head's inputs (retexo_options::label_head): every owned row of g's [the class
+/// distribution of the training nodes among its in-neighbours in g (not the node itself, so
+/// no node reads its own label), 1 where it has no labelled in-neighbour]: C + 1 columns.
+/// Collective: one exchange of C values per halo row.
 matrix_f neighbour_labels(const rank_context& ctx, const stage_exchange& exchange, const nn::local_graph& g);
 
 /// Candidate settings for every stage, chosen on validation.  A stage trains each candidate
@@ -126,41 +120,31 @@ matrix_f neighbour_labels(const rank_context& ctx, const stage_exchange& exchang
 struct stage_search {
     std::vector<double> lr{}, dropout{}, weight_decay{}, pseudo_labels{};
     std::vector<normalization> norm{}; ///< in candidate order after the weight decay
-    std::vector<int> label_inputs{};   ///< 0 or 1, stage 0 only; in candidate order after the norm
     int patience = 0;                  ///< rounds without improvement before a candidate stops (0: the stage's own)
     /// The number of candidates (1: no search).
     std::size_t size() const
     {
-        return inner() * std::max<std::size_t>(1, label_inputs.size()) *
+        return std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
+               std::max<std::size_t>(1, weight_decay.size()) * std::max<std::size_t>(1, norm.size()) *
                std::max<std::size_t>(1, pseudo_labels.size());
     }
-    /// Whether stage `stage` trains candidate i: stage 0 takes no pseudo-labels and later
-    /// stages no label inputs, so of the candidates that differ only in those it trains the
-    /// first.
-    bool trains(int stage, std::size_t i) const
+    /// Whether candidate i is the first of those that differ from an earlier one only in
+    /// pseudo-labels, which stage 0 does not use.
+    bool first_without_pseudo_labels(std::size_t i) const
     {
-        if (stage == 0) return i < size() / std::max<std::size_t>(1, pseudo_labels.size());
-        return (i / inner()) % std::max<std::size_t>(1, label_inputs.size()) == 0;
+        return i < size() / std::max<std::size_t>(1, pseudo_labels.size());
     }
     /// The number of candidates stage `stage` trains.
     std::size_t size_at(int stage) const
     {
-        return size() / std::max<std::size_t>(1, stage == 0 ? pseudo_labels.size() : label_inputs.size());
+        return stage == 0 ? size() / std::max<std::size_t>(1, pseudo_labels.size()) : size();
     }
     bool active() const { return size() > 1; }
     /// Candidate i (< size()) of a stage whose own settings are `base`.
     stage_options candidate(const stage_options& base, std::size_t i) const;
     /// "lr=... dropout=... weight-decay=... pseudo-labels=..." of candidate i (and "norm=..."
-    /// and "label-inputs=..." with those axes).
+    /// with that axis).
     std::string describe(const stage_options& base, std::size_t i) const;
-
-private:
-    /// The candidates of the axes before the label inputs.
-    std::size_t inner() const
-    {
-        return std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
-               std::max<std::size_t>(1, weight_decay.size()) * std::max<std::size_t>(1, norm.size());
-    }
 };
 
 /// Checkpoints of a RETEXO run (io/checkpoint.hpp): every finished stage is a restart point,
@@ -209,16 +193,22 @@ struct retexo_options {
     /// 1: one model per stage.
     int cross_fit = defaults::cross_fit;
     /// Settings each stage chooses among on validation (default: the dropout rates and weight
-    /// decays of the defaults table, every combination, and for stage 0 without and with label
-    /// inputs where the model takes them; `search = {}` trains the stages' own settings only).
+    /// decays of the defaults table, every combination; `search = {}` trains the stages' own
+    /// settings only).
     stage_search search{.dropout = {defaults::search_dropout.begin(), defaults::search_dropout.end()},
-                        .weight_decay = {defaults::search_weight_decay.begin(), defaults::search_weight_decay.end()},
-                        .label_inputs = {defaults::search_label_inputs.begin(), defaults::search_label_inputs.end()}};
-    /// Whether the model takes label inputs (GCN and GraphSAGE-mean, hidden variant):
-    /// elsewhere train_retexo drops the search's label-input axis.
-    bool takes_label_inputs() const
+                        .weight_decay = {defaults::search_weight_decay.begin(), defaults::search_weight_decay.end()}};
+    /// The label head (GCN and GraphSAGE-mean, hidden variant, more than one stage, output
+    /// best or best-smoothed): after stage 0, its candidates are trained again with label
+    /// inputs beside their inputs (neighbour_labels: each node's labelled in-neighbours'
+    /// class distribution, C + 1 columns, one exchange of C values per halo row).  The best
+    /// of them on validation is one more candidate for the run's predictions, as a stage is;
+    /// its embeddings go nowhere, so no training node's label reaches a later stage through
+    /// its neighbours.  Elsewhere it is not trained.
+    bool label_head = defaults::label_head;
+    bool label_head_applies() const
     {
-        return variant == retexo_variant::hidden && (model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean);
+        return label_head && stages.size() > 1 && output != stage_output::last && variant == retexo_variant::hidden &&
+               (model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean);
     }
     /// Label spreading of the last stage's predictions over the graph, alpha chosen on
     /// validation (train/smooth.hpp); alpha 0 is the model's own predictions, so the choice
