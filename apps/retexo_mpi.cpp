@@ -302,9 +302,7 @@ po::options_description declare_options(option_text& t, app_options& a)
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
         "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
         "label-head", po::value(&ro.label_head)->default_value(ro.label_head)->implicit_value(true),
-        "RETEXO, gcn and sage, output best or best-smoothed: stage 0's candidates also train with each node's "
-        "labelled neighbours' class distribution beside their inputs, and the best predicts if it validates "
-        "best (C values per halo row cross once; its embeddings go nowhere)")(
+        "RETEXO, gcn and sage: stage 0's candidates train again with label inputs, one more output candidate")(
         "replicate-train", po::value<bool>()->implicit_value(true),
         "RETEXO: gather every training row's stage input (gat and sage-pool: and their in-neighbours' rows "
         "and in-edges) onto every rank once per stage; each rank computes the whole gradient, none crosses "

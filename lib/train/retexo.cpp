@@ -479,7 +479,6 @@ void retexo_run::use_label_inputs(retexo_stage& s)
     s.labels_on = want;
 }
 
-
 std::pair<matrix_f, double> retexo_run::train_label_head(retexo_stage& s)
 {
     const stage_options& base = o_.stages[static_cast<std::size_t>(s.index)];
@@ -892,7 +891,7 @@ void retexo_run::evaluate(retexo_stage& s, epoch_record& rec)
 
 bool retexo_run::checkpoint_round(retexo_stage& s, int round)
 {
-    if (s.label_head) return false; // it runs to the end: the stage's checkpoint holds its outcome
+    if (s.label_head) return false;                    // it runs to the end: the stage's checkpoint holds its outcome
     phase_timer::scope sc(meter_.timer, "checkpoint"); // deciding, copying and writing
     const auto& ck = o_.checkpoint;
     const double elapsed = meter_.elapsed();

@@ -166,15 +166,16 @@ TEST_CASE("neighbour labels: each node's labelled in-neighbours' classes, never 
     matrix_f expected = matrix_f::Zero(g.num_nodes(), C + 1);
     for (node_t v = 0; v < g.num_nodes(); ++v) {
         for (node_t u : g.in_edges.row(v))
-            if (u != v && is_train[static_cast<std::size_t>(u)] != 0) expected(v, g.labels[static_cast<std::size_t>(u)]) += 1;
+            if (u != v && is_train[static_cast<std::size_t>(u)] != 0)
+                expected(v, g.labels[static_cast<std::size_t>(u)]) += 1;
         const float n = expected.row(v).sum();
         if (n > 0)
             expected.row(v) /= n;
         else
             expected(v, C) = 1;
     }
-    REQUIRE(expected.col(C).sum() > 0);                                 // some nodes have no labelled neighbour
-    REQUIRE(expected.leftCols(C).sum() > 0);                            // and some have
+    REQUIRE(expected.col(C).sum() > 0);      // some nodes have no labelled neighbour
+    REQUIRE(expected.leftCols(C).sum() > 0); // and some have
     const auto lp = extract_partition(g, partition_random(g.num_nodes(), world.size(), 2), world.size(), world.rank());
     const train::rank_context ctx(world, lp);
     phase_timer timer;
