@@ -488,6 +488,7 @@ std::pair<matrix_f, double> retexo_run::train_label_head(retexo_stage& s)
     const std::int64_t step0 = step_;
     const std::size_t history0 = result_.history.size();
     auto& head = result_.label_head.emplace();
+    s.resumed = false; // a stage resumed from a checkpoint has finished its own rounds
     double top_score = -std::numeric_limits<double>::infinity(), top_loss = 0;
     matrix_f top;
     s.label_head = true;

@@ -1295,21 +1295,31 @@ TEST_CASE("retexo label head: the stages unchanged, at every rank count, resumed
                 for (std::size_t k = 0; k < headed.res.history.size(); ++k)
                     if (headed.res.history[k].epoch == 2) stops.push_back(static_cast<int>(k) + 1);
                 REQUIRE(stops.size() == 6);
+                stops.push_back(0); // the run without a search, stopped at its third poll (stage 0)
                 const auto lp = extract_partition(g, a, world.size(), world.rank());
                 const train::rank_context ctx(world, lp, inductive);
+                auto lone = o;
+                lone.search = {};
+                const run_with uninterrupted(world, g, a, lone, inductive);
                 for (int stop : stops) {
                     INFO("stop at poll " << stop);
                     auto c = o;
+                    if (stop == 0) {
+                        c = lone;
+                        stop = 3;
+                    }
                     c.checkpoint.dir = shared.path + "/head-" + std::string(name_of(model)) +
-                                       (inductive ? "-i-" : "-") + std::to_string(stop);
+                                       (inductive ? "-i-" : "-") + std::to_string(stop) +
+                                       (c.search.active() ? "" : "-lone");
                     int polls = 0;
                     c.checkpoint.stop_requested = [&] { return ++polls == stop; };
                     CHECK(train::train_retexo(ctx, c).interrupted);
                     c.checkpoint.stop_requested = {};
                     c.checkpoint.resume = true;
                     const auto resumed = train::train_retexo(ctx, c);
-                    check_identical(resumed, headed.res);
-                    CHECK(resumed.final_acc.valid == headed.res.final_acc.valid);
+                    const auto& full = c.search.active() ? headed.res : uninterrupted.res;
+                    check_identical(resumed, full);
+                    CHECK(resumed.final_acc.valid == full.final_acc.valid);
                 }
             }
         }
