@@ -301,7 +301,8 @@ po::options_description declare_options(option_text& t, app_options& a)
         "skip", po::value<bool>()->implicit_value(true),
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
         "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
-        "label-head", po::value(&ro.label_head)->default_value(ro.label_head)->implicit_value(true),
+        "label-head",
+        po::value(&ro.label_head)->default_value(ro.label_head, ro.label_head ? "true" : "false")->implicit_value(true),
         "RETEXO, gcn and sage: stage 0's candidates train again with label inputs, one more output candidate")(
         "replicate-train", po::value<bool>()->implicit_value(true),
         "RETEXO: gather every training row's stage input (gat and sage-pool: and their in-neighbours' rows "
