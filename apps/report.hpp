@@ -42,6 +42,11 @@ inline nlohmann::json ledger_json(const byte_ledger& l)
     return j;
 }
 
+inline nlohmann::json accuracy_json(const accuracies& a)
+{
+    return {{"train", a.train}, {"valid", a.valid}, {"test", a.test}};
+}
+
 inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json& config)
 {
     nlohmann::json j;
@@ -50,7 +55,7 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
     j["variant"] = r.variant.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.variant);
     j["ranks"] = r.ranks;
     j["seed"] = r.seed;
-    j["accuracy"] = {{"train", r.final_acc.train}, {"valid", r.final_acc.valid}, {"test", r.final_acc.test}};
+    j["accuracy"] = accuracy_json(r.final_acc);
     j["nodes"] = {{"train", r.nodes.train}, {"valid", r.nodes.valid}, {"test", r.nodes.test}};
     j["bytes"] = ledger_json(r.bytes);
     j["time_s"] = r.seconds;
@@ -63,7 +68,7 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
         stages.push_back({{"stage", s.stage},
                           {"rounds", s.rounds},
                           {"best_round", s.best_round},
-                          {"accuracy", {{"train", s.best.train}, {"valid", s.best.valid}, {"test", s.best.test}}},
+                          {"accuracy", accuracy_json(s.best)},
                           {"bytes", ledger_json(s.bytes)},
                           {"time_s", s.seconds}});
         if (s.pseudo > 0) stages.back()["pseudo_labels"] = s.pseudo;
@@ -79,18 +84,12 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
                        {"valid", r.smoothed->valid},
                        {"chosen", r.smoothed->chosen},
                        {"steps", r.smoothed->steps},
-                       {"model_accuracy",
-                        {{"train", r.smoothed->model.train},
-                         {"valid", r.smoothed->model.valid},
-                         {"test", r.smoothed->model.test}}}};
+                       {"model_accuracy", accuracy_json(r.smoothed->model)}};
     if (r.label_head)
         j["label_head"] = {{"candidates", r.label_head->candidates},
                            {"rounds", r.label_head->rounds},
                            {"kept", r.label_head->kept},
-                           {"accuracy",
-                            {{"train", r.label_head->acc.train},
-                             {"valid", r.label_head->acc.valid},
-                             {"test", r.label_head->acc.test}}}};
+                           {"accuracy", accuracy_json(r.label_head->acc)}};
     nlohmann::json hist = nlohmann::json::array();
     for (const auto& e : r.history) {
         hist.push_back({{"stage", e.stage},

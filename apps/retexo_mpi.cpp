@@ -227,32 +227,9 @@ po::options_description standard_options(option_text& t, app_options& a)
     return d_std;
 }
 
-po::options_description declare_options(option_text& t, app_options& a)
+/// RETEXO's per-stage training options (a list gives one value per stage).
+po::options_description retexo_training_options(option_text& t, train::retexo_options& ro)
 {
-    auto& ro = a.retexo;
-    po::options_description d_data("Data");
-    d_data.add_options()("data", po::value(&a.data.data),
-                         "partitioned directory (retexo_partition; rank r opens part r only), owners "
-                         "directory (retexo_shard; rank r opens shard<r>.h5 only) or graph file (.h5; each "
-                         "rank reads a slice of it); default: the built-in synthetic graph")(
-        "partition", po::value(&a.data.partition)->default_value(a.data.partition),
-        "with a graph file: random | metis | scotch (PT-Scotch over the ranks' slices) | blocks | assignment file "
-        "(line i = partition of node i); a "
-        "directory is partitioned already")("objective", po::value(&t.objective)->default_value(t.objective),
-                                            "METIS objective: vol | cut")(
-        "seed", po::value(&a.data.seed)->default_value(a.data.seed),
-        "random seed (partitioning, initialisation, dropout)");
-    po::options_description d_model("Model and mode");
-    d_model.add_options()("mode", po::value(&t.mode),
-                          "retexo | standard | bns | both (= retexo,standard) | a comma list such as "
-                          "retexo,standard,bns | stats (load the partitions, print their statistics, stop); "
-                          "default: both on the built-in graph, else retexo")(
-        "model", po::value(&t.model)->default_value(t.model), "gcn | sage | sage-pool | gat")(
-        "variant", po::value(&t.variant)->default_value(t.variant),
-        "RETEXO: hidden (exchange hidden embeddings) | logits (stage 0 is an MLP; exchange C class probabilities)")(
-        "stages", po::value(&t.stages)->default_value(t.stages),
-        "RETEXO stages")("layers", po::value(&t.layers)->default_value(t.layers), "standard (and BNS) layers")(
-        "heads", po::value(&ro.heads)->default_value(ro.heads), "GAT attention heads");
     po::options_description d_retexo("RETEXO training (a list gives one value per stage, e.g. --rounds 200,200,100)");
     d_retexo.add_options()("rounds", po::value(&t.rounds)->default_value(t.rounds),
                            "rounds per stage")("lr", po::value(&t.lr)->default_value(t.lr), "learning rate")(
@@ -280,6 +257,35 @@ po::options_description declare_options(option_text& t, app_options& a)
         "exchange-columns", po::value(&ro.exchange.columns)->default_value(0),
         "gcn, sage: send the stage inputs this many columns at a time (0: all at once); same bytes, "
         "halo buffers one block wide (bounds memory when most nodes are halo rows)");
+    return d_retexo;
+}
+
+po::options_description declare_options(option_text& t, app_options& a)
+{
+    auto& ro = a.retexo;
+    po::options_description d_data("Data");
+    d_data.add_options()("data", po::value(&a.data.data),
+                         "partitioned directory (retexo_partition; rank r opens part r only), owners "
+                         "directory (retexo_shard; rank r opens shard<r>.h5 only) or graph file (.h5; each "
+                         "rank reads a slice of it); default: the built-in synthetic graph")(
+        "partition", po::value(&a.data.partition)->default_value(a.data.partition),
+        "with a graph file: random | metis | scotch (PT-Scotch over the ranks' slices) | blocks | assignment file "
+        "(line i = partition of node i); a "
+        "directory is partitioned already")("objective", po::value(&t.objective)->default_value(t.objective),
+                                            "METIS objective: vol | cut")(
+        "seed", po::value(&a.data.seed)->default_value(a.data.seed),
+        "random seed (partitioning, initialisation, dropout)");
+    po::options_description d_model("Model and mode");
+    d_model.add_options()("mode", po::value(&t.mode),
+                          "retexo | standard | bns | both (= retexo,standard) | a comma list such as "
+                          "retexo,standard,bns | stats (load the partitions, print their statistics, stop); "
+                          "default: both on the built-in graph, else retexo")(
+        "model", po::value(&t.model)->default_value(t.model), "gcn | sage | sage-pool | gat")(
+        "variant", po::value(&t.variant)->default_value(t.variant),
+        "RETEXO: hidden (exchange hidden embeddings) | logits (stage 0 is an MLP; exchange C class probabilities)")(
+        "stages", po::value(&t.stages)->default_value(t.stages),
+        "RETEXO stages")("layers", po::value(&t.layers)->default_value(t.layers), "standard (and BNS) layers")(
+        "heads", po::value(&ro.heads)->default_value(ro.heads), "GAT attention heads");
     po::options_description d_run("Run");
     d_run.add_options()("inductive", po::bool_switch(&a.inductive),
                         "train without the validation and test nodes and their edges; "
@@ -326,7 +332,12 @@ po::options_description declare_options(option_text& t, app_options& a)
         "write every node's predicted class, logits and final embedding (HDF5)")(
         "config", po::value(&t.config), "read options from a file (key = value lines); the command line wins");
     po::options_description desc;
-    desc.add(d_data).add(d_model).add(d_retexo).add(selection_options(t, ro)).add(standard_options(t, a)).add(d_run);
+    desc.add(d_data)
+        .add(d_model)
+        .add(retexo_training_options(t, a.retexo))
+        .add(selection_options(t, ro))
+        .add(standard_options(t, a))
+        .add(d_run);
     add_checkpoint_options(desc, a);
     return desc;
 }
