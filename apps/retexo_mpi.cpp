@@ -162,7 +162,9 @@ po::options_description selection_options(option_text& t, train::retexo_options&
                       ("RETEXO: weight decays every stage tries (see --search-lr; one value: no search; default: " +
                        std::string(defaults::search_weight_decay_text) + ")")
                           .c_str())("search-norm", po::value(&t.search_norm),
-                                    "RETEXO: --norm settings every stage tries (none,layer; see --search-lr)")(
+                                    ("RETEXO: --norm settings every stage tries (see --search-lr; default: " +
+                                     std::string(defaults::search_norm_text) + " for gcn, none for the other models)")
+                                        .c_str())(
         "search-pseudo-labels", po::value(&t.search_pseudo_labels),
         "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(
         "search-patience", po::value(&ro.search.patience)->default_value(ro.search.patience),
@@ -416,7 +418,10 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
         ro.search.weight_decay = list_of<double>("search-weight-decay", t.search_weight_decay);
     else if (!vm["weight-decay"].defaulted())
         ro.search.weight_decay.clear(); // the weight decay given is the one used
-    if (!t.search_norm.empty()) ro.search.norm = list_of<train::normalization>("search-norm", t.search_norm);
+    if (!t.search_norm.empty())
+        ro.search.norm = list_of<train::normalization>("search-norm", t.search_norm);
+    else if (!vm["norm"].defaulted())
+        ro.search.norm.emplace(); // the normalisation given is the one used
     if (!t.search_pseudo_labels.empty())
         ro.search.pseudo_labels = list_of<double>("search-pseudo-labels", t.search_pseudo_labels);
     RETEXO_ENSURE(a.wants(run_mode::retexo) || (ro.checkpoint.dir.empty() && !ro.checkpoint.resume),
@@ -513,6 +518,11 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     a.config["std-hidden"] = a.standard.hidden; // the width used: --hidden's first value unless given
     a.config["skip"] = a.retexo.skips();        // unset: on where it can apply
     a.config["label-head"] = a.retexo.label_head_applies();
+    nlohmann::json norms = nlohmann::json::array(); // unset: the model's default
+    const train::stage_search search = a.retexo.searches();
+    for (auto v : search.norm_axis())
+        norms.push_back(name_of(v));
+    a.config["search-norm"] = norms;
     // The per-stage values used (unset: train::default_stages).
     nlohmann::json dropout = nlohmann::json::array(), patience = nlohmann::json::array();
     for (const auto& st : a.retexo.stages) {
@@ -544,7 +554,7 @@ std::vector<train::run_result> run_trainers(const train::rank_context& ctx, cons
     const bool root = comm.rank() == 0;
     std::vector<train::run_result> runs;
     if (a.wants(run_mode::retexo)) {
-        const auto candidates = a.retexo.search.size();
+        const auto candidates = a.retexo.searches().size();
         int total_rounds = 0, done = 0; // at most: candidates stop early
         for (const auto& st : a.retexo.stages)
             total_rounds += st.rounds * static_cast<int>(candidates);

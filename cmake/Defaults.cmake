@@ -7,6 +7,7 @@
 #   normalize-features = false       bool
 #   optimizer = adam                 std::string_view (a name; names_of's table turns it into the enum)
 #   smooth-alpha = 0,0.5,0.8,0.9     std::array<double, 4>
+#   search-norm = none,layer         std::array<std::string_view, 2> (names)
 # A line that is none of these stops the configuration with its file and line number.
 function(retexo_generate_defaults table header)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${table})
@@ -41,8 +42,14 @@ function(retexo_generate_defaults table header)
       set(decl "std::array<double, ${count}> ${name} = {${items}}")
     elseif(value MATCHES "^[a-z][a-z0-9-]*$")
       set(decl "std::string_view ${name} = \"${value}\"")
+    elseif(value MATCHES "^[a-z][a-z0-9-]*(,[a-z][a-z0-9-]*)+$")
+      string(REGEX MATCHALL "," commas "${value}")
+      list(LENGTH commas count)
+      math(EXPR count "${count} + 1")
+      string(REPLACE "," "\", \"" items "${value}")
+      set(decl "std::array<std::string_view, ${count}> ${name} = {\"${items}\"}")
     else()
-      message(FATAL_ERROR "${table}:${line_no}: '${value}' is not a number, true, false, a name or a list of numbers")
+      message(FATAL_ERROR "${table}:${line_no}: '${value}' is not a number, true, false, a name or a list of numbers or names")
     endif()
     string(APPEND body "inline constexpr ${decl}; ///< ${key} = ${value}\n"
                        "inline constexpr std::string_view ${name}_text = \"${value}\"; ///< ${key}, as written\n")

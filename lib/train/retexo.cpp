@@ -114,7 +114,7 @@ stage_options stage_search::candidate(const stage_options& base, std::size_t i) 
     pick(lr, s.lr);
     pick(dropout, s.dropout);
     pick(weight_decay, s.weight_decay);
-    pick(norm, s.norm);
+    pick(norm_axis(), s.norm);
     pick(pseudo_labels, s.pseudo_labels);
     return s;
 }
@@ -125,8 +125,25 @@ std::string stage_search::describe(const stage_options& base, std::size_t i) con
     std::ostringstream d;
     d << "lr=" << s.lr << " dropout=" << s.dropout << " weight-decay=" << s.weight_decay
       << " pseudo-labels=" << s.pseudo_labels;
-    if (!norm.empty()) d << " norm=" << name_of(s.norm);
+    if (!norm_axis().empty()) d << " norm=" << name_of(s.norm);
     return d.str();
+}
+
+stage_search retexo_options::searches() const
+{
+    static constexpr auto table = []() consteval
+    {
+        std::array<normalization, defaults::search_norm.size()> a{};
+        for (std::size_t i = 0; i < a.size(); ++i)
+            a[i] = named<normalization>(defaults::search_norm[i]);
+        return a;
+    }
+    ();
+    stage_search s = search;
+    if (!s.norm)
+        s.norm = model == nn::layer_kind::gcn ? std::vector<normalization>(table.begin(), table.end())
+                                              : std::vector<normalization>{};
+    return s;
 }
 
 std::string retexo_options::describe() const
@@ -138,7 +155,7 @@ std::string retexo_options::describe() const
       << " skip=" << skips() << " cross-fit=" << cross_fit << " label-head=" << label_head_applies()
       << " replicate-train=" << (replicate_train ? (*replicate_train ? "true" : "false") : "auto");
     if (gat_inputs_first) d << " gat-inputs-first=" << (*gat_inputs_first ? "true" : "false");
-    if (search.active()) {
+    if (const stage_search search = searches(); search.active()) {
         d << " search:";
         for (const auto* axis : {&search.lr, &search.dropout, &search.weight_decay, &search.pseudo_labels}) {
             d << " [";
@@ -146,7 +163,10 @@ std::string retexo_options::describe() const
                 d << v << ",";
             d << "]";
         }
-        d << " search-patience=" << search.patience;
+        d << " [";
+        for (normalization v : search.norm_axis())
+            d << name_of(v) << ",";
+        d << "] search-patience=" << search.patience;
     }
     if (output != stage_output::last) d << " output-stage=" << name_of(output);
     if (smooth.enabled()) {
@@ -1142,9 +1162,11 @@ run_result retexo_run::finish(bool interrupted)
 using detail::retexo_run;
 using detail::retexo_stage;
 
-run_result train_retexo(const rank_context& ctx, const retexo_options& o, const progress_fn& progress)
+run_result train_retexo(const rank_context& ctx, const retexo_options& options, const progress_fn& progress)
 {
-    o.validate();
+    options.validate();
+    retexo_options o = options;
+    o.search = options.searches(); // the model's default axes, resolved
     retexo_run run(ctx, o, progress);
     for (int stage = run.first_stage(); stage < static_cast<int>(o.stages.size()); ++stage) {
         retexo_stage s = run.open_stage(stage);

@@ -25,8 +25,11 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     logits), evaluating the validation rows after every round; the best round is kept and every
     node embedded (post-ReLU hidden).  A stage stops `patience` rounds after its best round.
     Every stage trains one candidate per --search-dropout and --search-weight-decay value
-    (every combination, in retexo's order) and keeps the one that validates best (ties: the
-    lower validation loss).  smooth-alpha spreads the training labels
+    (and, with gcn or when given, --search-norm value; every combination, in retexo's order)
+    and keeps the one that validates best (ties: the lower validation loss).  With
+    label-head (gcn and sage, more than one stage, output best or best-smoothed), stage 0's
+    candidates train once more with [the labelled in-neighbours' class distribution, 1 where
+    there is none] beside their inputs; the best of them is one more output candidate.  smooth-alpha spreads the training labels
     over the predictions (retexo's train/smooth.hpp), alpha chosen on validation; output-stage =
     best predicts with the stage of the best validation accuracy, best-smoothed with the stage
     that validates best after spreading (the last stage wins ties).
@@ -891,15 +894,17 @@ def stage_blocks(d, k, model, h, prev, A, M, out, opts, split):
     return new + prev
 
 
-def search_candidates(st):
-    """The (dropout, weight decay) pairs every stage tries, in retexo_mpi's order (dropout
-    varies fastest).  An axis is the --search-X values, or the stage's own (None) when --X
-    alone is given."""
-    def axis(key):
+def search_candidates(st, model):
+    """The (dropout, weight decay, normalisation) triples every stage tries, in retexo_mpi's
+    order (dropout varies fastest).  An axis is the --search-X values, or the stage's own
+    (None) when --X alone is given; the normalisations are searched by default with gcn only
+    (retexo_options::searches)."""
+    def axis(key, conv=float):
         if st.given(key) and not st.given("search-" + key):
             return [None]
-        return [float(v) for v in st.value("search-" + key, str).split(",")]
-    return [(p, wd) for wd in axis("weight-decay") for p in axis("dropout")]
+        return [conv(v) for v in st.value("search-" + key, str).split(",")]
+    norms = axis("norm", str) if model == "gcn" or st.given("search-norm") else [None]
+    return [(p, wd, n) for n in norms for wd in axis("weight-decay") for p in axis("dropout")]
 
 
 def train_stage(blocks, s, wd, ytr, yva, make_stage, times):
@@ -935,6 +940,33 @@ def train_stage(blocks, s, wd, ytr, yva, make_stage, times):
     return best_valid, best_loss, stage, best_round, rnd
 
 
+def search_stage(blocks, s, candidates, ytr, yva, times, make):
+    """A stage's candidates, one after another; the one that validates best (ties: the lower
+    validation loss): (train_stage's result, dropout, weight decay, LayerNorm), and the rounds
+    all candidates ran."""
+    top, rounds_run = None, 0
+    for p, wd, norm in candidates:
+        p = s["dropout"] if p is None else p
+        wd = s["weight-decay"] if wd is None else wd
+        norm = (s["norm"] if norm is None else norm) == "layer"
+        got = train_stage(blocks, s, wd, ytr, yva, lambda: make(p, norm), times)
+        rounds_run += got[4]
+        if top is None or got[0] > top[0][0] or (got[0] == top[0][0] and got[1] < top[0][1]):
+            top = (got, p, wd, norm)
+    return top, rounds_run
+
+
+def neighbour_labels(d, M):
+    """[the class distribution of the training nodes among each node's in-neighbours, 1 where
+    it has none] (retexo's train::neighbour_labels; M: the mean over in-neighbours)."""
+    tr = d.split["train"]
+    y = torch.zeros(d.N, d.C)
+    y[tr, d.labels.index_select(0, tr)] = 1.0
+    mean = spmm(M.m, y)
+    labelled = mean.sum(1, keepdim=True)
+    return torch.cat([torch.where(labelled > 0, mean / labelled.clamp(min=1e-30), 0.0), (labelled == 0).float()], 1)
+
+
 def run_retexo(d, st, opts):
     """RETEXO's hidden variant, stage after stage (see the module's docstring)."""
     stage_settings = retexo_settings(st, opts)
@@ -944,44 +976,26 @@ def run_retexo(d, st, opts):
         raise SystemExit(f"peer.py: --output-stage: '{output}' is not a valid value")
     alphas = [float(a) for a in st.value("smooth-alpha", str).split(",")]
     steps = st.value("smooth-steps", int)
-    candidates = search_candidates(st)
+    candidates = search_candidates(st, model)
+    # retexo_options::label_head_applies (the peer implements the hidden variant only)
+    label_head = (st.value("label-head", bool) and len(stage_settings) > 1 and output != "last"
+                  and model in ("gcn", "sage"))
     labels, split = d.labels, d.split
     tr, va = split["train"], split["valid"]
     ytr, yva = labels.index_select(0, tr), labels.index_select(0, va)
     t0 = time.perf_counter()
     A = gcn_adjacency(d.off, d.src, N)
-    M = mean_adjacency(d.off, d.src, N) if model == "sage" else None
+    M = mean_adjacency(d.off, d.src, N) if model == "sage" or label_head else None
     graphs = {r: GatGraph(d.off, d.src, N, H, rows=None if r == "all" else split[r])
               for r in ("all", "train", "valid")} if model == "gat" else None
     times = {"aggregate": 0.0, "setup": time.perf_counter() - t0, "train": 0.0, "eval": 0.0, "embed": 0.0,
              "smooth": 0.0}
-    stages, h, prev, best = [], None, [], None
-    for k, s in enumerate(stage_settings):
-        last = k + 1 == len(stage_settings)
-        hidden, norm = s["hidden"], s["norm"] == "layer"
-        out = C if last else hidden
-        ta = time.perf_counter()
-        blocks = stage_blocks(d, k, model, h, prev if skip else [], A, M, out, opts, split)
-        times["aggregate"] += time.perf_counter() - ta
-        top, rounds_run = None, 0  # the candidate that validates best, ties to the lower validation loss
-        for p, wd in candidates:
-            p = s["dropout"] if p is None else p
-            wd = s["weight-decay"] if wd is None else wd
-            got = train_stage(blocks, s, wd, ytr, yva,
-                              lambda: RetexoStage(blocks, model, out, hidden, last, norm, p, C, H, graphs), times)
-            rounds_run += got[4]
-            if top is None or got[0] > top[0][0] or (got[0] == top[0][0] and got[1] < top[0][1]):
-                top = (got, p, wd)
-        (_, _, stage, best_round, rnd), p, wd = top
-        t4 = time.perf_counter()
-        with torch.inference_mode():
-            logits, hid = stage.forward("all", False)
-            h = hid.clone() if hid is not None else None
-        acc = {r: accuracy(logits, labels, split[r]) for r in ("train", "valid", "test")}
-        prev = blocks
-        times["embed"] += time.perf_counter() - t4
-        # The output stage: the last unless an earlier one validates better, by its own
-        # predictions (best) or after label spreading (best-smoothed).
+    stages, h, prev, best, head = [], None, [], None, None
+
+    def offer(logits, acc):
+        """The output stage: the last unless an earlier one (or the label head) validates
+        better, by its own predictions (best) or after label spreading (best-smoothed)."""
+        nonlocal best
         if output == "best-smoothed":
             t5 = time.perf_counter()
             chosen, spread = smooth(d, A, logits, acc, alphas, steps)
@@ -991,12 +1005,48 @@ def run_retexo(d, st, opts):
             chosen, spread, score = None, None, acc["valid"]
         if output != "last" and (best is None or score >= best["score"]):
             best = {"score": score, "logits": logits, "acc": acc, "alpha": chosen, "spread": spread}
+            return True
+        return False
+
+    def embed(stage):
+        t4 = time.perf_counter()
+        with torch.inference_mode():
+            logits, hid = stage.forward("all", False)
+        times["embed"] += time.perf_counter() - t4
+        return logits, hid, {r: accuracy(logits, labels, split[r]) for r in ("train", "valid", "test")}
+
+    for k, s in enumerate(stage_settings):
+        last = k + 1 == len(stage_settings)
+        hidden = s["hidden"]
+        out = C if last else hidden
+        ta = time.perf_counter()
+        blocks = stage_blocks(d, k, model, h, prev if skip else [], A, M, out, opts, split)
+        times["aggregate"] += time.perf_counter() - ta
+        top, rounds_run = search_stage(blocks, s, candidates, ytr, yva, times,
+                                       lambda p, norm: RetexoStage(blocks, model, out, hidden, last, norm, p, C, H,
+                                                                   graphs))
+        (_, _, stage, best_round, rnd), p, wd, norm = top
+        logits, hid, acc = embed(stage)
+        h = hid.clone() if hid is not None else None
+        prev = blocks
+        if k == 0 and label_head:  # stage 0's candidates again, the label inputs beside
+            ta = time.perf_counter()
+            with_labels = blocks + [Block(neighbour_labels(d, M), out, opts, tr, va)]
+            times["aggregate"] += time.perf_counter() - ta
+            htop, hrounds = search_stage(with_labels, s, candidates, ytr, yva, times,
+                                         lambda p, norm: RetexoStage(with_labels, model, out, hidden, last, norm, p, C,
+                                                                     H, graphs))
+            hlogits, _, hacc = embed(htop[0][2])
+            head = {"rounds_run": hrounds, "accuracy": hacc}
+        offer(logits, acc)
+        if head is not None and k == 0:
+            head["kept"] = offer(hlogits, hacc)
         stages.append({"stage": k, "inputs": [b.kind for b in blocks], "input_density": [b.density for b in blocks],
                        "rounds": rnd, "rounds_run": rounds_run, "best_round": best_round, "lr": s["lr"], "dropout": p,
                        "weight_decay": wd, "candidates": len(candidates), "hidden": hidden, "norm": norm,
                        "accuracy": acc})
-        log(f"stage {k}: inputs {[b.kind for b in blocks]}, dropout {p}, weight decay {wd}, best round {best_round}, "
-            f"valid {acc['valid']:.3f} test {acc['test']:.3f}")
+        log(f"stage {k}: inputs {[b.kind for b in blocks]}, dropout {p}, weight decay {wd}, layer norm {norm}, "
+            f"best round {best_round}, valid {acc['valid']:.3f} test {acc['test']:.3f}")
     if output == "best-smoothed":
         chosen, final = best["alpha"], best["spread"]
     else:
@@ -1005,8 +1055,8 @@ def run_retexo(d, st, opts):
         chosen, final = smooth(d, A, final_logits, final, alphas, steps)
         times["smooth"] += time.perf_counter() - t5
     times["total"] = time.perf_counter() - t0
-    rounds = sum(s["rounds_run"] for s in stages)  # every candidate's
-    return {"rounds_total": rounds, "stages": stages, "smooth_alpha": chosen, "time_s": times,
+    rounds = sum(s["rounds_run"] for s in stages) + (head["rounds_run"] if head else 0)  # every candidate's
+    return {"rounds_total": rounds, "stages": stages, "label_head": head, "smooth_alpha": chosen, "time_s": times,
             "ms_per_round": times["total"] / rounds * 1e3, "accuracy": final}
 
 

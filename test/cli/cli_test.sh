@@ -276,6 +276,17 @@ for args in "true:" "false:--skip=false" "false:--variant logits --model gat --h
   if [[ ${got,,} != "$want" ]]; then echo "FAIL: skip with '${extra[*]}' is '$got', expected $want"; failures=$((failures + 1)); else echo "ok: skip $want with '${extra[*]}'"; fi
 done
 expect_mpi 1 "--skip with --variant logits needs gcn or sage" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --variant logits --model gat --heads 2 --skip
+# GCN stages search LayerNorm by default; --norm alone is the normalisation used; other
+# models search it when asked.
+norms_of() { /usr/bin/python3 -c "import json, sys; print(','.join(json.load(open(sys.argv[1]))['config']['search-norm']))" "$1"; }
+for args in "none,layer:" ":--norm layer" ":--model sage" "layer,none:--model sage --search-norm layer,none"; do
+  want=${args%%:*}
+  read -ra extra <<<"${args#*:}"
+  rm -f "$tmp/norm.json"
+  "$mpiexec" -n 1 "$apps/retexo_mpi" "${small[@]}" --mode retexo "${extra[@]}" --metrics-out "$tmp/norm.json" >/dev/null 2>&1
+  got=$(norms_of "$tmp/norm.json" 2>/dev/null || echo "no metrics")
+  if [[ $got != "$want" ]]; then echo "FAIL: search-norm with '${extra[*]}' is '$got', expected '$want'"; failures=$((failures + 1)); else echo "ok: search-norm '$want' with '${extra[*]}'"; fi
+done
 # A config file gives defaults; the command line wins.
 printf 'mode = standard\nepochs = 2\nstd-hidden = 8\n' >"$tmp/run.cfg"
 expect 0 "standard epoch    2" "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/small.h5" --config "$tmp/run.cfg" --log-every 1

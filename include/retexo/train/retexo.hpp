@@ -119,13 +119,20 @@ matrix_f neighbour_labels(const rank_context& ctx, const stage_exchange& exchang
 /// combination of the listed values; an empty list keeps the stage's own setting.
 struct stage_search {
     std::vector<double> lr{}, dropout{}, weight_decay{}, pseudo_labels{};
-    std::vector<normalization> norm{}; ///< in candidate order after the weight decay
-    int patience = 0;                  ///< rounds without improvement before a candidate stops (0: the stage's own)
+    /// In candidate order after the weight decay.  Unset: the model's default
+    /// (retexo_options::searches()); set, an empty list keeps the stage's own.
+    std::optional<std::vector<normalization>> norm = std::vector<normalization>{};
+    const std::vector<normalization>& norm_axis() const
+    {
+        static const std::vector<normalization> none;
+        return norm ? *norm : none;
+    }
+    int patience = 0; ///< rounds without improvement before a candidate stops (0: the stage's own)
     /// The number of candidates (1: no search).
     std::size_t size() const
     {
         return std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
-               std::max<std::size_t>(1, weight_decay.size()) * std::max<std::size_t>(1, norm.size()) *
+               std::max<std::size_t>(1, weight_decay.size()) * std::max<std::size_t>(1, norm_axis().size()) *
                std::max<std::size_t>(1, pseudo_labels.size());
     }
     /// Whether candidate i is the first of those that differ from an earlier one only in
@@ -193,10 +200,15 @@ struct retexo_options {
     /// 1: one model per stage.
     int cross_fit = defaults::cross_fit;
     /// Settings each stage chooses among on validation (default: the dropout rates and weight
-    /// decays of the defaults table, every combination; `search = {}` trains the stages' own
-    /// settings only).
+    /// decays of the defaults table, every combination, and with GCN its normalisations too,
+    /// search.norm unset; `search = {}` trains the stages' own settings only).  A run
+    /// searches searches().
     stage_search search{.dropout = {defaults::search_dropout.begin(), defaults::search_dropout.end()},
-                        .weight_decay = {defaults::search_weight_decay.begin(), defaults::search_weight_decay.end()}};
+                        .weight_decay = {defaults::search_weight_decay.begin(), defaults::search_weight_decay.end()},
+                        .norm = std::nullopt};
+    /// The search with search.norm resolved: unset, GCN stages choose among the defaults
+    /// table's normalisations (no normalisation and LayerNorm), other models' keep their own.
+    stage_search searches() const;
     /// The label head (GCN and GraphSAGE-mean, hidden variant, more than one stage, output
     /// best or best-smoothed): after stage 0, its candidates are trained again with label
     /// inputs beside their inputs (neighbour_labels: each node's labelled in-neighbours'
