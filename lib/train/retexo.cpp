@@ -119,6 +119,19 @@ stage_options stage_search::candidate(const stage_options& base, std::size_t i) 
     return s;
 }
 
+std::vector<std::size_t> stage_search::trained(int stage, bool normalises) const
+{
+    const std::size_t inner = std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
+                              std::max<std::size_t>(1, weight_decay.size());
+    const std::size_t norms = std::max<std::size_t>(1, norm_axis().size());
+    std::vector<std::size_t> order;
+    for (std::size_t i = 0; i < size(); ++i) {
+        const std::size_t norm_index = i / inner % norms, pseudo_index = i / inner / norms;
+        if ((stage > 0 || pseudo_index == 0) && (normalises || norm_index == 0)) order.push_back(i);
+    }
+    return order;
+}
+
 std::string stage_search::describe(const stage_options& base, std::size_t i) const
 {
     const stage_options s = candidate(base, i);
@@ -502,9 +515,7 @@ void retexo_run::use_label_inputs(retexo_stage& s)
 std::pair<matrix_f, double> retexo_run::train_label_head(retexo_stage& s)
 {
     const stage_options& base = o_.stages[static_cast<std::size_t>(s.index)];
-    std::vector<std::size_t> order{0}; // the stage's candidates (stage 0 takes no pseudo-labels)
-    for (std::size_t i = 1; o_.search.active() && o_.search.first_without_pseudo_labels(i); ++i)
-        order.push_back(i);
+    const std::vector<std::size_t> order = o_.search.trained(s.index, has_head(s));
     const std::int64_t step0 = step_;
     const std::size_t history0 = result_.history.size();
     auto& head = result_.label_head.emplace();
@@ -552,7 +563,7 @@ void retexo_run::build_model(retexo_stage& s)
                                              .in = static_cast<int>(s.x.all.cols()),
                                              .hidden = so.hidden,
                                              .classes = C_,
-                                             .head = !s.last || o_.variant == retexo_variant::logits,
+                                             .head = has_head(s),
                                              .layer_norm = so.norm == normalization::layer,
                                              .heads = o_.heads,
                                              .dropout = so.dropout,
@@ -573,7 +584,7 @@ void retexo_run::build_model(retexo_stage& s)
             rows += ctx_.comm.allreduce(in_edges_of(train_rows_, ctx_.train_graph), MPI_SUM, purpose::train_rows);
         }
         // Every candidate of a search all-reduces its own rounds; the rows are gathered once.
-        const auto candidates = static_cast<int>(o_.search.size_at(s.index));
+        const auto candidates = static_cast<int>(o_.search.trained(s.index, has_head(s)).size());
         if (o_.replicates_rows(ctx_.comm.size(), rows, s.x.all.cols(), params, so.rounds * candidates))
             gather_training_rows(s);
     }

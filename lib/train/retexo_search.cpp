@@ -38,9 +38,7 @@ bool retexo_run::search(retexo_stage& s)
     // run goes on from the kept one's: the kept candidate's stage, and the stages after it,
     // are what a run with its settings alone (and the same patience) computes.
     if (!s.resumed) st = {.step0 = step_};
-    std::vector<std::size_t> order; // stage 0 takes no pseudo-labels: those candidates repeat
-    for (std::size_t i = 0; i < o_.search.size(); ++i)
-        if (s.index > 0 || o_.search.first_without_pseudo_labels(i)) order.push_back(i);
+    const std::vector<std::size_t> order = o_.search.trained(s.index, has_head(s));
     int owner = -1; // side by side: the rank that trained the kept candidate
     if (searches_side_by_side(s, order)) {
         owner = search_side_by_side(s, order);

@@ -1022,7 +1022,10 @@ def run_retexo(d, st, opts):
         ta = time.perf_counter()
         blocks = stage_blocks(d, k, model, h, prev if skip else [], A, M, out, opts, split)
         times["aggregate"] += time.perf_counter() - ta
-        top, rounds_run = search_stage(blocks, s, candidates, ytr, yva, times,
+        # The last stage has no hidden layer to normalise: its normalisation candidates repeat
+        # (retexo's stage_search::trained).
+        mine = [c for c in candidates if not last or c[2] == candidates[0][2]]
+        top, rounds_run = search_stage(blocks, s, mine, ytr, yva, times,
                                        lambda p, norm: RetexoStage(blocks, model, out, hidden, last, norm, p, C, H,
                                                                    graphs))
         (_, _, stage, best_round, rnd), p, wd, norm = top
@@ -1043,7 +1046,7 @@ def run_retexo(d, st, opts):
             head["kept"] = offer(hlogits, hacc)
         stages.append({"stage": k, "inputs": [b.kind for b in blocks], "input_density": [b.density for b in blocks],
                        "rounds": rnd, "rounds_run": rounds_run, "best_round": best_round, "lr": s["lr"], "dropout": p,
-                       "weight_decay": wd, "candidates": len(candidates), "hidden": hidden, "norm": norm,
+                       "weight_decay": wd, "candidates": len(mine), "hidden": hidden, "norm": norm,
                        "accuracy": acc})
         log(f"stage {k}: inputs {[b.kind for b in blocks]}, dropout {p}, weight decay {wd}, layer norm {norm}, "
             f"best round {best_round}, valid {acc['valid']:.3f} test {acc['test']:.3f}")

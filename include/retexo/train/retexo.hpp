@@ -135,13 +135,12 @@ struct stage_search {
                std::max<std::size_t>(1, weight_decay.size()) * std::max<std::size_t>(1, norm_axis().size()) *
                std::max<std::size_t>(1, pseudo_labels.size());
     }
-    /// Whether candidate i is the first of those that differ from an earlier one only in
-    /// pseudo-labels, which stage 0 does not use.
-    bool first_without_pseudo_labels(std::size_t i) const
-    {
-        return i < size() / std::max<std::size_t>(1, pseudo_labels.size());
-    }
-    /// The number of candidates stage `stage` trains.
+    /// The candidates a stage trains, in order: all but those that differ from an earlier one
+    /// only in what the stage does not use: pseudo-labels at stage 0 (no stage before it),
+    /// the normalisation where the stage has no hidden layer to normalise (`normalises`
+    /// false: the hidden variant's last stage).
+    std::vector<std::size_t> trained(int stage, bool normalises) const;
+    /// A bound on the candidate indices stage `stage` trains.
     std::size_t size_at(int stage) const
     {
         return stage == 0 ? size() / std::max<std::size_t>(1, pseudo_labels.size()) : size();
