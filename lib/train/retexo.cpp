@@ -168,18 +168,18 @@ std::string retexo_options::describe() const
       << " skip=" << skips() << " cross-fit=" << cross_fit << " label-head=" << label_head_applies()
       << " replicate-train=" << (replicate_train ? (*replicate_train ? "true" : "false") : "auto");
     if (gat_inputs_first) d << " gat-inputs-first=" << (*gat_inputs_first ? "true" : "false");
-    if (const stage_search search = searches(); search.active()) {
+    if (const stage_search axes = searches(); axes.active()) {
         d << " search:";
-        for (const auto* axis : {&search.lr, &search.dropout, &search.weight_decay, &search.pseudo_labels}) {
+        for (const auto* axis : {&axes.lr, &axes.dropout, &axes.weight_decay, &axes.pseudo_labels}) {
             d << " [";
             for (double v : *axis)
                 d << v << ",";
             d << "]";
         }
         d << " [";
-        for (normalization v : search.norm_axis())
+        for (normalization v : axes.norm_axis())
             d << name_of(v) << ",";
-        d << "] search-patience=" << search.patience;
+        d << "] search-patience=" << axes.patience;
     }
     if (output != stage_output::last) d << " output-stage=" << name_of(output);
     if (smooth.enabled()) {

@@ -233,10 +233,10 @@ private:
     /// A resumed checkpoint fits this run and this rank's partition (throws naming the file).
     void check_resumed(const retexo_checkpoint& c) const;
     void check_resumed_inputs(const retexo_checkpoint& c) const; ///< its rows and shapes (check_resumed)
-    /// Whether stage `stage` is a graph stage (it reads every local row).
     /// Whether stage s has a hidden layer and a head (all but the hidden variant's last, whose
     /// transform gives the logits): only then does its normalisation matter.
     bool has_head(const retexo_stage& s) const { return !s.last || o_.variant == retexo_variant::logits; }
+    /// Whether stage `stage` is a graph stage (it reads every local row).
     bool graph_stage(int stage) const
     {
         const bool mlp_only = o_.variant == retexo_variant::logits && stage == 0;

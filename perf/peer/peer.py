@@ -29,10 +29,12 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     and keeps the one that validates best (ties: the lower validation loss).  With
     label-head (gcn and sage, more than one stage, output best or best-smoothed), stage 0's
     candidates train once more with [the labelled in-neighbours' class distribution, 1 where
-    there is none] beside their inputs; the best of them is one more output candidate.  smooth-alpha spreads the training labels
-    over the predictions (retexo's train/smooth.hpp), alpha chosen on validation; output-stage =
-    best predicts with the stage of the best validation accuracy, best-smoothed with the stage
-    that validates best after spreading (the last stage wins ties).
+    there is none] beside their inputs; the best of them is one more output candidate.
+    The last stage, with no hidden layer, skips the candidates that differ only in
+    normalisation.  smooth-alpha spreads the training labels over the predictions (retexo's
+    train/smooth.hpp), alpha chosen on validation; output-stage = best predicts with the stage
+    of the best validation accuracy, best-smoothed with the stage that validates best after
+    spreading (the last stage wins ties).
 Hyperparameters: the defaults table (data/defaults.cfg) that retexo_mpi and the library read,
 overridden by --config, a retexo_mpi config file read with retexo_mpi's rules; an option the
 peer does not implement, or a value it cannot follow (such as skip = true), is refused.
