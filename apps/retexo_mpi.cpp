@@ -163,7 +163,7 @@ po::options_description selection_options(option_text& t, train::retexo_options&
                        std::string(defaults::search_weight_decay_text) + ")")
                           .c_str())("search-norm", po::value(&t.search_norm),
                                     ("RETEXO: --norm settings every stage tries (see --search-lr; default: " +
-                                     std::string(defaults::search_norm_text) + " for gcn, none for the other models)")
+                                     std::string(defaults::search_norm_text) + " for gcn and gat, none for sage)")
                                         .c_str())(
         "search-pseudo-labels", po::value(&t.search_pseudo_labels),
         "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(

@@ -154,8 +154,9 @@ stage_search retexo_options::searches() const
     ();
     stage_search s = search;
     if (!s.norm)
-        s.norm = model == nn::layer_kind::gcn ? std::vector<normalization>(table.begin(), table.end())
-                                              : std::vector<normalization>{};
+        s.norm = model == nn::layer_kind::gcn || model == nn::layer_kind::gat
+                     ? std::vector<normalization>(table.begin(), table.end())
+                     : std::vector<normalization>{};
     return s;
 }
 

@@ -25,7 +25,7 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     logits), evaluating the validation rows after every round; the best round is kept and every
     node embedded (post-ReLU hidden).  A stage stops `patience` rounds after its best round.
     Every stage trains one candidate per --search-dropout and --search-weight-decay value
-    (and, with gcn or when given, --search-norm value; every combination, in retexo's order)
+    (and, with gcn and gat or when given, --search-norm value; every combination, in retexo's order)
     and keeps the one that validates best (ties: the lower validation loss).  With
     label-head (gcn and sage, more than one stage, output best or best-smoothed), stage 0's
     candidates train once more with [the labelled in-neighbours' class distribution, 1 where
@@ -899,13 +899,13 @@ def stage_blocks(d, k, model, h, prev, A, M, out, opts, split):
 def search_candidates(st, model):
     """The (dropout, weight decay, normalisation) triples every stage tries, in retexo_mpi's
     order (dropout varies fastest).  An axis is the --search-X values, or the stage's own
-    (None) when --X alone is given; the normalisations are searched by default with gcn only
+    (None) when --X alone is given; the normalisations are searched by default with gcn and gat
     (retexo_options::searches)."""
     def axis(key, conv=float):
         if st.given(key) and not st.given("search-" + key):
             return [None]
         return [conv(v) for v in st.value("search-" + key, str).split(",")]
-    norms = axis("norm", str) if model == "gcn" or st.given("search-norm") else [None]
+    norms = axis("norm", str) if model in ("gcn", "gat") or st.given("search-norm") else [None]
     return [(p, wd, n) for n in norms for wd in axis("weight-decay") for p in axis("dropout")]
 
 

@@ -276,10 +276,11 @@ for args in "true:" "false:--skip=false" "false:--variant logits --model gat --h
   if [[ ${got,,} != "$want" ]]; then echo "FAIL: skip with '${extra[*]}' is '$got', expected $want"; failures=$((failures + 1)); else echo "ok: skip $want with '${extra[*]}'"; fi
 done
 expect_mpi 1 "--skip with --variant logits needs gcn or sage" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --variant logits --model gat --heads 2 --skip
-# GCN stages search LayerNorm by default; --norm alone is the normalisation used; other
-# models search it when asked.
+# GCN and GAT stages search LayerNorm by default; --norm alone is the normalisation used;
+# sage searches it when asked.
 norms_of() { /usr/bin/python3 -c "import json, sys; print(','.join(json.load(open(sys.argv[1]))['config']['search-norm']))" "$1"; }
-for args in "none,layer:" ":--norm layer" ":--model sage" "layer,none:--model sage --search-norm layer,none"; do
+for args in "none,layer:" "none,layer:--model gat --heads 2" ":--norm layer" ":--model sage" \
+  "layer,none:--model sage --search-norm layer,none"; do
   want=${args%%:*}
   read -ra extra <<<"${args#*:}"
   rm -f "$tmp/norm.json"

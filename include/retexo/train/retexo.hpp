@@ -199,14 +199,16 @@ struct retexo_options {
     /// 1: one model per stage.
     int cross_fit = defaults::cross_fit;
     /// Settings each stage chooses among on validation (default: the dropout rates and weight
-    /// decays of the defaults table, every combination, and with GCN its normalisations too,
+    /// decays of the defaults table, every combination, and with GCN and GAT its
+    /// normalisations too,
     /// search.norm unset; `search = {}` trains the stages' own settings only).  A run
     /// searches searches().
     stage_search search{.dropout = {defaults::search_dropout.begin(), defaults::search_dropout.end()},
                         .weight_decay = {defaults::search_weight_decay.begin(), defaults::search_weight_decay.end()},
                         .norm = std::nullopt};
-    /// The search with search.norm resolved: unset, GCN stages choose among the defaults
-    /// table's normalisations (no normalisation and LayerNorm), other models' keep their own.
+    /// The search with search.norm resolved: unset, GCN and GAT stages choose among the
+    /// defaults table's normalisations (no normalisation and LayerNorm), GraphSAGE stages
+    /// keep their own.
     stage_search searches() const;
     /// The label head (GCN and GraphSAGE-mean, hidden variant, more than one stage, output
     /// best or best-smoothed): after stage 0, its candidates are trained again with label
