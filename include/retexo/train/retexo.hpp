@@ -200,9 +200,8 @@ struct retexo_options {
     int cross_fit = defaults::cross_fit;
     /// Settings each stage chooses among on validation (default: the dropout rates and weight
     /// decays of the defaults table, every combination, and with GCN and GAT its
-    /// normalisations too,
-    /// search.norm unset; `search = {}` trains the stages' own settings only).  A run
-    /// searches searches().
+    /// normalisations too, search.norm unset; `search = {}` trains the stages' own settings
+    /// only).  A run searches searches().
     stage_search search{.dropout = {defaults::search_dropout.begin(), defaults::search_dropout.end()},
                         .weight_decay = {defaults::search_weight_decay.begin(), defaults::search_weight_decay.end()},
                         .norm = std::nullopt};
