@@ -160,10 +160,10 @@ po::options_description selection_options(option_text& t, train::retexo_options&
          std::string(defaults::search_dropout_text) + ")")
             .c_str())("search-weight-decay", po::value(&t.search_weight_decay),
                       ("RETEXO: weight decays every stage tries (see --search-lr; one value: no search; default: " +
-                       std::string(defaults::search_weight_decay_text) + ")")
+                       std::string(defaults::search_weight_decay_by_model_text) + ")")
                           .c_str())("search-norm", po::value(&t.search_norm),
                                     ("RETEXO: --norm settings every stage tries (see --search-lr; default: " +
-                                     std::string(defaults::search_norm_text) + " for gcn and gat, none for sage)")
+                                     std::string(defaults::search_norm_by_model_text) + ")")
                                         .c_str())(
         "search-pseudo-labels", po::value(&t.search_pseudo_labels),
         "RETEXO: --pseudo-labels ratios every stage after the first tries (see --search-lr)")(
@@ -417,7 +417,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     if (!t.search_weight_decay.empty())
         ro.search.weight_decay = list_of<double>("search-weight-decay", t.search_weight_decay);
     else if (!vm["weight-decay"].defaulted())
-        ro.search.weight_decay.clear(); // the weight decay given is the one used
+        ro.search.weight_decay.emplace(); // the weight decay given is the one used
     if (!t.search_norm.empty())
         ro.search.norm = list_of<train::normalization>("search-norm", t.search_norm);
     else if (!vm["norm"].defaulted())
@@ -518,11 +518,13 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     a.config["std-hidden"] = a.standard.hidden; // the width used: --hidden's first value unless given
     a.config["skip"] = a.retexo.skips();        // unset: on where it can apply
     a.config["label-head"] = a.retexo.label_head_applies();
-    nlohmann::json norms = nlohmann::json::array(); // unset: the model's default
+    // The axes searched (unset: the model's default)
     const train::stage_search search = a.retexo.searches();
+    nlohmann::json norms = nlohmann::json::array();
     for (auto v : search.norm_axis())
         norms.push_back(name_of(v));
     a.config["search-norm"] = norms;
+    a.config["search-weight-decay"] = search.weight_decay_axis();
     // The per-stage values used (unset: train::default_stages).
     nlohmann::json dropout = nlohmann::json::array(), patience = nlohmann::json::array();
     for (const auto& st : a.retexo.stages) {

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <iterator>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <sstream>
 
 namespace retexo::train {
@@ -53,7 +55,7 @@ void retexo_options::validate() const
         RETEXO_ENSURE(v > 0, "--search-lr: every learning rate must be positive, got " << v);
     for (double v : search.dropout)
         RETEXO_ENSURE(v >= 0 && v < 1, "--search-dropout: every rate must be in [0, 1), got " << v);
-    for (double v : search.weight_decay)
+    for (double v : search.weight_decay_axis())
         RETEXO_ENSURE(v >= 0, "--search-weight-decay: every value must be >= 0, got " << v);
     for (double v : search.pseudo_labels)
         RETEXO_ENSURE(v >= 0 && std::isfinite(v), "--search-pseudo-labels: every value must be >= 0, got " << v);
@@ -113,7 +115,7 @@ stage_options stage_search::candidate(const stage_options& base, std::size_t i) 
     };
     pick(lr, s.lr);
     pick(dropout, s.dropout);
-    pick(weight_decay, s.weight_decay);
+    pick(weight_decay_axis(), s.weight_decay);
     pick(norm_axis(), s.norm);
     pick(pseudo_labels, s.pseudo_labels);
     return s;
@@ -122,7 +124,7 @@ stage_options stage_search::candidate(const stage_options& base, std::size_t i) 
 std::vector<std::size_t> stage_search::trained(int stage, bool normalises) const
 {
     const std::size_t inner = std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
-                              std::max<std::size_t>(1, weight_decay.size());
+                              std::max<std::size_t>(1, weight_decay_axis().size());
     const std::size_t norms = std::max<std::size_t>(1, norm_axis().size());
     std::vector<std::size_t> order;
     for (std::size_t i = 0; i < size(); ++i) {
@@ -142,21 +144,34 @@ std::string stage_search::describe(const stage_options& base, std::size_t i) con
     return d.str();
 }
 
+namespace {
+/// A default axis from the defaults table's list: one value is no search (the stage's own).
+template <class T, class Item, class Convert>
+std::vector<T> default_axis(std::span<const Item> table, Convert convert)
+{
+    std::vector<T> axis;
+    if (table.size() > 1) std::ranges::transform(table, std::back_inserter(axis), convert);
+    return axis;
+}
+} // namespace
+
+// Every model's default normalisations are names of normalization (checked at compile time).
+static_assert([]() consteval {
+    for (const auto& [kind, model] : names_of(nn::layer_kind{}).entries)
+        for (std::string_view v : defaults::search_norm_for(model))
+            (void)named<normalization>(v);
+    return true;
+}());
+
 stage_search retexo_options::searches() const
 {
-    static constexpr auto table = []() consteval
-    {
-        std::array<normalization, defaults::search_norm.size()> a{};
-        for (std::size_t i = 0; i < a.size(); ++i)
-            a[i] = named<normalization>(defaults::search_norm[i]);
-        return a;
-    }
-    ();
+    const std::string m = name_of(model);
     stage_search s = search;
+    if (!s.weight_decay)
+        s.weight_decay = default_axis<double>(defaults::search_weight_decay_for(m), [](double v) { return v; });
     if (!s.norm)
-        s.norm = model == nn::layer_kind::gcn || model == nn::layer_kind::gat
-                     ? std::vector<normalization>(table.begin(), table.end())
-                     : std::vector<normalization>{};
+        s.norm = default_axis<normalization>(defaults::search_norm_for(m),
+                                             [](std::string_view v) { return parse_name<normalization>(v); });
     return s;
 }
 
@@ -171,7 +186,7 @@ std::string retexo_options::describe() const
     if (gat_inputs_first) d << " gat-inputs-first=" << (*gat_inputs_first ? "true" : "false");
     if (const stage_search axes = searches(); axes.active()) {
         d << " search:";
-        for (const auto* axis : {&axes.lr, &axes.dropout, &axes.weight_decay, &axes.pseudo_labels}) {
+        for (const auto* axis : {&axes.lr, &axes.dropout, &axes.weight_decay_axis(), &axes.pseudo_labels}) {
             d << " [";
             for (double v : *axis)
                 d << v << ",";

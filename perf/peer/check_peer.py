@@ -193,6 +193,18 @@ if settings("stages = 2\nlr = 0.1,0.02\n").per_stage("lr") != [0.1, 0.02]:
     bad.append("settings: a list of one value per stage")
 if settings("stages = 4\nhidden = 64\n").per_stage("hidden", int) != [64] * 4:
     bad.append("settings: one value for every stage")
+# Each model's candidates: the table's lists, its MODEL-search-X where it has one (retexo's
+# retexo_options::searches; test_retexo's default-stages case counts the same).
+axes = {m: (sorted({wd for _, wd, _ in peer.search_candidates(st, m)}), sorted({str(n) for _, _, n in peer.search_candidates(st, m)}))
+        for m in ("gcn", "sage", "gat")}
+if axes != {"gcn": ([5e-4, 5e-3], ["layer", "none"]), "sage": ([0.0, 5e-4, 5e-3], ["None"]),
+            "gat": ([5e-4, 5e-3], ["layer", "none"])}:
+    bad.append(f"settings: each model's search axes, got {axes}")
+if len(peer.search_candidates(settings("weight-decay = 1e-3\n"), "sage")) != 2:
+    bad.append("settings: --weight-decay alone is the weight decay used")
+if len(peer.search_candidates(settings("search-norm = layer,none\n"), "sage")) != 12:
+    bad.append("settings: --search-norm given applies to every model")
+refused("settings: a model's table line", "sage-search-weight-decay = 0\n")
 refused("settings: a short list", "stages = 3\ndropout = 0.5,0.8\n", lambda st: st.per_stage("dropout"))
 refused("settings: an unknown option", "no-such-option = 1\n")
 refused("settings: an option given twice", "lr = 0.1\nlr = 0.2\n")

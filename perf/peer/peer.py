@@ -24,9 +24,9 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     on the training rows (dropout on the input too; the last stage's transform gives the
     logits), evaluating the validation rows after every round; the best round is kept and every
     node embedded (post-ReLU hidden).  A stage stops `patience` rounds after its best round.
-    Every stage trains one candidate per --search-dropout and --search-weight-decay value
-    (and, with gcn and gat or when given, --search-norm value; every combination, in retexo's order)
-    and keeps the one that validates best (ties: the lower validation loss).  With
+    Every stage trains one candidate per --search-dropout, --search-weight-decay and
+    --search-norm value (every combination, in retexo's order; the table's lists for the
+    model, its MODEL-search-X where it has one) and keeps the one that validates best (ties: the lower validation loss).  With
     label-head (gcn and sage, more than one stage, output best or best-smoothed), stage 0's
     candidates train once more with [the labelled in-neighbours' class distribution, 1 where
     there is none] beside their inputs; the best of them is one more output candidate.
@@ -58,6 +58,7 @@ embedding; data loading excluded), ms per epoch, accuracy of the selected model,
 import argparse
 import json
 import os
+import re
 import sys
 import time
 import warnings
@@ -551,18 +552,28 @@ class Settings:
     # Options the peer implements whose defaults are not plain values: the standard trainer's
     # width is the first stage's --hidden; --skip is on for the hidden variant (the peer's).
     EXTRA = {"std-hidden", "skip"}
+    # The table's model-X keys: a model's own default of option X, not options themselves.
+    MODEL_KEY = re.compile(r"(gcn|sage-pool|sage|gat)-(.+)")
 
     def __init__(self, path):
         self.table = read_config(DEFAULTS)
         self.table["skip"] = "true"
         self.cfg = read_config(path) if path else {}
         for key in self.cfg:
-            if key not in self.table and key not in self.EXTRA or key.startswith("last-stage-"):
+            if key not in self.table and key not in self.EXTRA or key.startswith("last-stage-") or self.model_key(key):
                 raise SystemExit(f"peer.py: {path}: option '{key}' is not one the peer implements")
         self.stages = self.value("stages", int)
 
+    def model_key(self, key):
+        m = self.MODEL_KEY.fullmatch(key)
+        return m is not None and m.group(2) in self.table
+
     def given(self, key):
         return key in self.cfg
+
+    def for_model(self, key, model):
+        """key's text: given, else the table's model-key where it has one, else the table's."""
+        return self.cfg.get(key, self.table.get(f"{model}-{key}", self.table.get(key)))
 
     def value(self, key, conv=float):
         text = self.cfg.get(key, self.table.get(key))
@@ -898,15 +909,15 @@ def stage_blocks(d, k, model, h, prev, A, M, out, opts, split):
 
 def search_candidates(st, model):
     """The (dropout, weight decay, normalisation) triples every stage tries, in retexo_mpi's
-    order (dropout varies fastest).  An axis is the --search-X values, or the stage's own
-    (None) when --X alone is given; the normalisations are searched by default with gcn and gat
-    (retexo_options::searches)."""
+    order (dropout varies fastest).  An axis is the --search-X values given, or the stage's own
+    (None) when --X alone is given, else the table's list for the model (its MODEL-search-X
+    where it has one; one value: the stage's own; retexo_options::searches)."""
     def axis(key, conv=float):
         if st.given(key) and not st.given("search-" + key):
             return [None]
-        return [conv(v) for v in st.value("search-" + key, str).split(",")]
-    norms = axis("norm", str) if model in ("gcn", "gat") or st.given("search-norm") else [None]
-    return [(p, wd, n) for n in norms for wd in axis("weight-decay") for p in axis("dropout")]
+        values = [conv(v) for v in st.for_model("search-" + key, model).split(",")]
+        return values if len(values) > 1 or st.given("search-" + key) else [None]
+    return [(p, wd, n) for n in axis("norm", str) for wd in axis("weight-decay") for p in axis("dropout")]
 
 
 def train_stage(blocks, s, wd, ytr, yva, make_stage, times):

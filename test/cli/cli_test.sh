@@ -276,17 +276,19 @@ for args in "true:" "false:--skip=false" "false:--variant logits --model gat --h
   if [[ ${got,,} != "$want" ]]; then echo "FAIL: skip with '${extra[*]}' is '$got', expected $want"; failures=$((failures + 1)); else echo "ok: skip $want with '${extra[*]}'"; fi
 done
 expect_mpi 1 "--skip with --variant logits needs gcn or sage" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --variant logits --model gat --heads 2 --skip
-# GCN and GAT stages search LayerNorm by default; --norm alone is the normalisation used;
-# sage searches it when asked.
-norms_of() { /usr/bin/python3 -c "import json, sys; print(','.join(json.load(open(sys.argv[1]))['config']['search-norm']))" "$1"; }
-for args in "none,layer:" "none,layer:--model gat --heads 2" ":--norm layer" ":--model sage" \
-  "layer,none:--model sage --search-norm layer,none"; do
+# The axes searched by default are the model's in data/defaults.cfg: GCN and GAT stages search
+# LayerNorm, GraphSAGE stages weight decay 0 too; --norm or --weight-decay alone is the value
+# used; an axis given is searched for every model.
+axes_of() { /usr/bin/python3 -c "import json, sys; c = json.load(open(sys.argv[1]))['config']; print(','.join(c['search-norm']) + '/' + ','.join(map(str, c['search-weight-decay'])))" "$1"; }
+for args in "none,layer/0.0005,0.005:" "none,layer/0.0005,0.005:--model gat --heads 2" "/0.0005,0.005:--norm layer" \
+  "/0.0,0.0005,0.005:--model sage" "layer,none/0.0,0.0005,0.005:--model sage --search-norm layer,none" \
+  "/:--model sage --weight-decay 1e-3" "none,layer/0.01,0.0:--search-weight-decay 1e-2,0"; do
   want=${args%%:*}
   read -ra extra <<<"${args#*:}"
   rm -f "$tmp/norm.json"
   "$mpiexec" -n 1 "$apps/retexo_mpi" "${small[@]}" --mode retexo "${extra[@]}" --metrics-out "$tmp/norm.json" >/dev/null 2>&1
-  got=$(norms_of "$tmp/norm.json" 2>/dev/null || echo "no metrics")
-  if [[ $got != "$want" ]]; then echo "FAIL: search-norm with '${extra[*]}' is '$got', expected '$want'"; failures=$((failures + 1)); else echo "ok: search-norm '$want' with '${extra[*]}'"; fi
+  got=$(axes_of "$tmp/norm.json" 2>/dev/null || echo "no metrics")
+  if [[ $got != "$want" ]]; then echo "FAIL: search-norm/search-weight-decay with '${extra[*]}' are '$got', expected '$want'"; failures=$((failures + 1)); else echo "ok: search axes '$want' with '${extra[*]}'"; fi
 done
 # A config file gives defaults; the command line wins.
 printf 'mode = standard\nepochs = 2\nstd-hidden = 8\n' >"$tmp/run.cfg"

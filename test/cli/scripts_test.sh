@@ -32,11 +32,15 @@ for f in "$src"/perf/configs/*.cfg; do
   done
   echo "ok: keys of $f"
 done
-# The defaults table: every key but last-stage-* is a retexo_mpi option, and where --help shows
-# a default, it is the table's.
+# The defaults table: every key is a retexo_mpi option (last-stage-X and a model's MODEL-X: X
+# is), and where --help shows a default, it is the table's.
 while IFS='=' read -r key value; do
   key=$(tr -d ' ' <<<"$key"); value=$(tr -d ' ' <<<"$value")
   [[ $key == last-stage-* ]] && continue
+  if [[ $key =~ ^(gcn|sage|sage-pool|gat)-(.+)$ ]]; then
+    grep -qE -- "--${BASH_REMATCH[2]}( |$)" <<<"$help" || { echo "FAIL: data/defaults.cfg has $key, but retexo_mpi --help does not list --${BASH_REMATCH[2]}"; failures=$((failures + 1)); }
+    continue
+  fi
   line=$(grep -E -- "--$key( |$)" <<<"$help") || { echo "FAIL: data/defaults.cfg has $key, which retexo_mpi --help does not list"; failures=$((failures + 1)); continue; }
   shown=$(sed -nE 's/.*\(=([^)]*)\).*/\1/p' <<<"$line")
   # the same text, or the same number (a typed option prints 5e-4 as 0.0005)

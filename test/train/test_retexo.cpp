@@ -566,10 +566,13 @@ TEST_CASE("retexo's default stages: the last with dropout 0.8 and every round, t
     CHECK(o.output == train::stage_output::best_smoothed);
     CHECK(o.smooth.alpha == std::vector<double>{0, 0.5, 0.8, 0.9});
     CHECK(o.search.dropout == std::vector<double>{0.5, 0.8});
-    CHECK(o.search.weight_decay == std::vector<double>{5e-4, 5e-3}); // each stage keeps one of four
-    CHECK(o.search.size() == 4);
-    // GCN and GAT stages also choose between no normalisation and LayerNorm; GraphSAGE keeps
-    // its own unless the axis is set, and `search = {}` is no search at all.
+    // The weight decays and normalisations are the model's (data/defaults.cfg's MODEL-search-X
+    // where it has one): GCN and GAT stages choose between no normalisation and LayerNorm too,
+    // GraphSAGE stages among weight decays 0, 5e-4 and 5e-3 and keep their own normalisation
+    // unless the axis is set; `search = {}` is no search at all.
+    CHECK_FALSE(o.search.weight_decay.has_value());
+    CHECK_FALSE(o.search.norm.has_value());
+    CHECK(o.searches().weight_decay_axis() == std::vector<double>{5e-4, 5e-3});
     CHECK(o.searches().norm_axis() == std::vector{train::normalization::none, train::normalization::layer});
     CHECK(o.searches().size() == 8);
     CHECK(o.label_head_applies()); // gcn, three stages, best-smoothed
@@ -579,14 +582,23 @@ TEST_CASE("retexo's default stages: the last with dropout 0.8 and every round, t
     CHECK(gat.searches().size() == 8);
     auto sage = o;
     sage.model = nn::layer_kind::sage_mean;
-    CHECK(sage.searches().size() == 4);
+    CHECK(sage.searches().weight_decay_axis() == std::vector<double>{0, 5e-4, 5e-3});
+    CHECK(sage.searches().norm_axis().empty());
+    CHECK(sage.searches().size() == 6);
     sage.search.norm = {train::normalization::layer, train::normalization::none};
-    CHECK(sage.searches().size() == 8);
+    CHECK(sage.searches().size() == 12);
+    sage.search.weight_decay.emplace(); // the stage's own weight decay
+    CHECK(sage.searches().size() == 4);
+    auto pool = o;
+    pool.model = nn::layer_kind::sage_pool; // no line of its own: the common lists
+    CHECK(pool.searches().size() == 4);
     auto none = o;
     none.search = {};
     CHECK_FALSE(none.searches().active());
     none.search.norm = std::nullopt; // the model's default again
     CHECK(none.searches().size() == 2);
+    none.search.weight_decay = std::nullopt;
+    CHECK(none.searches().size() == 4);
     CHECK(o.describe() != gat.describe());
     auto own = o;
     own.search.norm.emplace(); // the stage's own normalisation: four candidates

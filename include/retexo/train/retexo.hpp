@@ -118,21 +118,19 @@ matrix_f neighbour_labels(const rank_context& ctx, const stage_exchange& exchang
 /// --select loss), ties broken by the lower validation loss.  The candidates: every
 /// combination of the listed values; an empty list keeps the stage's own setting.
 struct stage_search {
-    std::vector<double> lr{}, dropout{}, weight_decay{}, pseudo_labels{};
-    /// In candidate order after the weight decay.  Unset: the model's default
-    /// (retexo_options::searches()); set, an empty list keeps the stage's own.
+    std::vector<double> lr{}, dropout{}, pseudo_labels{};
+    /// The weight decays and (in candidate order after them) the normalisations.  Unset: the
+    /// model's default (retexo_options::searches()); set, an empty list keeps the stage's own.
+    std::optional<std::vector<double>> weight_decay = std::vector<double>{};
     std::optional<std::vector<normalization>> norm = std::vector<normalization>{};
-    const std::vector<normalization>& norm_axis() const
-    {
-        static const std::vector<normalization> none;
-        return norm ? *norm : none;
-    }
+    const std::vector<double>& weight_decay_axis() const { return axis(weight_decay); }
+    const std::vector<normalization>& norm_axis() const { return axis(norm); }
     int patience = 0; ///< rounds without improvement before a candidate stops (0: the stage's own)
     /// The number of candidates (1: no search).
     std::size_t size() const
     {
         return std::max<std::size_t>(1, lr.size()) * std::max<std::size_t>(1, dropout.size()) *
-               std::max<std::size_t>(1, weight_decay.size()) * std::max<std::size_t>(1, norm_axis().size()) *
+               std::max<std::size_t>(1, weight_decay_axis().size()) * std::max<std::size_t>(1, norm_axis().size()) *
                std::max<std::size_t>(1, pseudo_labels.size());
     }
     /// The candidates a stage trains, in order: all but those that differ from an earlier one
@@ -151,6 +149,14 @@ struct stage_search {
     /// "lr=... dropout=... weight-decay=... pseudo-labels=..." of candidate i (and "norm=..."
     /// with that axis).
     std::string describe(const stage_options& base, std::size_t i) const;
+
+private:
+    template <class T>
+    static const std::vector<T>& axis(const std::optional<std::vector<T>>& values)
+    {
+        static const std::vector<T> none;
+        return values ? *values : none;
+    }
 };
 
 /// Checkpoints of a RETEXO run (io/checkpoint.hpp): every finished stage is a restart point,
@@ -198,16 +204,16 @@ struct retexo_options {
     /// the mean of the models'.  All models' gradients travel in one all-reduce per round.
     /// 1: one model per stage.
     int cross_fit = defaults::cross_fit;
-    /// Settings each stage chooses among on validation (default: the dropout rates and weight
-    /// decays of the defaults table, every combination, and with GCN and GAT its
-    /// normalisations too, search.norm unset; `search = {}` trains the stages' own settings
+    /// Settings each stage chooses among on validation (default: the dropout rates of the
+    /// defaults table and the model's weight decays and normalisations there, search.weight_decay
+    /// and search.norm unset; every combination; `search = {}` trains the stages' own settings
     /// only).  A run searches searches().
     stage_search search{.dropout = {defaults::search_dropout.begin(), defaults::search_dropout.end()},
-                        .weight_decay = {defaults::search_weight_decay.begin(), defaults::search_weight_decay.end()},
+                        .weight_decay = std::nullopt,
                         .norm = std::nullopt};
-    /// The search with search.norm resolved: unset, GCN and GAT stages choose among the
-    /// defaults table's normalisations (no normalisation and LayerNorm), GraphSAGE stages
-    /// keep their own.
+    /// The search with search.weight_decay and search.norm resolved: unset, the defaults
+    /// table's list for the model (data/defaults.cfg: its MODEL-search-X where it has one;
+    /// a list of one value is the stage's own setting, no search on that axis).
     stage_search searches() const;
     /// The label head (GCN and GraphSAGE-mean, hidden variant, more than one stage, output
     /// best or best-smoothed): after stage 0, its candidates are trained again with label
