@@ -195,8 +195,10 @@ if settings("stages = 4\nhidden = 64\n").per_stage("hidden", int) != [64] * 4:
     bad.append("settings: one value for every stage")
 # Each model's candidates: the table's lists, its MODEL-search-X where it has one (retexo's
 # retexo_options::searches; test_retexo's default-stages case counts the same).
-axes = {m: (sorted({wd for _, wd, _ in peer.search_candidates(st, m)}), sorted({str(n) for _, _, n in peer.search_candidates(st, m)}))
-        for m in ("gcn", "sage", "gat")}
+axes = {}
+for m in ("gcn", "sage", "gat"):
+    c = peer.search_candidates(st, m)
+    axes[m] = (sorted({wd for _, wd, _ in c}), sorted({str(n) for _, _, n in c}))
 if axes != {"gcn": ([5e-4, 5e-3], ["layer", "none"]), "sage": ([0.0, 5e-4, 5e-3], ["None"]),
             "gat": ([5e-4, 5e-3], ["layer", "none"])}:
     bad.append(f"settings: each model's search axes, got {axes}")

@@ -26,7 +26,8 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     node embedded (post-ReLU hidden).  A stage stops `patience` rounds after its best round.
     Every stage trains one candidate per --search-dropout, --search-weight-decay and
     --search-norm value (every combination, in retexo's order; the table's lists for the
-    model, its MODEL-search-X where it has one) and keeps the one that validates best (ties: the lower validation loss).  With
+    model, its MODEL-search-X where it has one) and keeps the one that validates best (ties:
+    the lower validation loss).  With
     label-head (gcn and sage, more than one stage, output best or best-smoothed), stage 0's
     candidates train once more with [the labelled in-neighbours' class distribution, 1 where
     there is none] beside their inputs; the best of them is one more output candidate.

@@ -37,7 +37,7 @@ done
 while IFS='=' read -r key value; do
   key=$(tr -d ' ' <<<"$key"); value=$(tr -d ' ' <<<"$value")
   [[ $key == last-stage-* ]] && continue
-  if [[ $key =~ ^(gcn|sage|sage-pool|gat)-(.+)$ ]]; then
+  if [[ $key =~ ^(gcn|sage-pool|sage|gat)-(.+)$ ]]; then
     grep -qE -- "--${BASH_REMATCH[2]}( |$)" <<<"$help" || { echo "FAIL: data/defaults.cfg has $key, but retexo_mpi --help does not list --${BASH_REMATCH[2]}"; failures=$((failures + 1)); }
     continue
   fi
