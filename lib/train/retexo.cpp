@@ -155,9 +155,17 @@ std::vector<T> default_axis(std::span<const Item> table, Convert convert)
 }
 } // namespace
 
-// Every model's default normalisations are names of normalization (checked at compile time).
+// Checked at compile time: every section of the defaults table is a model's name (the one
+// name_of gives, which searches() looks up), and every model's default normalisations are
+// names of normalization.
 static_assert([]() consteval {
-    for (const auto& [kind, model] : names_of(nn::layer_kind{}).entries)
+    const auto table = names_of(nn::layer_kind{});
+    for (std::string_view section : defaults::models) {
+        const auto kind = named<nn::layer_kind>(section);
+        if (std::ranges::find(table.entries, kind, &decltype(table.entries)::value_type::first)->second != section)
+            throw "data/defaults.cfg: a model's section is not its first name";
+    }
+    for (const auto& [kind, model] : table.entries)
         for (std::string_view v : defaults::search_norm_for(model))
             (void)named<normalization>(v);
     return true;

@@ -193,7 +193,7 @@ if settings("stages = 2\nlr = 0.1,0.02\n").per_stage("lr") != [0.1, 0.02]:
     bad.append("settings: a list of one value per stage")
 if settings("stages = 4\nhidden = 64\n").per_stage("hidden", int) != [64] * 4:
     bad.append("settings: one value for every stage")
-# Each model's candidates: the table's lists, its MODEL-search-X where it has one (retexo's
+# Each model's candidates: the table's lists, its section's where it has one (retexo's
 # retexo_options::searches; test_retexo's default-stages case counts the same).
 axes = {}
 for m in ("gcn", "sage", "gat"):
@@ -206,7 +206,7 @@ if len(peer.search_candidates(settings("weight-decay = 1e-3\n"), "sage")) != 2:
     bad.append("settings: --weight-decay alone is the weight decay used")
 if len(peer.search_candidates(settings("search-norm = layer,none\n"), "sage")) != 12:
     bad.append("settings: --search-norm given applies to every model")
-refused("settings: a model's table line", "sage-search-weight-decay = 0\n")
+refused("settings: a model's section", "[sage]\nsearch-weight-decay = 0\n")
 refused("settings: a short list", "stages = 3\ndropout = 0.5,0.8\n", lambda st: st.per_stage("dropout"))
 refused("settings: an unknown option", "no-such-option = 1\n")
 refused("settings: an option given twice", "lr = 0.1\nlr = 0.2\n")

@@ -26,7 +26,7 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     node embedded (post-ReLU hidden).  A stage stops `patience` rounds after its best round.
     Every stage trains one candidate per --search-dropout, --search-weight-decay and
     --search-norm value (every combination, in retexo's order; the table's lists for the
-    model, its MODEL-search-X where it has one) and keeps the one that validates best (ties:
+    model, its section's where it has one) and keeps the one that validates best (ties:
     the lower validation loss).  With
     label-head (gcn and sage, more than one stage, output best or best-smoothed), stage 0's
     candidates train once more with [the labelled in-neighbours' class distribution, 1 where
@@ -518,16 +518,22 @@ DEFAULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", 
 
 def read_config(path):
     """`key = value` lines as retexo_mpi's --config reads them: '#' starts a comment, blank
-    lines are skipped; any other line, or a key given twice, is an error."""
+    lines are skipped, a key after a line `[section]` is `section.key`; any other line, or a
+    key given twice, is an error."""
     cfg = {}
+    section = ""
     with open(path) as f:
         for number, line in enumerate(f, 1):
             line = line.split("#", 1)[0].strip()
             if not line:
                 continue
+            if re.fullmatch(r"\[[a-z][a-z0-9-]*\]", line):
+                section = line[1:-1] + "."
+                continue
             key, eq, value = (part.strip() for part in line.partition("="))
             if not eq or not key:
                 raise SystemExit(f"peer.py: {path}:{number}: expected 'key = value', got '{line}'")
+            key = section + key
             if key in cfg:
                 raise SystemExit(f"peer.py: {path}:{number}: option '{key}' given twice")
             cfg[key] = value
@@ -553,28 +559,22 @@ class Settings:
     # Options the peer implements whose defaults are not plain values: the standard trainer's
     # width is the first stage's --hidden; --skip is on for the hidden variant (the peer's).
     EXTRA = {"std-hidden", "skip"}
-    # The table's model-X keys: a model's own default of option X, not options themselves.
-    MODEL_KEY = re.compile(r"(gcn|sage-pool|sage|gat)-(.+)")
-
     def __init__(self, path):
         self.table = read_config(DEFAULTS)
         self.table["skip"] = "true"
         self.cfg = read_config(path) if path else {}
         for key in self.cfg:
-            if key not in self.table and key not in self.EXTRA or key.startswith("last-stage-") or self.model_key(key):
+            if key not in self.table and key not in self.EXTRA or key.startswith("last-stage-") or "." in key:
                 raise SystemExit(f"peer.py: {path}: option '{key}' is not one the peer implements")
         self.stages = self.value("stages", int)
-
-    def model_key(self, key):
-        m = self.MODEL_KEY.fullmatch(key)
-        return m is not None and m.group(2) in self.table
 
     def given(self, key):
         return key in self.cfg
 
     def for_model(self, key, model):
-        """key's text: given, else the table's model-key where it has one, else the table's."""
-        return self.cfg.get(key, self.table.get(f"{model}-{key}", self.table.get(key)))
+        """key's text: given, else the model's own in the table (its section) where it has
+        one, else the table's."""
+        return self.cfg.get(key, self.table.get(f"{model}.{key}", self.table.get(key)))
 
     def value(self, key, conv=float):
         text = self.cfg.get(key, self.table.get(key))
@@ -911,7 +911,7 @@ def stage_blocks(d, k, model, h, prev, A, M, out, opts, split):
 def search_candidates(st, model):
     """The (dropout, weight decay, normalisation) triples every stage tries, in retexo_mpi's
     order (dropout varies fastest).  An axis is the --search-X values given, or the stage's own
-    (None) when --X alone is given, else the table's list for the model (its MODEL-search-X
+    (None) when --X alone is given, else the table's list for the model (its section's
     where it has one; one value: the stage's own; retexo_options::searches)."""
     def axis(key, conv=float):
         if st.given(key) and not st.given("search-" + key):

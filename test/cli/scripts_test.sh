@@ -32,13 +32,20 @@ for f in "$src"/perf/configs/*.cfg; do
   done
   echo "ok: keys of $f"
 done
-# The defaults table: every key is a retexo_mpi option (last-stage-X and a model's MODEL-X: X
-# is), and where --help shows a default, it is the table's.
+# The defaults table: every key is a retexo_mpi option (last-stage-X: X is), every section a
+# --model name whose keys are options, and where --help shows a default, it is the table's.
+models=" $(sed -nE 's/^ *--model arg \(=[^)]*\) *//p' <<<"$help" | tr -d '|') "
+section=""
 while IFS='=' read -r key value; do
   key=$(tr -d ' ' <<<"$key"); value=$(tr -d ' ' <<<"$value")
+  if [[ $key =~ ^\[(.+)\]$ ]]; then
+    section=${BASH_REMATCH[1]}
+    [[ $models == *" $section "* ]] || { echo "FAIL: data/defaults.cfg has a section [$section], not a --model of retexo_mpi --help ($models)"; failures=$((failures + 1)); }
+    continue
+  fi
   [[ $key == last-stage-* ]] && continue
-  if [[ $key =~ ^(gcn|sage-pool|sage|gat)-(.+)$ ]]; then
-    grep -qE -- "--${BASH_REMATCH[2]}( |$)" <<<"$help" || { echo "FAIL: data/defaults.cfg has $key, but retexo_mpi --help does not list --${BASH_REMATCH[2]}"; failures=$((failures + 1)); }
+  if [[ -n $section ]]; then
+    grep -qE -- "--$key( |$)" <<<"$help" || { echo "FAIL: data/defaults.cfg's [$section] has $key, which retexo_mpi --help does not list"; failures=$((failures + 1)); }
     continue
   fi
   line=$(grep -E -- "--$key( |$)" <<<"$help") || { echo "FAIL: data/defaults.cfg has $key, which retexo_mpi --help does not list"; failures=$((failures + 1)); continue; }

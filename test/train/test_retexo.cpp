@@ -566,7 +566,7 @@ TEST_CASE("retexo's default stages: the last with dropout 0.8 and every round, t
     CHECK(o.output == train::stage_output::best_smoothed);
     CHECK(o.smooth.alpha == std::vector<double>{0, 0.5, 0.8, 0.9});
     CHECK(o.search.dropout == std::vector<double>{0.5, 0.8});
-    // The weight decays and normalisations are the model's (data/defaults.cfg's MODEL-search-X
+    // The weight decays and normalisations are the model's (data/defaults.cfg's model section
     // where it has one): GCN and GAT stages choose between no normalisation and LayerNorm too,
     // GraphSAGE stages among weight decays 0, 5e-4 and 5e-3 and keep their own normalisation
     // unless the axis is set; `search = {}` is no search at all.

@@ -212,7 +212,7 @@ struct retexo_options {
                         .weight_decay = std::nullopt,
                         .norm = std::nullopt};
     /// The search with search.weight_decay and search.norm resolved: unset, the defaults
-    /// table's list for the model (data/defaults.cfg: its MODEL-search-X where it has one;
+    /// table's list for the model (data/defaults.cfg: its section's where it has one;
     /// a list of one value is the stage's own setting, no search on that axis).
     stage_search searches() const;
     /// The label head (GCN and GraphSAGE-mean, hidden variant, more than one stage, output
