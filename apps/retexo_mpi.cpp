@@ -506,7 +506,11 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
             RETEXO_ENSURE(!std::filesystem::is_directory(path), "--config " << path << ": is a directory");
             std::ifstream f(path);
             RETEXO_ENSURE(f.good(), "--config: cannot open " << path);
-            po::store(po::parse_config_file(f, desc), vm);
+            try {
+                po::store(po::parse_config_file(f, desc), vm);
+            } catch (const po::error& e) { // unknown or repeated keys, lines that are not key = value
+                RETEXO_THROW("--config " << path << ": " << e.what());
+            }
         }
         po::notify(vm);
         make_typed(t, vm, a);

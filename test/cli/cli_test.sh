@@ -151,6 +151,11 @@ expect_mpi 1 "--std-dropout must be in \[0, 1\), got 1" "$mpiexec" -n 2 "$apps/r
 expect_mpi 1 "--stages must be in \[1, 1000\], got 1000000000" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --stages 1000000000
 expect_mpi 1 "--cross-fit 100000: the graph has [0-9]+ training nodes, fewer than the folds" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --cross-fit 100000
 expect_mpi 1 "--config $tmp: is a directory" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp"
+# A config file's bad line names the file; a section of the defaults table is no option.
+printf '[sage]\nsearch-weight-decay = 0\n' >"$tmp/section.cfg"
+expect_mpi 1 "--config $tmp/section.cfg: unrecognised option 'sage.search-weight-decay'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp/section.cfg"
+printf 'lr 0.1\n' >"$tmp/noeq.cfg"
+expect_mpi 1 "--config $tmp/noeq.cfg: .*lr 0.1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp/noeq.cfg"
 expect_mpi 1 "--rounds: '4,3,' ends without a value" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 4,3,
 expect_mpi 1 "--mode retexo,retexo: retexo is named twice" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo,retexo
 expect_mpi 1 "--stop-after-stage 9: there are 3 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --stop-after-stage 9 --checkpoint-dir "$tmp/ck9"
