@@ -6,6 +6,9 @@
 //                                               sgemm multiply-adds (the GAT layer's cost model)
 //   sparse linear forward + weight gradient     GFLOP/s on the non-zeros vs sgemm, and time vs
 //   (bag-of-words rows, 0.3% to 10% non-zero)   the dense kernel on the same rows (the crossover)
+//   Adam step (every RETEXO round's update)     bytes necessarily moved / time vs triad GB/s:
+//                                               per parameter, read value, gradient and both
+//                                               moments, write value and moments (28 B)
 // "Bytes necessarily moved" by a gather-based aggregation with no cache reuse: every edge
 // reads its source row once, every output row is written once, plus the CSR (8 B offset per
 // row, 4 B id and 4 B weight per edge).  Options: --nodes N --degree D --quick --json FILE.
@@ -15,6 +18,7 @@
 #include <retexo/kernels/aggregate.hpp>
 #include <retexo/kernels/gat.hpp>
 #include <retexo/kernels/linear.hpp>
+#include <retexo/kernels/optim.hpp>
 #include <retexo/kernels/sparse.hpp>
 
 #include <nlohmann/json.hpp>
@@ -250,6 +254,21 @@ int main(int argc, char** argv)
                                                                 {"gflops", gf},         {"ratio_sgemm", gf / sgemm},
                                                                 {"dense_ms", td * 1e3}, {"speedup_vs_dense", td / ts}};
         }
+    }
+    // Adam (L2 weight decay, as RETEXO's stages) over one F x 256 weight: a stage's first
+    // layer on F input columns (citeseer's SAGE stage 0: 2 x 3703).
+    std::printf("%-26s %8s %10s %10s %8s\n", "adam step", "params", "time ms", "GB/s", "x triad");
+    for (const Eigen::Index f : {Eigen::Index{1024}, Eigen::Index{7406}, Eigen::Index{quick ? 16384 : 65536}}) {
+        parameter<float> p("w", f, 256);
+        fill(p.value, 12);
+        fill(p.grad, 13);
+        optimizer<float> opt({.kind = optimizer_kind::adam, .lr = 0.01, .weight_decay = 5e-4}, {&p});
+        const double t = perf::best_time([&] { opt.step(); });
+        const double gbs = 28.0 * static_cast<double>(p.value.size()) / t * 1e-9;
+        std::printf("%-26s %8lld %10.2f %10.2f %8.2f\n", ("F=" + std::to_string(f)).c_str(),
+                    static_cast<long long>(p.value.size()), t * 1e3, gbs, gbs / triad);
+        report["adam"][std::to_string(f)] = {
+            {"params", p.value.size()}, {"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}};
     }
     if (!json_out.empty()) std::ofstream(json_out) << report.dump(2) << "\n";
     return 0;

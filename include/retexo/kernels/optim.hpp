@@ -98,3 +98,11 @@ private:
 } // namespace retexo
 
 #include <retexo/kernels/optim_impl.hpp>
+
+namespace retexo {
+// Instantiated once, in the library (lib/kernels/optim.cpp), with its flags: a caller's own
+// copy, compiled without -fno-math-errno, keeps std::sqrt's errno branch and a scalar loop
+// (perf/bench_kernels: 0.15 x triad against 1.0).
+extern template class optimizer<float>;
+extern template class optimizer<double>;
+} // namespace retexo
