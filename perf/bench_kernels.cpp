@@ -25,6 +25,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
@@ -78,6 +79,11 @@ int main(int argc, char** argv)
         }
     }
     if (quick) nodes = std::min(nodes, node_t{100000});
+    if (const auto dir = std::filesystem::path(json_out).parent_path();
+        !dir.empty() && !std::filesystem::is_directory(dir)) {
+        std::cerr << "bench_kernels: --json " << json_out << ": " << dir.string() << " is not a directory\n";
+        return 2;
+    }
     nlohmann::json report;
     const int threads = omp_get_max_threads();
     const double triad = perf::measure_triad_gbs();
@@ -270,6 +276,13 @@ int main(int argc, char** argv)
         report["adam"][std::to_string(f)] = {
             {"params", p.value.size()}, {"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}};
     }
-    if (!json_out.empty()) std::ofstream(json_out) << report.dump(2) << "\n";
+    if (!json_out.empty()) {
+        std::ofstream f(json_out);
+        f << report.dump(2) << "\n";
+        if (!f.flush()) {
+            std::cerr << "bench_kernels: --json " << json_out << ": cannot write\n";
+            return 1;
+        }
+    }
     return 0;
 }

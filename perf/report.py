@@ -89,6 +89,11 @@ if k:
         for v in k["sparse_linear"].values():
             md.append(f"| | {100 * v['density']:.2f}% | {v['ms']:.1f} | {v['gflops']:.1f} | {v['ratio_sgemm']:.2f} | "
                       f"{v['speedup_vs_dense']:.1f} |")
+    if "adam" in k:
+        md.append("\n| Adam step (F x 256, 28 B a parameter) | parameters | ms | GB/s | x triad |")
+        md.append("|---|---|---|---|---|")
+        for f, v in k["adam"].items():
+            md.append(f"| F={f} | {v['params']} | {v['ms']:.2f} | {v['gbs']:.2f} | {v['ratio_triad']:.2f} |")
     md.append("")
     summary["kernels"] = k
 
