@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iterator>
 #include <numeric>
 #include <optional>
@@ -175,8 +176,7 @@ stage_search retexo_options::searches() const
 {
     const std::string m = name_of(model);
     stage_search s = search;
-    if (!s.weight_decay)
-        s.weight_decay = default_axis<double>(defaults::search_weight_decay_for(m), [](double v) { return v; });
+    if (!s.weight_decay) s.weight_decay = default_axis<double>(defaults::search_weight_decay_for(m), std::identity{});
     if (!s.norm)
         s.norm = default_axis<normalization>(defaults::search_norm_for(m),
                                              [](std::string_view v) { return parse_name<normalization>(v); });

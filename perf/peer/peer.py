@@ -559,6 +559,7 @@ class Settings:
     # Options the peer implements whose defaults are not plain values: the standard trainer's
     # width is the first stage's --hidden; --skip is on for the hidden variant (the peer's).
     EXTRA = {"std-hidden", "skip"}
+
     def __init__(self, path):
         self.table = read_config(DEFAULTS)
         self.table["skip"] = "true"
