@@ -47,6 +47,13 @@ inline nlohmann::json accuracy_json(const accuracies& a)
     return {{"train", a.train}, {"valid", a.valid}, {"test", a.test}};
 }
 
+/// Accuracy after label spreading and the rate chosen (null where not spread).
+inline nlohmann::json spread_json(const spread_accuracy& s)
+{
+    if (s.alpha < 0) return nullptr;
+    return {{"alpha", s.alpha}, {"accuracy", accuracy_json(s.acc)}};
+}
+
 inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json& config)
 {
     nlohmann::json j;
@@ -69,6 +76,7 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
                           {"rounds", s.rounds},
                           {"best_round", s.best_round},
                           {"accuracy", accuracy_json(s.best)},
+                          {"spread", spread_json(s.spread)},
                           {"bytes", ledger_json(s.bytes)},
                           {"time_s", s.seconds}});
         if (s.pseudo > 0) stages.back()["pseudo_labels"] = s.pseudo;
@@ -79,6 +87,7 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
                                        {"side_by_side", s.side_by_side}};
     }
     j["stages"] = stages;
+    if (r.output_stage >= 0) j["output"] = {{"stage", r.output_stage}, {"label_head", r.output_label_head}};
     if (r.smoothed)
         j["smooth"] = {{"alpha", r.smoothed->alpha},
                        {"valid", r.smoothed->valid},
@@ -89,7 +98,8 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
         j["label_head"] = {{"candidates", r.label_head->candidates},
                            {"rounds", r.label_head->rounds},
                            {"kept", r.label_head->kept},
-                           {"accuracy", accuracy_json(r.label_head->acc)}};
+                           {"accuracy", accuracy_json(r.label_head->acc)},
+                           {"spread", spread_json(r.label_head->spread)}};
     nlohmann::json hist = nlohmann::json::array();
     for (const auto& e : r.history) {
         hist.push_back({{"stage", e.stage},
@@ -109,10 +119,14 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
     return j;
 }
 
-/// RETEXO's stages: the rounds each trained over all its candidates, the candidate kept.
+/// RETEXO's stages: the rounds each trained over all its candidates, the candidate kept, its
+/// validation accuracy (and after label spreading), and which one predicts.
 inline std::string stage_lines(const train::run_result& r)
 {
     std::ostringstream o;
+    const auto spread = [&](const spread_accuracy& s) {
+        if (s.alpha >= 0) o << " (label spreading, alpha " << s.alpha << ": " << s.acc.valid << ")";
+    };
     for (const auto& st : r.stages) {
         const auto rounds = std::count_if(r.history.begin(), r.history.end(),
                                           [&](const epoch_record& e) { return e.stage == st.stage; });
@@ -120,11 +134,17 @@ inline std::string stage_lines(const train::run_result& r)
         if (st.candidates > 1)
             o << " over " << st.candidates << " candidates" << (st.side_by_side ? " side by side" : "") << ", kept "
               << st.settings;
-        o << "; best round " << st.best_round << ", valid " << st.best.valid << ", " << st.seconds << " s\n";
-        if (st.stage == 0 && r.label_head)
+        o << "; best round " << st.best_round << ", valid " << st.best.valid;
+        spread(st.spread);
+        o << ", " << st.seconds << " s" << (st.stage == r.output_stage && !r.output_label_head ? ", predicts\n" : "\n");
+        if (st.stage == 0 && r.label_head) {
             o << "  label head: " << r.label_head->rounds << " rounds over " << r.label_head->candidates
-              << " candidates, valid " << r.label_head->acc.valid << (r.label_head->kept ? ", kept" : ", not kept")
-              << "\n";
+              << " candidates, valid " << r.label_head->acc.valid;
+            spread(r.label_head->spread);
+            o << (r.output_label_head ? ", predicts\n" : "\n");
+        } else if (st.stage == 0 && r.output_label_head) {
+            o << "  label head (trained before the resume): predicts\n";
+        }
     }
     return o.str();
 }

@@ -17,7 +17,7 @@ namespace retexo {
 
 namespace {
 
-constexpr std::int64_t format_version = 3;
+constexpr std::int64_t format_version = 4;
 
 /// The scalar fields of the records a checkpoint keeps, for f(name, member): one list for
 /// writing and reading.
@@ -49,6 +49,10 @@ void fields(S& s, F&& f) requires std::is_same_v<std::remove_const_t<S>, stage_r
     f("train", s.best.train);
     f("valid", s.best.valid);
     f("test", s.best.test);
+    f("spread_alpha", s.spread.alpha);
+    f("spread_train", s.spread.acc.train);
+    f("spread_valid", s.spread.acc.valid);
+    f("spread_test", s.spread.acc.test);
     f("seconds", s.seconds);
 }
 
@@ -213,9 +217,10 @@ void check_contents(const retexo_checkpoint& c, const std::string& path)
     for (const auto& [name, v] :
          {std::pair<const char*, double>{"best_valid", c.carry.best_valid}, {"best_alpha", c.carry.best_alpha}})
         RETEXO_ENSURE(std::isfinite(v), path << ": attribute " << name << " is not finite");
-    const auto& sa = c.carry.best_spread_acc;
-    RETEXO_ENSURE(std::isfinite(sa.train) && std::isfinite(sa.valid) && std::isfinite(sa.test),
-                  path << ": inputs/best_spread_acc is not finite");
+    for (const auto& [name, a] : {std::pair<const char*, accuracies>{"best_acc", c.carry.best_acc},
+                                  {"best_spread_acc", c.carry.best_spread_acc}})
+        RETEXO_ENSURE(std::isfinite(a.train) && std::isfinite(a.valid) && std::isfinite(a.test),
+                      path << ": inputs/" << name << " is not finite");
     for (double v : c.carry.best_alpha_valid)
         RETEXO_ENSURE(std::isfinite(v), path << ": inputs/best_alpha_valid is not finite");
     // inputs/*, stage/x: the feature reader refuses non-finite values (io/features.hpp).
@@ -306,6 +311,10 @@ std::vector<shared_field> shared_counts(const retexo_checkpoint& c)
             {"attribute num_finished", static_cast<std::int64_t>(c.finished.size())},
             {"rounds in history/", static_cast<std::int64_t>(c.history.size())},
             {"attribute best_stage", k.best_stage},
+            {"attribute best_label_head", static_cast<std::int64_t>(k.best_label_head)},
+            real_field("inputs/best_acc (train)", k.best_acc.train),
+            real_field("inputs/best_acc (valid)", k.best_acc.valid),
+            real_field("inputs/best_acc (test)", k.best_acc.test),
             real_field("attribute best_valid", k.best_valid),
             real_field("attribute best_alpha", k.best_alpha),
             real_field("inputs/best_spread_acc (train)", k.best_spread_acc.train),
@@ -439,11 +448,13 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
         write_features(f, "inputs/skip_train", c.carry.skip.train);
         f.write_matrix("inputs/best_logits", c.carry.best_logits);
         f.set_attr("best_stage", static_cast<std::int64_t>(c.carry.best_stage));
+        f.set_attr("best_label_head", static_cast<std::int64_t>(c.carry.best_label_head));
         f.set_attr("best_valid", c.carry.best_valid);
         f.write_matrix("inputs/best_spread", c.carry.best_spread);
         f.set_attr("best_alpha", c.carry.best_alpha);
-        const auto& sa = c.carry.best_spread_acc;
-        f.write_matrix("inputs/best_spread_acc", matrix<double>{{sa.train, sa.valid, sa.test}});
+        for (const auto& [name, a] : {std::pair<const char*, accuracies>{"inputs/best_acc", c.carry.best_acc},
+                                      {"inputs/best_spread_acc", c.carry.best_spread_acc}})
+            f.write_matrix(name, matrix<double>{{a.train, a.valid, a.test}});
         matrix<double> alpha_valid; // one row per alpha
         if (!c.carry.best_alpha_valid.empty()) {
             alpha_valid.resize(static_cast<Eigen::Index>(c.carry.best_alpha_valid.size()), 1);
@@ -524,12 +535,19 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
     c.carry.skip.train = read_features(f, "inputs/skip_train");
     c.carry.best_logits = f.read_matrix<float>("inputs/best_logits");
     c.carry.best_stage = static_cast<int>(f.attr_int("best_stage"));
+    const std::int64_t label_head = f.attr_int("best_label_head");
+    RETEXO_ENSURE(label_head == 0 || label_head == 1,
+                  path << ": attribute best_label_head must be 0 or 1, got " << label_head);
+    c.carry.best_label_head = label_head == 1;
     c.carry.best_valid = f.attr_double("best_valid");
     c.carry.best_spread = f.read_matrix<float>("inputs/best_spread");
     c.carry.best_alpha = f.attr_double("best_alpha");
-    const auto sa = f.read_matrix<double>("inputs/best_spread_acc", 3);
-    RETEXO_ENSURE(sa.rows() == 1, path << ": inputs/best_spread_acc must be 1 x 3");
-    c.carry.best_spread_acc = {sa(0, 0), sa(0, 1), sa(0, 2)};
+    for (auto [name, a] : {std::pair{"inputs/best_acc", &c.carry.best_acc},
+                           std::pair{"inputs/best_spread_acc", &c.carry.best_spread_acc}}) {
+        const auto m = f.read_matrix<double>(name, 3);
+        RETEXO_ENSURE(m.rows() == 1, path << ": " << name << " must be 1 x 3");
+        *a = {m(0, 0), m(0, 1), m(0, 2)};
+    }
     const auto av = f.read_matrix<double>("inputs/best_alpha_valid");
     c.carry.best_alpha_valid.assign(av.data(), av.data() + av.size());
     c.carry.logits = f.read_matrix<float>("inputs/logits");

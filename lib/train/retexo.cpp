@@ -536,7 +536,7 @@ void retexo_run::use_label_inputs(retexo_stage& s)
     s.labels_on = want;
 }
 
-std::pair<matrix_f, double> retexo_run::train_label_head(retexo_stage& s)
+matrix_f retexo_run::train_label_head(retexo_stage& s)
 {
     const stage_options& base = o_.stages[static_cast<std::size_t>(s.index)];
     const std::vector<std::size_t> order = o_.search.trained(s.index, has_head(s));
@@ -569,7 +569,7 @@ std::pair<matrix_f, double> retexo_run::train_label_head(retexo_stage& s)
     step_ = step0;
     result_.history.resize(history0); // its rounds are not the stage's
     head.acc = reduce_accuracies(ctx_, top);
-    return {std::move(top), head.acc.valid};
+    return top;
 }
 
 void retexo_run::build_model(retexo_stage& s)
@@ -1078,17 +1078,24 @@ bool retexo_run::smooths_each_stage() const
 void retexo_run::finish_output(const stage_record& last, matrix_f logits)
 {
     result_.final_acc = last.best;
+    result_.output_stage = last.stage;
     result_.logits = std::move(logits);
     std::optional<smooth_result> sm;
     double last_score = last.best.valid;
     if (smooths_each_stage()) {
         sm = smooth_predictions(ctx_, result_.logits, o_.smooth, meter_.timer);
         last_score = sm->acc.valid;
+        result_.stages.back().spread = {.alpha = sm->alpha, .acc = sm->acc};
     }
-    // An earlier stage predicts if it validated better: its head's accuracy (best), or its
-    // accuracy after label spreading (best-smoothed: its spreading, kept since its stage).
-    if (o_.output != stage_output::last && carry_.best_stage >= 0 && carry_.best_valid > last_score) {
-        result_.final_acc = result_.stages[static_cast<std::size_t>(carry_.best_stage)].best;
+    // An earlier stage (or the label head) predicts if it validated better: its head's
+    // accuracy (best), or its accuracy after label spreading (best-smoothed: its spreading,
+    // kept since its stage).
+    const bool earlier = o_.output != stage_output::last && carry_.best_stage >= 0 && carry_.best_valid > last_score;
+    result_.output_label_head = earlier && carry_.best_label_head;
+    if (result_.label_head) result_.label_head->kept = result_.output_label_head;
+    if (earlier) {
+        result_.final_acc = carry_.best_acc;
+        result_.output_stage = carry_.best_stage;
         result_.logits = std::move(carry_.best_logits);
         sm.reset();
         if (smooths_each_stage())
@@ -1098,7 +1105,14 @@ void retexo_run::finish_output(const stage_record& last, matrix_f logits)
                                .valid = std::move(carry_.best_alpha_valid)};
     }
     if (!o_.smooth.enabled()) return;
-    if (!sm) sm = smooth_predictions(ctx_, result_.logits, o_.smooth, meter_.timer);
+    if (!sm) { // the output alone is spread
+        sm = smooth_predictions(ctx_, result_.logits, o_.smooth, meter_.timer);
+        const spread_accuracy spread{.alpha = sm->alpha, .acc = sm->acc};
+        if (!result_.output_label_head)
+            result_.stages[static_cast<std::size_t>(result_.output_stage)].spread = spread;
+        else if (result_.label_head)
+            result_.label_head->spread = spread;
+    }
     result_.smoothed = run_result::smoothing{.alpha = o_.smooth.alpha,
                                              .valid = sm->valid,
                                              .chosen = sm->alpha,
@@ -1108,14 +1122,20 @@ void retexo_run::finish_output(const stage_record& last, matrix_f logits)
     result_.logits = std::move(sm->scores);
 }
 
-bool retexo_run::offer_output(int stage, const matrix_f& logits, double valid)
+bool retexo_run::offer_output(int stage, bool label_head, const matrix_f& logits, const accuracies& acc,
+                              spread_accuracy& spread)
 {
     std::optional<smooth_result> sm;
-    if (smooths_each_stage()) sm = smooth_predictions(ctx_, logits, o_.smooth, meter_.timer);
-    const double score = sm ? sm->acc.valid : valid;
+    if (smooths_each_stage()) {
+        sm = smooth_predictions(ctx_, logits, o_.smooth, meter_.timer);
+        spread = {.alpha = sm->alpha, .acc = sm->acc};
+    }
+    const double score = sm ? sm->acc.valid : acc.valid;
     if (carry_.best_stage >= 0 && score < carry_.best_valid) return false;
     carry_.best_logits = logits;
     carry_.best_stage = stage;
+    carry_.best_label_head = label_head;
+    carry_.best_acc = acc;
     carry_.best_valid = score;
     if (sm) {
         carry_.best_spread = std::move(sm->scores);
@@ -1146,7 +1166,7 @@ bool retexo_run::embed(retexo_stage& s)
     result_.stages.push_back(sr);
     for (auto& t : named_values(s.params))
         result_.parameters.push_back(std::move(t));
-    std::optional<std::pair<matrix_f, double>> head;
+    std::optional<matrix_f> head;
     if (s.index == 0 && o_.label_head_applies()) head = train_label_head(s);
     const bool logits_variant = o_.variant == retexo_variant::logits;
     carry_.logits = !s.last && uses_pseudo_labels(s.index + 1) ? logits : matrix_f();
@@ -1156,8 +1176,8 @@ bool retexo_run::embed(retexo_stage& s)
         return true;
     }
     if (o_.output != stage_output::last) {
-        offer_output(s.index, logits, sr.best.valid);
-        if (head) result_.label_head->kept = offer_output(s.index, head->first, head->second);
+        offer_output(s.index, false, logits, sr.best, result_.stages.back().spread);
+        if (head) offer_output(s.index, true, *head, result_.label_head->acc, result_.label_head->spread);
     }
     if (logits_variant) { // what crosses: each node's class probabilities
         softmax_rows(logits);

@@ -127,10 +127,12 @@ public:
     void share_history(std::size_t from);
     /// False when the run stopped after the stage with a checkpoint.
     bool embed(retexo_stage& s);
-    /// --output-stage best / best-smoothed: stage `stage`'s logits of every owned row (their
-    /// validation accuracy `valid`) predict if they validate at least as well (after label
-    /// spreading with best-smoothed) as the best before them.  Whether they were kept.
-    bool offer_output(int stage, const matrix_f& logits, double valid);
+    /// --output-stage best / best-smoothed: stage `stage`'s logits of every owned row (its
+    /// label head's if label_head; their accuracy `acc`) predict if they validate at least
+    /// as well (after label spreading with best-smoothed, which also records the spreading
+    /// in `spread`) as the best before them.  Whether they were kept.
+    bool offer_output(int stage, bool label_head, const matrix_f& logits, const accuracies& acc,
+                      spread_accuracy& spread);
     /// The run's predictions after the last stage: the output stage's, label spreading.
     void finish_output(const stage_record& last, matrix_f logits);
     bool smooths_each_stage() const;
@@ -150,9 +152,10 @@ private:
     /// or gathered yet (an exchange, a gather of the training rows'); else local.
     void use_label_inputs(retexo_stage& s);
     /// The label head (retexo_options::label_head): stage 0's candidates again, with label
-    /// inputs; the best one's logits of every owned row and its validation accuracy.  The
-    /// stage's inputs, run step and model are as before it after (collective).
-    std::pair<matrix_f, double> train_label_head(retexo_stage& s);
+    /// inputs; the best one's logits of every owned row (its accuracy in
+    /// run_result::label_head).  The stage's inputs, run step and model are as before it
+    /// after (collective).
+    matrix_f train_label_head(retexo_stage& s);
     /// Every rank's rows `rows` of x with their labels, in global-id order (collective).
     retexo_stage::gathered_rows gather_rows(const retexo_stage& s, const node_features& x,
                                             const std::vector<node_t>& rows,

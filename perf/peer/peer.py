@@ -1007,9 +1007,10 @@ def run_retexo(d, st, opts):
              "smooth": 0.0}
     stages, h, prev, best, head = [], None, [], None, None
 
-    def offer(logits, acc):
+    def offer(logits, acc, who):
         """The output stage: the last unless an earlier one (or the label head) validates
-        better, by its own predictions (best) or after label spreading (best-smoothed)."""
+        better, by its own predictions (best) or after label spreading (best-smoothed).
+        who: the stage, or "label-head"."""
         nonlocal best
         if output == "best-smoothed":
             t5 = time.perf_counter()
@@ -1019,9 +1020,7 @@ def run_retexo(d, st, opts):
         else:
             chosen, spread, score = None, None, acc["valid"]
         if output != "last" and (best is None or score >= best["score"]):
-            best = {"score": score, "logits": logits, "acc": acc, "alpha": chosen, "spread": spread}
-            return True
-        return False
+            best = {"score": score, "logits": logits, "acc": acc, "alpha": chosen, "spread": spread, "who": who}
 
     def embed(stage):
         t4 = time.perf_counter()
@@ -1056,15 +1055,17 @@ def run_retexo(d, st, opts):
                                                                      H, graphs))
             hlogits, _, hacc = embed(htop[0][2])
             head = {"rounds_run": hrounds, "accuracy": hacc}
-        offer(logits, acc)
+        offer(logits, acc, k)
         if head is not None and k == 0:
-            head["kept"] = offer(hlogits, hacc)
+            offer(hlogits, hacc, "label-head")
         stages.append({"stage": k, "inputs": [b.kind for b in blocks], "input_density": [b.density for b in blocks],
                        "rounds": rnd, "rounds_run": rounds_run, "best_round": best_round, "lr": s["lr"], "dropout": p,
                        "weight_decay": wd, "candidates": len(mine), "hidden": hidden, "norm": norm,
                        "accuracy": acc})
         log(f"stage {k}: inputs {[b.kind for b in blocks]}, dropout {p}, weight decay {wd}, layer norm {norm}, "
             f"best round {best_round}, valid {acc['valid']:.3f} test {acc['test']:.3f}")
+    if head is not None:
+        head["kept"] = best is not None and best["who"] == "label-head"  # it predicts
     if output == "best-smoothed":
         chosen, final = best["alpha"], best["spread"]
     else:

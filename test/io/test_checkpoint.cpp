@@ -44,11 +44,14 @@ retexo_checkpoint sample()
     c.carry.skip.all = sparse_rows();
     c.carry.best_logits = counting(3, 2, -1);
     c.carry.best_stage = 0;
+    c.carry.best_label_head = true;
+    c.carry.best_acc = {.train = 0.9, .valid = 0.7, .test = 0.65};
     c.carry.best_valid = 0.75;
     c.finished = {{"stage0.w", counting(4, 4, 3)}, {"stage0.b", counting(1, 4, 0)}};
     c.history = {{.stage = 0, .epoch = 1, .loss = 1.5, .bytes = 100, .calls = 3, .seconds = 0.1},
                  {.stage = 1, .epoch = 11, .loss = 0.5, .bytes = 300, .calls = 9, .seconds = 2.4}};
-    stage_record s{.stage = 0, .rounds = 10, .best_round = 8, .seconds = 1.25};
+    stage_record s{
+        .stage = 0, .rounds = 10, .best_round = 8, .spread = {.alpha = 0.8, .acc = {1, 0.75, 0.5}}, .seconds = 1.25};
     s.bytes.add(purpose::gradients, 64, 32, 2);
     c.stages = {s};
     c.done.add(purpose::halo_forward, 1000, 900, 4);
@@ -104,6 +107,8 @@ TEST_CASE("a checkpoint reads back what was written", "[io][checkpoint]")
     CHECK(r.carry.skip.all.sparse().values == c.carry.skip.all.sparse().values);
     CHECK(r.carry.best_logits == c.carry.best_logits);
     CHECK(r.carry.best_stage == 0);
+    CHECK(r.carry.best_label_head);
+    CHECK(r.carry.best_acc.test == 0.65);
     CHECK(r.carry.best_valid == 0.75);
     REQUIRE(r.finished.size() == 2);
     CHECK(r.finished[0].name == "stage0.w");
@@ -113,6 +118,8 @@ TEST_CASE("a checkpoint reads back what was written", "[io][checkpoint]")
     CHECK(r.history[1].bytes == 300);
     REQUIRE(r.stages.size() == 1);
     CHECK(r.stages[0].best_round == 8);
+    CHECK(r.stages[0].spread.alpha == 0.8);
+    CHECK(r.stages[0].spread.acc.valid == 0.75);
     CHECK(r.stages[0].bytes.sent[static_cast<int>(purpose::gradients)] == 64);
     CHECK(r.done.sent[static_cast<int>(purpose::halo_forward)] == 1000);
     CHECK(r.phases == c.phases);
@@ -189,6 +196,8 @@ TEST_CASE("a checkpoint out of range or not finite is refused, naming the file a
     refused([](auto& c) { c.step = -3; }, "attribute step must be >= 0");
     refused([](auto& c) { c.carry.best_stage = 50; },
             "attribute best_stage must be -1 or a finished stage (0..0), got 50");
+    refused([](auto& c) { c.carry.best_acc.test = std::numeric_limits<double>::quiet_NaN(); },
+            "inputs/best_acc is not finite");
     refused([](auto& c) { c.next_round = 40; }, "attribute stage.rounds_done is 11, but next_round is 40");
     refused([](auto& c) { c.current.best_round = 12; }, "attribute stage.best_round must be in [0, 11], got 12");
     refused([](auto& c) { c.current.search.top = 2; }, "attribute search.top must be -1 or a candidate before");

@@ -96,6 +96,8 @@ void check_identical(const train::run_result& a, const train::run_result& b)
         CHECK(a.history[e].loss == b.history[e].loss);
     }
     CHECK(a.final_acc.test == b.final_acc.test);
+    CHECK(a.output_stage == b.output_stage);
+    CHECK(a.output_label_head == b.output_label_head);
 }
 
 /// The same run in one process and on every rank (random partitions): {single, distributed}.
@@ -717,6 +719,7 @@ TEST_CASE("output-stage best-smoothed predicts with the stage that validates bes
     const graph g = small_graph();
     auto o = three_stage_options(nn::layer_kind::gcn, train::retexo_variant::hidden, 0);
     o.stages[2].lr = 1e-5; // a last stage that learns almost nothing
+    o.label_head = false;  // a stage predicts (the label head's test has it predict)
     o.smooth = {.alpha = {0.0, 0.5, 0.9}, .steps = 5};
     auto smoothed = o;
     smoothed.output = train::stage_output::best_smoothed;
@@ -736,11 +739,13 @@ TEST_CASE("output-stage best-smoothed predicts with the stage that validates bes
         for (std::size_t k = 0; k < 3; ++k)
             CHECK(r.res.stages[k].best.test == dist.stages[k].best.test);
     }
-    bool from_a_stage = false;
-    for (const auto& st : dist.stages)
-        from_a_stage =
-            from_a_stage || (st.best.valid == dist.smoothed->model.valid && st.best.test == dist.smoothed->model.test);
-    CHECK(from_a_stage);
+    const auto& out = dist.stages.at(static_cast<std::size_t>(dist.output_stage));
+    CHECK(out.best.valid == dist.smoothed->model.valid);
+    CHECK(out.best.test == dist.smoothed->model.test);
+    CHECK(out.spread.acc.test == dist.final_acc.test);
+    CHECK(out.spread.alpha == dist.smoothed->chosen);
+    for (const auto& st : dist.stages) // each stage spread, the output the best after it
+        CHECK(st.spread.acc.valid <= out.spread.acc.valid);
 }
 
 TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run exactly", "[mpi][retexo][checkpoint]")
@@ -925,6 +930,7 @@ TEST_CASE("retexo checkpoints: one rank's damaged file fails every rank, naming 
         {"stage -1", "boundary", attribute("stage", -1)},
         {"stage 1", "boundary", attribute("stage", 1)},
         {"best_stage 50", "boundary", attribute("best_stage", 50)},
+        {"best_label_head 2", "boundary", attribute("best_label_head", 2)},
         {"next_round beyond the stage", "inside", attribute("next_round", 1000)},
         {"step", "boundary", attribute("step", 7), true},
         {"inputs/h of one row", "boundary",
@@ -1182,6 +1188,7 @@ TEST_CASE("output-stage best predicts with the stage of the best validation accu
     const graph g = small_graph();
     auto o = three_stage_options(nn::layer_kind::gcn, train::retexo_variant::hidden, 0);
     o.stages[2].lr = 1e-5; // a last stage that learns almost nothing: an earlier one is better
+    o.label_head = false;  // a stage predicts (the label head's test has it predict)
     auto best = o;
     best.output = train::stage_output::best;
     const auto [single, dist] = single_and_distributed(g, best);
@@ -1195,6 +1202,7 @@ TEST_CASE("output-stage best predicts with the stage of the best validation accu
             at = k;
         }
     CHECK(at < 2);
+    CHECK(dist.output_stage == static_cast<int>(at));
     CHECK(dist.final_acc.valid == top);
     CHECK(dist.final_acc.test == dist.stages[at].best.test);
     // The stages themselves are those of the run that predicts with its last stage.
@@ -1319,6 +1327,17 @@ TEST_CASE("retexo label head: the stages unchanged, at every rank count, resumed
                     CHECK(headed.res.history[e].loss == without.res.history[e].loss);
                 if (!headed.res.label_head->kept) CHECK(headed.res.final_acc.test == without.res.final_acc.test);
                 CHECK(headed.res.label_head->acc.valid != without.res.stages[0].best.valid);
+                // The run names what predicts, and its accuracy is that of its predictions
+                // (the label head's, where it predicts).
+                CHECK(headed.res.label_head->kept == headed.res.output_label_head);
+                const auto& out = headed.res.output_label_head
+                                      ? headed.res.label_head->acc
+                                      : headed.res.stages.at(static_cast<std::size_t>(headed.res.output_stage)).best;
+                const auto own = train::reduce_accuracies(*headed.ctx, headed.res.logits);
+                for (const accuracies& a : {out, own}) {
+                    CHECK(headed.res.final_acc.valid == a.valid);
+                    CHECK(headed.res.final_acc.test == a.test);
+                }
                 // One process alike.
                 const auto lp1 =
                     extract_partition(g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), 1, 0);

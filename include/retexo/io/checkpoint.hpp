@@ -29,9 +29,13 @@ struct stage_carry {
     node_inputs h;    ///< the next stage's inputs (the finished stage's embeddings)
     node_inputs skip; ///< --skip: the finished stage's own inputs
     /// --output-stage best: the logits of the finished stage with the best validation
-    /// accuracy so far (owned rows), that stage and its accuracy (stage -1: none yet).
+    /// accuracy so far (owned rows), that stage (-1: none yet), whether they are its label
+    /// head's, their accuracy, and the validation accuracy they were kept on (after label
+    /// spreading with best-smoothed).
     matrix_f best_logits;
     int best_stage = -1;
+    bool best_label_head = false;
+    accuracies best_acc;
     double best_valid = 0;
     /// --output-stage best-smoothed: that stage's label spreading (scores empty: none kept),
     /// so that it is not spread again when it predicts: its scores, the alpha chosen, their

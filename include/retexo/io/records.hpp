@@ -15,6 +15,14 @@ struct accuracies {
     double train = 0, valid = 0, test = 0;
 };
 
+/// Predictions after label spreading (train/smooth.hpp): the spreading rate chosen on
+/// validation and the accuracy after it.  RETEXO spreads every stage's predictions where
+/// --output-stage best-smoothed compares them so, else the run's output only.
+struct spread_accuracy {
+    double alpha = -1; ///< -1: not spread
+    accuracies acc;
+};
+
 /// One line of training history.
 struct epoch_record {
     int stage = 0;
@@ -39,6 +47,7 @@ struct stage_record {
     std::string settings;      ///< the kept candidate's settings (with candidates > 1; not checkpointed)
     std::int64_t pseudo = 0;   ///< pseudo-labelled nodes it trained on besides the labelled ones (all ranks)
     accuracies best;           ///< at the selected round
+    spread_accuracy spread;    ///< its predictions after label spreading, where spread
     byte_ledger bytes;         ///< all ranks, during this stage
     double seconds = 0;
 };

@@ -106,13 +106,17 @@ struct run_result {
         accuracies model; ///< the model's own accuracy, before smoothing
     };
     std::optional<smoothing> smoothed;
+    /// RETEXO: the stage whose predictions are the run's (retexo_options::output), or its
+    /// label head's; -1 in a standard run or one stopped early.
+    int output_stage = -1;
+    bool output_label_head = false;
     /// RETEXO's label head (retexo_options::label_head), when trained in this process (not
-    /// kept across a resume): its candidates, rounds, and its best one's accuracy (after
-    /// label spreading where each stage is spread), and whether its predictions were kept
-    /// over stage 0's own.
+    /// kept across a resume): its candidates, rounds, its best one's accuracy (before and
+    /// after label spreading), and whether its predictions are the run's.
     struct label_head_result {
         int candidates = 0, rounds = 0;
         accuracies acc;
+        spread_accuracy spread;
         bool kept = false;
     };
     std::optional<label_head_result> label_head;
