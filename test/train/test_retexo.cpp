@@ -1212,6 +1212,35 @@ TEST_CASE("output-stage best predicts with the stage of the best validation accu
     CHECK(last.res.stages[at].best.test == dist.stages[at].best.test);
 }
 
+TEST_CASE("retexo reports the accuracy of its own predictions, whatever predicts", "[retexo][mpi]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    const auto a = partition_random(g.num_nodes(), world.size(), 2);
+    for (auto model : {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::gat}) {
+        for (auto out : {train::stage_output::last, train::stage_output::best, train::stage_output::best_smoothed}) {
+            for (bool spread : {false, true}) {
+                DYNAMIC_SECTION(name_of(model) << " " << name_of(out) << (spread ? " spread" : ""))
+                {
+                    auto o = three_stage_options(model, train::retexo_variant::hidden, 0);
+                    o.stages[2].lr = 1e-5; // an earlier stage or the label head may predict
+                    o.output = out;
+                    o.label_head = true;
+                    if (spread) o.smooth = {.alpha = {0.0, 0.5, 0.9}, .steps = 5};
+                    const run_with r(world, g, a, o);
+                    const auto own = train::reduce_accuracies(*r.ctx, r.res.logits);
+                    CHECK(r.res.final_acc.train == own.train);
+                    CHECK(r.res.final_acc.valid == own.valid);
+                    CHECK(r.res.final_acc.test == own.test);
+                    REQUIRE(r.res.output_stage >= 0);
+                    if (out == train::stage_output::last) CHECK((r.res.output_stage == 2 && !r.res.output_label_head));
+                    if (r.res.label_head) CHECK(r.res.label_head->kept == r.res.output_label_head);
+                }
+            }
+        }
+    }
+}
+
 TEST_CASE("a stage search side by side: the one-after-another search's choice, history and model at every rank count",
           "[retexo][mpi][replicate]")
 {
