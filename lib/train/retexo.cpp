@@ -1122,7 +1122,7 @@ void retexo_run::finish_output(const stage_record& last, matrix_f logits)
     result_.logits = std::move(sm->scores);
 }
 
-bool retexo_run::offer_output(int stage, bool label_head, const matrix_f& logits, const accuracies& acc,
+void retexo_run::offer_output(int stage, bool label_head, const matrix_f& logits, const accuracies& acc,
                               spread_accuracy& spread)
 {
     std::optional<smooth_result> sm;
@@ -1131,7 +1131,7 @@ bool retexo_run::offer_output(int stage, bool label_head, const matrix_f& logits
         spread = {.alpha = sm->alpha, .acc = sm->acc};
     }
     const double score = sm ? sm->acc.valid : acc.valid;
-    if (carry_.best_stage >= 0 && score < carry_.best_valid) return false;
+    if (carry_.best_stage >= 0 && score < carry_.best_valid) return;
     carry_.best_logits = logits;
     carry_.best_stage = stage;
     carry_.best_label_head = label_head;
@@ -1143,7 +1143,6 @@ bool retexo_run::offer_output(int stage, bool label_head, const matrix_f& logits
         carry_.best_spread_acc = sm->acc;
         carry_.best_alpha_valid = std::move(sm->valid);
     }
-    return true;
 }
 
 bool retexo_run::embed(retexo_stage& s)

@@ -130,8 +130,8 @@ public:
     /// --output-stage best / best-smoothed: stage `stage`'s logits of every owned row (its
     /// label head's if label_head; their accuracy `acc`) predict if they validate at least
     /// as well (after label spreading with best-smoothed, which also records the spreading
-    /// in `spread`) as the best before them.  Whether they were kept.
-    bool offer_output(int stage, bool label_head, const matrix_f& logits, const accuracies& acc,
+    /// in `spread`) as the best before them.
+    void offer_output(int stage, bool label_head, const matrix_f& logits, const accuracies& acc,
                       spread_accuracy& spread);
     /// The run's predictions after the last stage: the output stage's, label spreading.
     void finish_output(const stage_record& last, matrix_f logits);
