@@ -178,6 +178,11 @@ TEST_CASE("a checkpoint of another run is refused, naming the file", "[io][check
     CHECK_THROWS_WITH(read_checkpoint(path, other), Catch::Contains("made with other input features"));
     test::write_file(tmp / "junk.h5", "not HDF5");
     CHECK_THROWS_WITH(read_checkpoint(tmp / "junk.h5", identity), Catch::Contains("junk.h5"));
+    // A checkpoint of another format version (an earlier retexo's) is refused, naming both.
+    write_checkpoint(path, sample(), identity);
+    h5::file::open(path, true).set_attr("format_version", std::int64_t{3});
+    CHECK_THROWS_WITH(read_checkpoint(path, identity),
+                      Catch::Contains(path + ": checkpoint format version 3, this retexo reads version 4"));
 }
 
 TEST_CASE("a checkpoint out of range or not finite is refused, naming the file and what", "[io][checkpoint][bad-input]")
