@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Summarise perf/accuracy.sh results: per dataset and model, RETEXO's and the standard
 trainer's validation and test accuracy (mean, and the test's std over seeds), the gap in test
-points over the seeds both ran, bytes and time; the paper's numbers where it has them.
+points over the seeds both ran, bytes and time; the paper's numbers where it has them; what
+predicted in RETEXO's runs (s1 x3: stage 1 in three runs; head: the label head).
 
 The gap's 95% interval comes from the paired per-node differences (RETEXO right, standard
 wrong: +1; the reverse: -1), resampled 4,000 times: the seeds, and the test nodes (the same
@@ -12,7 +13,7 @@ move the gap: on 1,000 test nodes a point is 10 nodes.
   summarize_accuracy.py --test-outcomes GRAPH PREDICTIONS METRICS OUT.test.json
                      a run's test nodes and which it got right (checked against its metrics)
 """
-import glob, json, os, statistics, sys
+import collections, glob, json, os, statistics, sys
 
 
 def write_test_outcomes(graph, predictions, metrics, out):
@@ -86,9 +87,15 @@ def cell(rs):
     return f"{valid:.3f} / {statistics.mean(test):.3f} ± {statistics.pstdev(test):.3f}", statistics.mean(test)
 
 
+def outputs(rs):
+    """What predicted in RETEXO's runs (metrics "output"): runs per stage (s0, s1, ...) or label head."""
+    named = [("head" if r["output"]["label_head"] else f"s{r['output']['stage']}") for r in rs if "output" in r]
+    return " ".join(f"{k} x{n}" for k, n in sorted(collections.Counter(named).items()))
+
+
 print("| dataset | model | seeds | RETEXO valid / test | standard valid / test | gap (points) [95% interval] | paper RETEXO / standard "
-      "| RETEXO bytes, time s | standard bytes, time s |")
-print("|---|---|---|---|---|---|---|---|---|")
+      "| RETEXO bytes, time s | standard bytes, time s | RETEXO output |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for (ds, model), by_mode in sorted(runs.items()):
     rx, st = by_mode.get("retexo", {}), by_mode.get("standard", {})
     both = sorted(set(rx) & set(st))
@@ -100,4 +107,5 @@ for (ds, model), by_mode in sorted(runs.items()):
     cost = lambda rs: (f"{statistics.mean(r['bytes']['total'] for r in rs):.3g}, "
                        f"{statistics.mean(r['time_s']['total'] for r in rs):.1f}") if rs else ""
     print(f"| {ds} | {model} | {len(seeds)} | {rtext} | {stext} | {gap} | {'' if p is None else f'{p[0]:.3f} / {p[1]:.3f}'} "
-          f"| {cost([rx[s] for s in seeds if s in rx])} | {cost([st[s] for s in seeds if s in st])} |")
+          f"| {cost([rx[s] for s in seeds if s in rx])} | {cost([st[s] for s in seeds if s in st])} "
+          f"| {outputs([rx[s] for s in seeds if s in rx])} |")
