@@ -5,6 +5,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -12,8 +13,36 @@ namespace retexo {
 
 namespace {
 
-constexpr std::int64_t row_block = 512;
+/// oneDNN's f32 GEMM computes a row in a way that depends on the row count of the call:
+/// its register-blocked kernels take rows in groups (24 with AVX2, 48 with AVX-512), and
+/// the rows of a smaller last group, or a single row, go through other kernels that add in
+/// another order (measured on AVX2 with oneDNN 2.6: a row of a 32-row call differs in its
+/// last bits from the same row in a 48-row call).  So every call here has a row count that
+/// is a multiple of row_quantum: a row's bits then depend on its own inputs only, not on
+/// how many rows the partition gave the rank or where the row falls among them.
+constexpr std::int64_t row_quantum = 48;
+constexpr std::int64_t row_block = 10 * row_quantum;
 constexpr std::int64_t col_block = 64;
+
+/// The row tiles of n rows: blocks of row_block, then the rest's whole quanta in one
+/// tile, then its last rows in one tile of row_quantum rows, padded.
+struct row_tiles {
+    struct tile_t {
+        std::int64_t r0, m, valid; ///< first row, rows in the call, rows of the input (<= m)
+    };
+    std::int64_t full, aligned, tail, count;
+    explicit row_tiles(std::int64_t n)
+        : full(n / row_block), aligned((n % row_block) / row_quantum * row_quantum), tail(n % row_block - aligned),
+          count(full + (aligned > 0) + (tail > 0))
+    {
+    }
+    tile_t tile(std::int64_t i) const
+    {
+        if (i < full) return {i * row_block, row_block, row_block};
+        if (i == full && aligned > 0) return {full * row_block, aligned, aligned};
+        return {full * row_block + aligned, row_quantum, tail};
+    }
+};
 
 dnnl::engine& cpu_engine()
 {
@@ -78,6 +107,7 @@ struct linear_kernel::impl {
     std::mutex mutex;
     std::vector<dnnl::stream> streams;
     std::vector<std::vector<std::uint8_t>> scratch; // one scratchpad per thread
+    std::vector<std::vector<float>> pad_a, pad_c;   // one padded last row tile per thread
     std::vector<float> partial, bias_partial;       // weight-gradient chunk partials, reused
 
     const matmul_prim& get(const matmul_shape& shape)
@@ -102,6 +132,8 @@ struct linear_kernel::impl {
             streams.emplace_back(cpu_engine());
         while (scratch.size() < want)
             scratch.emplace_back(scratch_size);
+        pad_a.resize(std::max(pad_a.size(), want));
+        pad_c.resize(std::max(pad_c.size(), want));
     }
     /// Run p on this thread's stream with its scratchpad.
     void run(const matmul_prim& p, std::unordered_map<int, dnnl::memory> args)
@@ -114,7 +146,7 @@ struct linear_kernel::impl {
     /// c (n x cols) = a (n x depth) B (+ bias), B (depth x cols) row-major or, with
     /// b_transposed, read transposed from a row-major cols x depth array; bias may be null.
     /// The output goes in tiles, one per iteration of an OpenMP loop, each on its thread's
-    /// stream: row blocks of row_block and, when there are fewer than four of them, column
+    /// stream: row tiles (row_tiles) and, when there are fewer than four of them, column
     /// blocks of col_block, so that a product over a few hundred rows (a RETEXO stage's
     /// training or validation rows) still uses every core.  The tiles depend on the shape
     /// only, never on the thread count.  n must be positive.  accumulate: c += a B (+ bias).
@@ -122,12 +154,11 @@ struct linear_kernel::impl {
                      bool b_transposed, const float* bias, float* c, bool accumulate = false)
     {
         ensure_threads();
-        const std::int64_t row_blocks = (n + row_block - 1) / row_block;
-        const std::int64_t width = row_blocks < 4 && cols >= 2 * col_block ? col_block : cols;
+        const row_tiles rows(n);
+        const std::int64_t width = rows.count < 4 && cols >= 2 * col_block ? col_block : cols;
         const std::int64_t col_blocks = (cols + width - 1) / width;
-        // The (at most four) tile shapes, made before the parallel loop.
-        const auto shape = [&](std::int64_t rb, std::int64_t cb) {
-            return matmul_shape{.m = std::min(row_block, n - rb * row_block),
+        const auto shape = [&](std::int64_t m, std::int64_t cb) {
+            return matmul_shape{.m = m,
                                 .k = depth,
                                 .n = std::min(width, cols - cb * width),
                                 .b_transposed = b_transposed,
@@ -136,21 +167,38 @@ struct linear_kernel::impl {
                                 .ldb = b_transposed ? depth : cols,
                                 .ldc = cols};
         };
-        for (std::int64_t rb : {std::int64_t{0}, row_blocks - 1})
+        // The (at most six) tile shapes, made before the parallel loop.
+        for (std::int64_t rt = 0; rt < rows.count; ++rt)
             for (std::int64_t cb : {std::int64_t{0}, col_blocks - 1})
-                (void)get(shape(rb, cb));
+                (void)get(shape(rows.tile(rt).m, cb));
         auto& eng = cpu_engine();
 #pragma omp parallel for schedule(static)
-        for (std::int64_t tile = 0; tile < row_blocks * col_blocks; ++tile) {
-            const std::int64_t rb = tile / col_blocks, cb = tile % col_blocks;
-            const auto& p = get(shape(rb, cb));
-            const std::int64_t r0 = rb * row_block, c0 = cb * width;
-            dnnl::memory ma(p.a, eng, const_cast<float*>(a + r0 * depth));
+        for (std::int64_t tile = 0; tile < rows.count * col_blocks; ++tile) {
+            const std::int64_t cb = tile % col_blocks, c0 = cb * width, w = std::min(width, cols - c0);
+            const auto rt = rows.tile(tile / col_blocks);
+            const auto& p = get(shape(rt.m, cb));
+            const float* at = a + rt.r0 * depth;
+            float* ct = c + rt.r0 * cols;
+            const auto t = static_cast<std::size_t>(omp_get_thread_num());
+            if (rt.valid < rt.m) { // the last rows, padded with zero rows to a whole quantum
+                pad_a[t].assign(static_cast<std::size_t>(rt.m * depth), 0.0F);
+                std::copy(at, at + rt.valid * depth, pad_a[t].begin());
+                pad_c[t].resize(static_cast<std::size_t>(rt.m * cols));
+                if (accumulate)
+                    for (std::int64_t r = 0; r < rt.valid; ++r)
+                        std::copy(ct + r * cols + c0, ct + r * cols + c0 + w, pad_c[t].data() + r * cols + c0);
+                at = pad_a[t].data();
+                ct = pad_c[t].data();
+            }
+            dnnl::memory ma(p.a, eng, const_cast<float*>(at));
             dnnl::memory mb(p.b, eng, const_cast<float*>(b + (b_transposed ? c0 * depth : c0)));
-            dnnl::memory mc(p.c, eng, c + r0 * cols + c0);
+            dnnl::memory mc(p.c, eng, ct + c0);
             std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
             if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, eng, const_cast<float*>(bias + c0)));
             run(p, std::move(args));
+            if (rt.valid < rt.m)
+                for (std::int64_t r = 0; r < rt.valid; ++r)
+                    std::copy(ct + r * cols + c0, ct + r * cols + c0 + w, c + (rt.r0 + r) * cols + c0);
         }
     }
     /// dw (in x out) = x^T dy over n > 0 rows of x (n x in), db (out) = column sums of dy (db

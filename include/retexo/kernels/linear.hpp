@@ -5,11 +5,13 @@
 ///
 /// Determinism: the output is cut into tiles that depend only on the shape: blocks of rows
 /// (forward, backward-data), and of 64 output columns when there are fewer than four row
-/// blocks (a few hundred rows still use every core); the weight gradient X^T dY is summed over
-/// a fixed number of row chunks that depends only on the row count, each chunk's product in
-/// blocks of 64 of dW's rows when there are fewer than four chunks.  Each tile runs
-/// single-threaded inside one OpenMP parallel loop.  Results are therefore bit-identical for
-/// any thread count.
+/// blocks (a few hundred rows still use every core).  Every oneDNN call has a multiple of
+/// 48 rows (the last rows padded), so a row's output does not depend on how many rows come
+/// with it: a rank's rows get the bits they get in one process.  The weight gradient X^T dY
+/// is summed over a fixed number of row chunks that depends only on the row count, each
+/// chunk's product in blocks of 64 of dW's rows when there are fewer than four chunks.  Each
+/// tile runs single-threaded inside one OpenMP parallel loop.  Results are therefore
+/// bit-identical for any thread count.
 
 #include <retexo/kernels/common.hpp>
 #include <retexo/kernels/sparse.hpp>

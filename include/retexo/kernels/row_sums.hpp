@@ -13,8 +13,9 @@ namespace retexo::detail {
 using floats16 = float __attribute__((vector_size(64)));
 
 // A 64-byte vector passed or returned by value has an ABI that depends on AVX-512, which GCC
-// reports (-Wpsabi) in every file of a consumer built without -march=native.  These are
-// inline and inlined in the loops below; no call crosses a compiled boundary.  (By reference
+// reports (-Wpsabi) in every file of a consumer built without -march=native, and on a machine
+// without AVX-512 in every file that instantiates the loops below.  These are inline and
+// inlined in the loops; no call crosses a compiled boundary.  (By reference
 // instead, the aggregation ran 8-13% slower.)
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
@@ -31,9 +32,6 @@ inline void store16(float* p, floats16 v)
 {
     std::memcpy(p, &v, sizeof v);
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
 
 /// out[k, k + 16 * N) += sum over terms t in [t0, t1) of value(t) * row(t)[k, k + 16 * N), the
 /// N accumulators in registers; rows are read `ahead` terms ahead (prefetch): they are gathered,
@@ -97,3 +95,7 @@ void add_terms(offset_t t0, offset_t t1, const Value& value, const Row& row, int
 }
 
 } // namespace retexo::detail
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
