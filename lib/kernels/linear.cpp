@@ -14,12 +14,12 @@ namespace retexo {
 namespace {
 
 /// oneDNN's f32 GEMM computes a row in a way that depends on the row count of the call:
-/// its register-blocked kernels take rows in groups (24 with AVX2, 48 with AVX-512), and
-/// the rows of a smaller last group, or a single row, go through other kernels that add in
-/// another order (measured on AVX2 with oneDNN 2.6: a row of a 32-row call differs in its
-/// last bits from the same row in a 48-row call).  So every call here has a row count that
-/// is a multiple of row_quantum: a row's bits then depend on its own inputs only, not on
-/// how many rows the partition gave the rank or where the row falls among them.
+/// its register-blocked kernels take rows in groups, and the rows of a smaller last group,
+/// or a single row, go through other kernels that add in another order (measured on AVX2
+/// with oneDNN 2.6: groups of 24; a row of a 32-row call differs in its last bits from the
+/// same row in a 48-row call).  So every call here has a row count that is a multiple of
+/// row_quantum (twice AVX2's group, for wider vectors): a row's bits then depend on its own
+/// inputs only, not on how many rows the partition gave the rank or where they fall.
 constexpr std::int64_t row_quantum = 48;
 constexpr std::int64_t row_block = 10 * row_quantum;
 constexpr std::int64_t col_block = 64;
