@@ -18,29 +18,42 @@ namespace {
 /// or a single row, go through other kernels that add in another order (measured on AVX2
 /// with oneDNN 2.6: groups of 24; a row of a 32-row call differs in its last bits from the
 /// same row in a 48-row call).  So every call here has a row count that is a multiple of
-/// row_quantum (twice AVX2's group, for wider vectors): a row's bits then depend on its own
-/// inputs only, not on how many rows the partition gave the rank or where they fall.
-constexpr std::int64_t row_quantum = 48;
-constexpr std::int64_t row_block = 10 * row_quantum;
+/// row_quantum(): a row's bits then depend on its own inputs only, not on how many rows the
+/// partition gave the rank or where they fall.  24 where oneDNN runs AVX2 kernels (fewer
+/// rows computed twice), 48 on every other CPU (wider vectors take wider groups).
+std::int64_t row_quantum()
+{
+    static const std::int64_t q = [] {
+        const auto isa = dnnl::get_effective_cpu_isa();
+        return isa == dnnl::cpu_isa::avx2 || isa == dnnl::cpu_isa::avx2_vnni ? std::int64_t{24} : std::int64_t{48};
+    }();
+    return q;
+}
+constexpr std::int64_t row_block = 480; // a multiple of every row_quantum()
 constexpr std::int64_t col_block = 64;
 
-/// The row tiles of n rows: blocks of row_block, then the rest's whole quanta in one
-/// tile, then its last rows in one tile of row_quantum rows, padded.
+/// The row tiles of n rows: blocks of row_block, then the rest's whole quanta in one tile,
+/// then its last rows in one call of a quantum: the quantum of rows that ends with them
+/// (rows before them computed again, their outputs dropped), or where n is less than a
+/// quantum, the rows padded with zero rows.
 struct row_tiles {
     struct tile_t {
-        std::int64_t r0, m, valid; ///< first row, rows in the call, rows of the input (<= m)
+        std::int64_t r0, m;    ///< the call's first row and row count
+        std::int64_t keep = 0; ///< in place (0), or the outputs kept: the call's last rows
+        bool padded = false;   ///< the call reads a copy of the rows, padded with zero rows
     };
-    std::int64_t full, aligned, tail, count;
-    explicit row_tiles(std::int64_t n)
-        : full(n / row_block), aligned((n % row_block) / row_quantum * row_quantum), tail(n % row_block - aligned),
-          count(full + (aligned > 0) + (tail > 0))
+    std::int64_t n, q, full, aligned, tail, count;
+    explicit row_tiles(std::int64_t rows)
+        : n(rows), q(row_quantum()), full(n / row_block), aligned((n % row_block) / q * q),
+          tail(n % row_block - aligned), count(full + (aligned > 0) + (tail > 0))
     {
     }
     tile_t tile(std::int64_t i) const
     {
-        if (i < full) return {i * row_block, row_block, row_block};
-        if (i == full && aligned > 0) return {full * row_block, aligned, aligned};
-        return {full * row_block + aligned, row_quantum, tail};
+        if (i < full) return {i * row_block, row_block};
+        if (i == full && aligned > 0) return {full * row_block, aligned};
+        if (n >= q) return {.r0 = n - q, .m = q, .keep = tail};
+        return {.r0 = 0, .m = q, .keep = tail, .padded = true};
     }
 };
 
@@ -107,7 +120,7 @@ struct linear_kernel::impl {
     std::mutex mutex;
     std::vector<dnnl::stream> streams;
     std::vector<std::vector<std::uint8_t>> scratch; // one scratchpad per thread
-    std::vector<std::vector<float>> pad_a, pad_c;   // one padded last row tile per thread
+    std::vector<std::vector<float>> pad_a, pad_c;   // a last row tile's inputs and outputs, per thread
     std::vector<float> partial, bias_partial;       // weight-gradient chunk partials, reused
 
     const matmul_prim& get(const matmul_shape& shape)
@@ -180,14 +193,19 @@ struct linear_kernel::impl {
             const float* at = a + rt.r0 * depth;
             float* ct = c + rt.r0 * cols;
             const auto t = static_cast<std::size_t>(omp_get_thread_num());
-            if (rt.valid < rt.m) { // the last rows, padded with zero rows to a whole quantum
-                pad_a[t].assign(static_cast<std::size_t>(rt.m * depth), 0.0F);
-                std::copy(at, at + rt.valid * depth, pad_a[t].begin());
+            // The outputs kept from a tile that is not in place: its last rt.keep rows (a
+            // padded tile's rows come first, so there the first ones).
+            const std::int64_t first = rt.padded ? 0 : rt.m - rt.keep;
+            if (rt.keep > 0) {
+                if (rt.padded) {
+                    pad_a[t].assign(static_cast<std::size_t>(rt.m * depth), 0.0F);
+                    std::copy(at, at + rt.keep * depth, pad_a[t].begin());
+                    at = pad_a[t].data();
+                }
                 pad_c[t].resize(static_cast<std::size_t>(rt.m * cols));
                 if (accumulate)
-                    for (std::int64_t r = 0; r < rt.valid; ++r)
+                    for (std::int64_t r = first; r < first + rt.keep; ++r)
                         std::copy(ct + r * cols + c0, ct + r * cols + c0 + w, pad_c[t].data() + r * cols + c0);
-                at = pad_a[t].data();
                 ct = pad_c[t].data();
             }
             dnnl::memory ma(p.a, eng, const_cast<float*>(at));
@@ -196,9 +214,8 @@ struct linear_kernel::impl {
             std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
             if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, eng, const_cast<float*>(bias + c0)));
             run(p, std::move(args));
-            if (rt.valid < rt.m)
-                for (std::int64_t r = 0; r < rt.valid; ++r)
-                    std::copy(ct + r * cols + c0, ct + r * cols + c0 + w, c + (rt.r0 + r) * cols + c0);
+            for (std::int64_t r = first; r < first + rt.keep; ++r)
+                std::copy(ct + r * cols + c0, ct + r * cols + c0 + w, c + (rt.r0 + r) * cols + c0);
         }
     }
     /// dw (in x out) = x^T dy over n > 0 rows of x (n x in), db (out) = column sums of dy (db

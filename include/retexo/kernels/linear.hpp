@@ -5,8 +5,9 @@
 ///
 /// Determinism: the output is cut into tiles that depend only on the shape: blocks of rows
 /// (forward, backward-data), and of 64 output columns when there are fewer than four row
-/// blocks (a few hundred rows still use every core).  Every oneDNN call has a multiple of
-/// 48 rows (the last rows padded), so a row's output does not depend on how many rows come
+/// blocks (a few hundred rows still use every core).  Every oneDNN call has a whole number
+/// of the GEMM kernel's row groups (24 rows with AVX2, else 48; the last rows in a call of
+/// one group that ends with them), so a row's output does not depend on how many rows come
 /// with it: a rank's rows get the bits they get in one process.  The weight gradient X^T dY
 /// is summed over a fixed number of row chunks that depends only on the row count, each
 /// chunk's product in blocks of 64 of dW's rows when there are fewer than four chunks.  Each
