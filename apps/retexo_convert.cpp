@@ -33,7 +33,7 @@ int main(int argc, char** argv)
             "num-classes", cli::po::value(&o.num_classes), "number of classes (default: meta.json or max label + 1)")(
             "name", cli::po::value(&o.name), "graph name (default: meta.json or directory name)")(
             "features", cli::po::value(&storage)->default_value("auto"),
-            "auto | dense | sparse: how the features are stored (auto: sparse rows below 10% non-zero)");
+            "auto | dense | sparse: how the features are stored (auto: sparse rows below 25% non-zero)");
         cli::po::variables_map vm;
         int code = 0;
         if (!cli::parse(argc, argv, "retexo_convert",

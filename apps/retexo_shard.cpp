@@ -39,7 +39,7 @@ int main(int argc, char** argv)
             "directed", cli::po::bool_switch(&info.directed),
             "the edges are directed (default: undirected; an edge may be listed by either owner)")(
             "features", cli::po::value(&storage)->default_value(storage),
-            "auto | dense | sparse: how the features are stored (auto: sparse below 10% non-zero)");
+            "auto | dense | sparse: how the features are stored (auto: sparse below 25% non-zero)");
         cli::po::options_description whole("Every owner's shard from a whole graph file");
         whole.add_options()("graph", cli::po::value(&graph_path),
                             "graph file (.h5)")("parts", cli::po::value(&part.parts), "number of owners")(

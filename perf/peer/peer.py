@@ -1229,7 +1229,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--sparse", choices=["auto", "always", "never"], default="auto",
                     help="inputs below --density-threshold: sparse where timed faster (auto), always, never")
-    ap.add_argument("--density-threshold", type=float, default=0.10)
+    ap.add_argument("--density-threshold", type=float, default=0.25)
     ap.add_argument("--gemm-bench", choices=["full", "onednn", "none"], default="full",
                     help="full: also torch.mm (the reference BLAS, a few seconds); onednn: oneDNN only")
     ap.add_argument("--json-out")

@@ -56,8 +56,9 @@ struct layer_options {
 /// x dense forward and weight gradient, then the out-wide aggregation forward and backward)
 /// than aggregating first (the in-wide aggregation of the densified rows, then a dense GEMM
 /// and its weight gradient).  Costs per row in dense multiply-adds at sgemm speed, with the
-/// rates perf/bench_kernels measures here: a sparse multiply-add about 10 (the sparse kernel
-/// matches the dense one at ~10% non-zero), an aggregated element about 25 (random-row gather
+/// rates perf/bench_kernels measures here: a sparse multiply-add about 10 (measured when the
+/// sparse kernel ran at ~0.1 x sgemm; at today's 0.2-0.3 x the rule leans to the dense
+/// order), an aggregated element about 25 (random-row gather
 /// against sgemm):  transform first 20 d in out + 50 (k + 1) out,  aggregate first
 /// 2 in out + 25 (k + 1) in.
 bool sparse_input_transforms_first(int in, int out, double density, double mean_in_degree) noexcept;
