@@ -185,7 +185,9 @@ struct linear_kernel::impl {
             for (std::int64_t cb : {std::int64_t{0}, col_blocks - 1})
                 (void)get(shape(rows.tile(rt).m, cb));
         auto& eng = cpu_engine();
-#pragma omp parallel for schedule(static)
+        // Tiles differ in size (the last row tiles are short): handed out one at a time, so
+        // that the 480-row tiles of a 500-row product do not all fall to one thread.
+#pragma omp parallel for schedule(dynamic)
         for (std::int64_t tile = 0; tile < rows.count * col_blocks; ++tile) {
             const std::int64_t cb = tile % col_blocks, c0 = cb * width, w = std::min(width, cols - c0);
             const auto rt = rows.tile(tile / col_blocks);
