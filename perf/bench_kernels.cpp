@@ -9,6 +9,7 @@
 //   Adam step (every RETEXO round's update)     bytes necessarily moved / time vs triad GB/s:
 //                                               per parameter, read value, gradient and both
 //                                               moments, write value and moments (28 B)
+//   dropout of dense input rows                 bytes read and written (8 B a value) vs triad
 // "Bytes necessarily moved" by a gather-based aggregation with no cache reuse: every edge
 // reads its source row once, every output row is written once, plus the CSR (8 B offset per
 // row, 4 B id and 4 B weight per edge).  Options: --nodes N --degree D --quick --json FILE.
@@ -25,6 +26,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -200,10 +202,10 @@ int main(int argc, char** argv)
                                 {"sgemm_macs_per_element", per_element}};
     }
 
-    // Linear forward + backward, N x F . F x 256.
+    // Linear forward + backward, N x F . F x 256; N = 500: a RETEXO stage's validation rows.
     std::printf("%-26s %8s %10s %10s %8s\n", "linear fwd+bwd", "N", "time ms", "GFLOP/s", "x sgemm");
     for (int f : {128, 256}) {
-        for (std::int64_t n : {std::int64_t{100000}, std::int64_t{nodes}}) {
+        for (std::int64_t n : {std::int64_t{100000}, std::int64_t{nodes}, std::int64_t{500}}) {
             const int out = 256;
             const linear_kernel k(f, out);
             matrix_f x(n, f), w(f, out), b(1, out), y(n, out), dx(n, f), dw(f, out), db(1, out);
@@ -275,6 +277,23 @@ int main(int argc, char** argv)
                     static_cast<long long>(p.value.size()), t * 1e3, gbs, gbs / triad);
         report["adam"][std::to_string(f)] = {
             {"params", p.value.size()}, {"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}};
+    }
+    // Dropout (p = 0.5) of a standard model's dense input features, 767 wide (amazon-computers):
+    // read and write every value (8 B).
+    std::printf("%-26s %8s %10s %10s %8s\n", "dropout", "values", "time ms", "GB/s", "x triad");
+    {
+        const std::int64_t n = quick ? 20000 : 100000;
+        const int w = 767;
+        matrix_f x(n, w), y(n, w);
+        fill(x, 14);
+        std::vector<node_t> ids(static_cast<std::size_t>(n));
+        std::iota(ids.begin(), ids.end(), node_t{0});
+        const dropout_key key{42, 0, 1};
+        const double t = perf::best_time([&] { dropout_forward(x.data(), ids, w, 0.5, key, y.data()); });
+        const double gbs = 8.0 * static_cast<double>(x.size()) / t * 1e-9;
+        std::printf("%-26s %8lld %10.2f %10.2f %8.2f\n", ("N=" + std::to_string(n)).c_str(),
+                    static_cast<long long>(x.size()), t * 1e3, gbs, gbs / triad);
+        report["dropout"] = {{"values", x.size()}, {"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}};
     }
     if (!json_out.empty()) {
         std::ofstream f(json_out);
