@@ -26,10 +26,10 @@
 
 #include <cstdio>
 #include <cstring>
-#include <numeric>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <numeric>
 #include <string>
 
 using namespace retexo;
