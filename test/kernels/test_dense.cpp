@@ -162,6 +162,34 @@ TEST_CASE("accuracy and micro-F1", "[kernels][loss]")
     CHECK(predict(z.data(), 4, 3) == std::vector<std::int32_t>{0, 1, 2, 0});
 }
 
+TEST_CASE("optimisers: Adam's steps bit for bit as the textbook formula", "[kernels][optim]")
+{
+    // The kernel against Adam written plainly (double arithmetic, float state), 200 steps of
+    // random gradients: every value and moment the same bits.
+    parameter<float> p("w", 37, 29);
+    p.value = random_matrix(37, 29, 3).cast<float>();
+    matrix_f w = p.value, m = matrix_f::Zero(37, 29), v = matrix_f::Zero(37, 29);
+    const optimizer_options o{.kind = optimizer_kind::adam, .lr = 0.01, .weight_decay = 5e-4};
+    optimizer<float> opt(o, {&p});
+    for (int t = 1; t <= 200; ++t) {
+        p.grad =
+            random_matrix(37, 29, 100 + static_cast<std::uint64_t>(t)).cast<float>() * (t % 7 == 0 ? 1e-30F : 1.0F);
+        p.grad(0, 0) = 0; // a zero gradient too
+        opt.step();
+        const double c1 = 1 - std::pow(o.beta1, t), c2 = 1 - std::pow(o.beta2, t);
+        for (Eigen::Index i = 0; i < w.size(); ++i) {
+            const double g = p.grad.data()[i] + o.weight_decay * w.data()[i];
+            m.data()[i] = static_cast<float>(o.beta1 * m.data()[i] + (1 - o.beta1) * g);
+            v.data()[i] = static_cast<float>(o.beta2 * v.data()[i] + (1 - o.beta2) * g * g);
+            const double mh = m.data()[i] / c1, vh = v.data()[i] / c2;
+            w.data()[i] = static_cast<float>(w.data()[i] - o.lr * mh / (std::sqrt(vh) + o.eps));
+        }
+        REQUIRE(p.value == w);
+        REQUIRE(opt.first_moments()[0] == m);
+        REQUIRE(opt.second_moments()[0] == v);
+    }
+}
+
 TEST_CASE("optimisers: one step by hand", "[kernels][optim]")
 {
     parameter<double> p("w", 1, 2);
