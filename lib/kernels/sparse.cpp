@@ -6,7 +6,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <bit>
 #include <numeric>
 
 namespace retexo {
@@ -149,9 +148,7 @@ void dropout_forward(const csr_matrix& x, std::span<const node_t> row_ids, doubl
                 group = j / 4;
                 bits = rng.bits(base + group);
             }
-            // Branch-free (the keep decisions are coin flips): a dropped entry is +0, as before.
-            const std::uint32_t keep = ((bits >> (16 * (j % 4))) & 0xFFFFU) >= threshold ? ~0U : 0U;
-            y.values[e] = std::bit_cast<float>(std::bit_cast<std::uint32_t>(x.values[e] * scale) & keep);
+            y.values[e] = dropout_value(x.values[e], scale, (bits >> (16 * (j % 4))) & 0xFFFFU, threshold);
         }
     }
 }

@@ -9,8 +9,10 @@
 #include <retexo/core/rng.hpp>
 #include <retexo/kernels/common.hpp>
 
+#include <bit>
 #include <span>
 #include <string>
+#include <type_traits>
 
 namespace retexo {
 
@@ -61,6 +63,15 @@ struct dropout_key {
                                      step * 0x632BE59BD9B4E019ULL);
     }
 };
+/// A kept value: x * scale if lane (a 16-bit mask lane) >= threshold, else +0.  Branch-free
+/// (the keep decisions are coin flips), so that the loops over it vectorise.
+template <typename T>
+inline T dropout_value(T x, T scale, std::uint64_t lane, std::uint64_t threshold) noexcept
+{
+    using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>; // T's bits
+    const U keep = lane >= threshold ? ~U{0} : U{0};
+    return std::bit_cast<T>(std::bit_cast<U>(x * scale) & keep);
+}
 /// y = dropout(x) for rows with global ids row_ids[i]; p = 0 copies.  x may be columns
 /// [col0, col0 + w) of rows mask_width wide, masked as those rows are (mask_width 0: w).
 template <typename T>

@@ -5,7 +5,6 @@
 #include <bit>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <vector>
 
 namespace retexo {
@@ -163,7 +162,6 @@ void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double 
     const auto rng = key.rng();
     const auto threshold = static_cast<std::uint64_t>(p * 65536.0);
     const T scale = static_cast<T>(1.0 / (1.0 - p));
-    using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>; // T's bits
     // 16 bits per column, four columns per counter, counters numbered along the whole row.
     const std::uint64_t groups = (static_cast<std::uint64_t>(std::max(col0 + w, mask_width)) + 3) / 4;
 #pragma omp parallel for schedule(static) if (parallel : worth_threads(n * w))
@@ -191,11 +189,8 @@ void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double 
                 const std::uint64_t bits = rng.bits(c0 + static_cast<std::uint64_t>(k));
                 std::memcpy(lanes + 4 * k, &bits, sizeof bits);
             }
-            // Branch-free (the keep decisions are coin flips): a dropped entry is +0.
-            for (int j = 0; j < count; ++j) {
-                const U keep = lanes[j] >= threshold ? ~U{0} : U{0};
-                yr[j0 + j] = std::bit_cast<T>(std::bit_cast<U>(xr[j0 + j] * scale) & keep);
-            }
+            for (int j = 0; j < count; ++j)
+                yr[j0 + j] = dropout_value(xr[j0 + j], scale, lanes[j], threshold);
         }
     }
 }
