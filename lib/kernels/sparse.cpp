@@ -31,29 +31,34 @@ void by_column_ranges(const csr_matrix& x, int width, const F& f)
     }
 }
 
-/// x's entries by column: column j's are [start[j], start[j + 1]) of (row, value), rows
-/// ascending.  A counting sort; the buffers are kept between calls.
-struct column_order {
+/// A thread's entries of x's rows [r0, r1) in columns [j0, j1), by column: column j0 + c's
+/// are [start[c], start[c + 1]) of (row - r0, value), rows ascending.  A counting sort into
+/// buffers kept between calls.
+struct column_block {
     std::vector<offset_t> start;
     std::vector<node_t> row;
     std::vector<float> value;
 
-    void build(const csr_matrix& x)
+    /// False when the block holds no entry.
+    bool build(const csr_matrix& x, std::int64_t r0, std::int64_t r1, std::int64_t j0, std::int64_t j1)
     {
-        start.assign(static_cast<std::size_t>(x.cols) + 1, 0);
-        for (std::int32_t j : x.indices)
-            ++start[static_cast<std::size_t>(j) + 1];
+        start.assign(static_cast<std::size_t>(j1 - j0) + 1, 0);
+        for (offset_t e = x.offsets[r0]; e < x.offsets[r1]; ++e)
+            if (x.indices[e] >= j0 && x.indices[e] < j1) ++start[static_cast<std::size_t>(x.indices[e] - j0) + 1];
         std::partial_sum(start.begin(), start.end(), start.begin());
-        row.resize(x.values.size());
-        value.resize(x.values.size());
-        for (std::int64_t i = 0; i < x.rows; ++i)
+        if (start.back() == 0) return false;
+        row.resize(static_cast<std::size_t>(start.back()));
+        value.resize(row.size());
+        for (std::int64_t i = r0; i < r1; ++i)
             for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
-                const auto t = static_cast<std::size_t>(start[static_cast<std::size_t>(x.indices[e])]++);
-                row[t] = static_cast<node_t>(i);
+                if (x.indices[e] < j0 || x.indices[e] >= j1) continue;
+                const auto t = static_cast<std::size_t>(start[static_cast<std::size_t>(x.indices[e] - j0)]++);
+                row[t] = static_cast<node_t>(i - r0);
                 value[t] = x.values[e];
             }
-        std::copy_backward(start.begin(), start.end() - 1, start.end()); // start[j] was column j's end
+        std::copy_backward(start.begin(), start.end() - 1, start.end()); // start[c] was column c's end
         start[0] = 0;
+        return true;
     }
 };
 
@@ -83,18 +88,43 @@ void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const f
 void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int out, float* dw)
 {
     check_finite("sparse_linear::backward", "dy", dy, static_cast<std::size_t>(x.rows) * out);
-    thread_local column_order order;
-    order.build(x); // each row of dw sums its column's entries, rows ascending
-    const auto& o = order;
-#pragma omp parallel for schedule(dynamic, 64) if (worth_threads(static_cast <std::int64_t>(x.values.size()) * out))
-    for (std::int64_t j = 0; j < x.cols; ++j) {
-        float* dwj = dw + j * out;
-        std::fill(dwj, dwj + out, 0.0F);
-        detail::add_terms(
-            o.start[static_cast<std::size_t>(j)], o.start[static_cast<std::size_t>(j) + 1],
-            [&](offset_t t) { return o.value[static_cast<std::size_t>(t)]; },
-            [&](offset_t t) { return dy + static_cast<std::ptrdiff_t>(o.row[static_cast<std::size_t>(t)]) * out; }, out,
-            dwj);
+    // Each thread owns a range of dw's rows (x's columns) and adds their terms block by block
+    // of x's rows, rows ascending: every element of dw gets the chain of the plain loop
+    // `for i: for e in row i: dw[j] += x_ie * dy[i]`, whatever the thread count.  Within a
+    // block, its entries sorted by column, the accumulators in registers (detail::add_terms)
+    // read dy from a packed copy of the block's rows, block_columns wide, that stays in L1/L2:
+    // about 16 entries per column and block, between 128 and 1024 rows.
+    const double density = x.rows * x.cols > 0 ? static_cast<double>(x.nnz()) / static_cast<double>(x.rows * x.cols) : 1;
+    const auto block = static_cast<std::int64_t>(std::clamp(16 / std::max(density, 1e-9), 128.0, 1024.0));
+#pragma omp parallel if (worth_threads(static_cast <std::int64_t>(x.values.size()) * out))
+    {
+        const std::int64_t t = omp_get_thread_num();
+        const std::int64_t n = omp_get_num_threads();
+        const std::int64_t j0 = x.cols * t / n;
+        const std::int64_t j1 = x.cols * (t + 1) / n;
+        std::fill(dw + j0 * out, dw + j1 * out, 0.0F);
+        thread_local column_block cb;
+        thread_local std::vector<float> packed;
+        for (std::int64_t r0 = 0; r0 < x.rows; r0 += block) {
+            const std::int64_t r1 = std::min(x.rows, r0 + block);
+            if (!cb.build(x, r0, r1, j0, j1)) continue;
+            for (int c0 = 0; c0 < out; c0 += detail::block_columns) {
+                const int cw = std::min(detail::block_columns, out - c0);
+                packed.resize(static_cast<std::size_t>((r1 - r0) * cw));
+                for (std::int64_t i = r0; i < r1; ++i)
+                    std::copy_n(dy + i * out + c0, cw, packed.data() + (i - r0) * cw);
+                for (std::int64_t c = 0; c < j1 - j0; ++c) {
+                    const auto s = static_cast<std::size_t>(c);
+                    if (cb.start[s + 1] == cb.start[s]) continue;
+                    detail::add_terms(
+                        cb.start[s], cb.start[s + 1], [&](offset_t q) { return cb.value[static_cast<std::size_t>(q)]; },
+                        [&](offset_t q) {
+                            return packed.data() + static_cast<std::ptrdiff_t>(cb.row[static_cast<std::size_t>(q)]) * cw;
+                        },
+                        cw, dw + (j0 + c) * out + c0);
+                }
+            }
+        }
     }
 }
 
@@ -173,6 +203,68 @@ void dropout_rows(const matrix_f& x, std::span<const node_t> row_ids, double p, 
 void dropout_rows(const csr_matrix& x, std::span<const node_t> row_ids, double p, const dropout_key& key, csr_matrix& y)
 {
     dropout_forward(x, row_ids, p, key, y);
+}
+
+void dropout_rows(const matrix_f& x, std::span<const node_t> row_ids, double p, const dropout_key& key, csr_matrix& y)
+{
+    const std::int64_t n = x.rows();
+    const auto w = static_cast<int>(x.cols());
+    RETEXO_ENSURE(static_cast<std::int64_t>(row_ids.size()) == n,
+                  "retexo::dropout_rows: " << row_ids.size() << " row ids for " << n << " rows");
+    y.rows = n;
+    y.cols = w;
+    y.offsets.resize(static_cast<std::size_t>(n) + 1);
+    y.offsets[0] = 0;
+    // Each thread masks a range of rows, 16 at a time (dropout_forward), and keeps their
+    // non-zero entries in its own buffers; then the ranges are copied into y in order.
+    std::vector<offset_t> part(static_cast<std::size_t>(omp_get_max_threads()) + 1, 0);
+#pragma omp parallel if (worth_threads(n * w * 4))
+    {
+        const auto t = static_cast<std::size_t>(omp_get_thread_num());
+        const std::int64_t threads = omp_get_num_threads();
+        const std::int64_t r0 = n * static_cast<std::int64_t>(t) / threads;
+        const std::int64_t r1 = n * static_cast<std::int64_t>(t + 1) / threads;
+        constexpr std::int64_t block = 16;
+        thread_local std::vector<float> masked, values;
+        thread_local std::vector<std::int32_t> indices;
+        masked.resize(static_cast<std::size_t>(block * w));
+        std::size_t used = 0;
+        for (std::int64_t b0 = r0; b0 < r1; b0 += block) {
+            const std::int64_t m = std::min(block, r1 - b0);
+            dropout_forward(x.data() + b0 * w, row_ids.subspan(static_cast<std::size_t>(b0), static_cast<std::size_t>(m)),
+                            w, p, key, masked.data());
+            for (std::int64_t i = 0; i < m; ++i) {
+                if (indices.size() < used + static_cast<std::size_t>(w)) {
+                    indices.resize(std::max(used + static_cast<std::size_t>(w), 2 * indices.size()));
+                    values.resize(indices.size());
+                }
+                const float* v = masked.data() + i * w;
+                std::int32_t* ji = indices.data() + used;
+                float* vi = values.data() + used;
+                std::size_t c = 0;
+                for (int j = 0; j < w; ++j) { // branch-free: the keep decisions are coin flips
+                    ji[c] = j;
+                    vi[c] = v[j];
+                    c += v[j] != 0.0F ? 1 : 0;
+                }
+                used += c;
+                y.offsets[static_cast<std::size_t>(b0 + i) + 1] = static_cast<offset_t>(used);
+            }
+        }
+        part[t + 1] = static_cast<offset_t>(used);
+#pragma omp barrier
+#pragma omp single
+        {
+            std::partial_sum(part.begin(), part.end(), part.begin());
+            y.indices.resize(static_cast<std::size_t>(part.back()));
+            y.values.resize(y.indices.size());
+        }
+        const offset_t at = part[t];
+        for (std::int64_t i = r0; i < r1; ++i)
+            y.offsets[static_cast<std::size_t>(i) + 1] += at;
+        std::copy_n(indices.data(), used, y.indices.data() + at);
+        std::copy_n(values.data(), used, y.values.data() + at);
+    }
 }
 
 void gather_rows(const column_blocks& x, std::span<const node_t> rows, column_blocks& y)

@@ -169,15 +169,16 @@ TEST_CASE("sparse products sum their terms in the plain loops' order, bit for bi
     // plain loops' chain of multiply-adds: forward over a row's entries (ascending columns),
     // the weight gradient over a column's entries (ascending rows).  Widths cover the 256-,
     // 64- and 16-column blocks and the plain tail.
-    const int in = 45;
-    const matrix_f x = sparse_random(130, in, 0.2, 11);
+    // 700 rows: the weight gradient's blocks of rows (128 at this density) and their borders.
+    const int in = 45, n = 700;
+    const matrix_f x = sparse_random(n, in, 0.2, 11);
     const auto s = csr_matrix::from_dense(x);
     for (int out : {1, 7, 16, 19, 64, 83, 256, 300, 531}) {
         INFO("out " << out);
         const matrix_f w = test::random_matrix(in, out, 12).cast<float>();
         const matrix_f b = test::random_matrix(1, out, 13).cast<float>();
-        const matrix_f dy = test::random_matrix(130, out, 14).cast<float>();
-        matrix_f want_y(130, out), want_dw = matrix_f::Zero(in, out);
+        const matrix_f dy = test::random_matrix(n, out, 14).cast<float>();
+        matrix_f want_y(n, out), want_dw = matrix_f::Zero(in, out);
         for (Eigen::Index i = 0; i < s.rows; ++i) {
             float* yi = want_y.data() + i * out;
             std::copy(b.data(), b.data() + out, yi);
@@ -196,7 +197,7 @@ TEST_CASE("sparse products sum their terms in the plain loops' order, bit for bi
         }
         test::at_thread_counts([&](int t) {
             INFO(t << " threads");
-            matrix_f y(130, out), dw(in, out);
+            matrix_f y(n, out), dw(in, out);
             sparse_linear_forward(s, w.data(), out, b.data(), y.data());
             sparse_linear_backward_weights(s, dy.data(), out, dw.data());
             CHECK(y == want_y);
@@ -223,6 +224,18 @@ TEST_CASE("sparse dropout masks the stored values as dense dropout masks the row
     CHECK(in_place.values == sp.values);
     dropout_forward(s, ids, 0.0, key, sp);
     CHECK(sp.to_dense() == x);
+    // Dense rows dropped into sparse rows: the non-zero entries of the dense dropout, at any
+    // thread count (40 rows: three blocks of 16), y's buffers reused from a denser call.
+    test::at_thread_counts([&](int t) {
+        INFO(t << " threads");
+        csr_matrix from_dense_rows;
+        dropout_rows(x, ids, 0.0, key, from_dense_rows);
+        CHECK(from_dense_rows == csr_matrix::from_dense(x));
+        dropout_rows(x, ids, 0.4, key, from_dense_rows);
+        CHECK(from_dense_rows == csr_matrix::from_dense(dense));
+        CHECK(from_dense_rows.nnz() < s.nnz());
+    });
+    CHECK_THROWS_WITH(dropout_rows(x, std::span<const node_t>(ids).first(39), 0.4, key, sp), Catch::Contains("39 row ids"));
     // Column blocks are masked as their dense form, whatever the block borders.
     for (int border : {1, 3, 4, 6}) {
         INFO("blocks: " << border << " dense, 5 sparse, the rest dense");
