@@ -59,11 +59,32 @@ nn::standard_model make_model(const rank_context& ctx, const standard_options& o
     return {spec, ctx.train_graph, ctx.owned_rows, ctx.inductive ? &ctx.graph : nullptr};
 }
 
-/// y = dropout(x) over the owned rows (global ids ids), stored as x is (dense or sparse).
-void dropout_into(const node_features& x, node_features& y, std::span<const node_t> ids, const dropout_key& key,
-                  double p)
+/// Whether the first layer's dropped-out inputs are kept as sparse rows though the features
+/// are dense: the layer multiplies them by its weights first, and the global density times
+/// the keep rate is under sparse_density_limit (the same decision on every rank, at every
+/// rank count, so the sums are the same whatever the partitioning).
+bool drops_to_sparse(const rank_context& ctx, const standard_options& o, const nn::standard_model& m)
 {
-    if (x.is_sparse()) {
+    const auto& x = ctx.part.features;
+    if (x.is_sparse() || o.dropout <= 0 || m.layers.front().message_is_input()) return false;
+    const matrix_f& d = x.dense();
+    const auto own = static_cast<std::int64_t>((d.array() != 0.0F).count());
+    const auto nnz = ctx.comm.allreduce(own, MPI_SUM, purpose::control);
+    const double cells = static_cast<double>(ctx.part.global.num_nodes) * ctx.part.global.num_features;
+    return static_cast<double>(nnz) * (1 - o.dropout) < sparse_density_limit * cells;
+}
+
+/// y = dropout(x) over the owned rows (global ids ids), stored as x is (dense or sparse), or
+/// sparse for dense x when to_sparse.
+void dropout_into(const node_features& x, node_features& y, std::span<const node_t> ids, const dropout_key& key,
+                  double p, bool to_sparse)
+{
+    if (x.is_sparse() || to_sparse) {
+        if (!y.is_sparse()) y = csr_matrix();
+        if (!x.is_sparse()) {
+            dropout_rows(x.dense(), ids, p, key, y.sparse());
+            return;
+        }
         if (!y.is_sparse()) y = csr_matrix();
         dropout_rows(x.sparse(), ids, p, key, y.sparse());
     } else {
@@ -87,6 +108,7 @@ public:
     {
         phase_timer::scope s(meter_.timer, "setup");
         agree_initial_parameters(ctx.comm, params_);
+        sparse_dropout_ = drops_to_sparse(ctx, o, model_);
         const auto n = static_cast<std::size_t>(L_);
         msgs_.resize(n);
         out_.resize(n);
@@ -164,6 +186,7 @@ private:
     // (the last layer's, and hidden ones unless hidden_output is the activation's buffer) and
     // activations (the next layer's inputs, dropped out in place when training).
     node_features dropped_input_;
+    bool sparse_dropout_ = false; // dropped_input_ sparse for dense features (drops_to_sparse)
     std::vector<matrix_f> msgs_, out_;
     std::vector<node_features> acts_;
     std::vector<const node_features*> inputs_;
@@ -184,7 +207,7 @@ const matrix_f& standard_run::forward(bool training, int epoch, purpose exchange
             inputs_[li] = &source;
             if (drop) {
                 phase_timer::scope s(meter_.timer, "compute");
-                dropout_into(source, dropped_input_, ids_, key(l, epoch), o_.dropout);
+                dropout_into(source, dropped_input_, ids_, key(l, epoch), o_.dropout, sparse_dropout_);
                 inputs_[li] = &dropped_input_;
             }
         } else {
