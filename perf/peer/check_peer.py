@@ -83,6 +83,22 @@ for fmt in ("coo", "csr"):
     close(f"[{fmt}] SparseLinear forward", y, y2)
     close(f"[{fmt}] SparseLinear d weight", dw, dw2)
     close(f"[{fmt}] SparseLinear d bias", db, db2)
+    # dense rows dropped into sparse rows (Dropped), through a dense layer's [out, in] weight
+    D = peer.Dropped(S, 0.5)
+    Dd = D.m.to_dense()
+    kept = Dd != 0
+    close(f"[{fmt}] Dropped: kept values scaled", Dd[kept], 2 * X[kept])
+    close(f"[{fmt}] Dropped: its transpose", D.mat_t().to_dense(), Dd.t())
+    if not 0.3 < float(kept.sum()) / float((X != 0).sum()) < 0.7:
+        bad.append(f"[{fmt}] Dropped: about half the entries kept")
+    wt = torch.randn(6, Fdim, requires_grad=True)
+    y = peer.SparseLinear.apply(wt.t(), None, D, D.val)
+    (dwt,) = torch.autograd.grad(y, (wt,), g)
+    wt2 = wt.detach().clone().requires_grad_()
+    y2 = Dd @ wt2.t()
+    (dwt2,) = torch.autograd.grad(y2, (wt2,), g)
+    close(f"[{fmt}] Dropped SparseLinear forward", y, y2)
+    close(f"[{fmt}] Dropped SparseLinear d weight", dwt, dwt2)
 
     # GAT layer: the peer's pieces against dense masked attention
     for D in (3, 5):

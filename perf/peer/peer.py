@@ -46,7 +46,10 @@ that torch bundles (mkldnn_linear, mkldnn_linear_backward_input / _weights; for 
 faster of oneDNN and torch's own kernel is timed at first use and kept); fixed inputs that are
 sparse enough (bag-of-words features, A_hat X) stay sparse and are multiplied sparse x dense,
 with dropout on the stored values and the transpose's structure precomputed for the weight
-gradient (both layouts timed at setup, the faster kept); aggregation is one sparse adjacency x
+gradient (both layouts timed at setup, the faster kept); dense features that dropout leaves
+under the threshold (as retexo's standard trainer multiplies them) may be dropped into sparse
+rows for training (timed against the dense path before the clock starts; input_probe_s);
+aggregation is one sparse adjacency x
 dense product, the adjacency built once (torch's COO or CSR kernel, whichever is faster);
 GAT's gathers and scatters are sparse products or segment reductions (torch's index_add and
 indexing backward are slow on CPU) and all heads aggregate in one block-sparse product.
@@ -283,10 +286,28 @@ class SparseLinear(torch.autograd.Function):
 
 
 class Input:
-    """A fixed layer input (features, A_hat X rows), dense or sparse; never needs a gradient."""
+    """A fixed layer input (features, A_hat X rows), dense or sparse; never needs a gradient.
+    drop_sparse: dense rows that dropout leaves sparse enough, as a Sparse whose dropped
+    entries are removed each epoch (Dropped) for the training products."""
 
-    def __init__(self, dense=None, sparse=None):
-        self.dense, self.sparse = dense, sparse
+    def __init__(self, dense=None, sparse=None, drop_sparse=None):
+        self.dense, self.sparse, self.drop_sparse = dense, sparse, drop_sparse
+
+
+class Dropped:
+    """S's entries kept by an inverted-dropout mask, the dropped ones removed (COO, in S's
+    row order and in its transpose's): a SparseLinear input (its val and transpose)."""
+
+    def __init__(self, S, p):
+        scaled = S.val * keep_mask(S.val.shape, p)
+        k = scaled != 0
+        kt = k[S.t_perm]
+        self.val = scaled[k]
+        self.m = coo_unsafe(S.idx[:, k], self.val, S.shape)._coalesced_(True)
+        self._t = coo_unsafe(S.t_idx[:, kt], scaled[S.t_perm][kt], S.shape[::-1])._coalesced_(True)
+
+    def mat_t(self):
+        return self._t
 
 
 def glorot(fan_in, fan_out, shape):
@@ -316,6 +337,9 @@ class Linear:
                 S = x.sparse
                 val = S.val * keep_mask(S.val.shape, p) if drop else S.val
                 return SparseLinear.apply(self.w, self.b, S, val)
+            if drop and x.drop_sparse is not None:  # dense rows, sparse once dropped out
+                D = Dropped(x.drop_sparse, p)
+                return SparseLinear.apply(self.w.t(), self.b, D, D.val)
             x = x.dense
         if drop:
             x = Dropout.apply(x, p)
@@ -714,6 +738,46 @@ def choose_input(x, width, opts, rows=None, S=None):
     return (Input(sparse=S) if kind == "sparse" else Input(dense=x)), kind, d
 
 
+def drop_to_sparse(x0, kind, density, width, p, opts):
+    """For dense features that dropout leaves under the density threshold (as retexo's
+    standard trainer): a Sparse of them for the training products (Input.drop_sparse) when
+    dropping into sparse rows and multiplying them is timed faster than dense dropout and the
+    dense products (forward and weight gradient); returns the input kind."""
+    if kind != "dense" or p <= 0 or opts.sparse == "never" or density * (1 - p) >= opts.density_threshold:
+        return kind
+    x = x0.dense
+    S = Sparse.from_dense(x)
+    if opts.sparse == "auto":
+        n, k = x.shape
+        w_s, g = torch.randn(k, width), torch.randn(n, width)
+        w_d = w_s.t().contiguous()
+
+        def t(fn):
+            fn()
+            t0 = time.perf_counter()
+            for _ in range(3):
+                fn()
+            return (time.perf_counter() - t0) / 3
+
+        def sparse():
+            D = Dropped(S, p)
+            return spmm(D.m, w_s), spmm(D.mat_t(), g)
+
+        def dense():
+            xd = Dropout.apply(x, p)
+            return (mkl_linear(xd.to_mkldnn(), w_d, None).to_dense(),
+                    mkl_bw_weights(g.to_mkldnn(), xd.to_mkldnn(), w_d, False))
+
+        ts, td = t(sparse), t(dense)
+        choice = "sparse" if ts < td else "dense"
+        log(f"input {n}x{k} density {density:.4f}, {density * (1 - p):.4f} after dropout: dropped into sparse rows "
+            f"{ts * 1e3:.2f} ms, dense {td * 1e3:.2f} ms -> {choice}")
+        if choice == "dense":
+            return kind
+    x0.drop_sparse = S
+    return "dense, dropped: sparse"
+
+
 # ---------------------------------------------------------------- the standard trainer
 def run_standard(d, st, opts):
     hidden = st.value("std-hidden", int) if st.given("std-hidden") else st.per_stage("hidden", int)[0]
@@ -725,7 +789,14 @@ def run_standard(d, st, opts):
     depth = st.value("layers", int)
     t0 = time.perf_counter()
     widths = [d.F] + [hidden] * (depth - 1) + [C]
-    x0, kind, _ = choose_input(d.X, {"gcn": hidden, "sage": 2 * hidden, "gat": hidden}[model], opts)
+    width = {"gcn": hidden, "sage": 2 * hidden, "gat": hidden}[model]
+    x0, kind, density = choose_input(d.X, width, opts)
+    probe_s = 0.0
+    if model == "gat" or d.F > widths[1]:  # the first layer multiplies its dropped-out inputs first
+        tp = time.perf_counter()
+        kind = drop_to_sparse(x0, kind, density, width, p, opts)
+        probe_s = time.perf_counter() - tp
+        t0 += probe_s  # not timed: retexo decides by density alone
     if model == "gcn":
         A = gcn_adjacency(d.off, d.src, N)
     elif model == "sage":
@@ -819,7 +890,7 @@ def run_standard(d, st, opts):
         final = [accuracy(ev, labels, i) for i in (tr, va, te)]
     total = time.perf_counter() - t0
     return {"epochs": epochs, "hidden": hidden, "lr": lr, "dropout": p, "weight_decay": wd,
-            "first_layer_input": kind,
+            "first_layer_input": kind, "input_probe_s": probe_s,
             "time_s": {"total": total, "setup": setup_s, "train": t_train, "eval": t_eval,
                        "final": time.perf_counter() - td},
             "ms_per_epoch": total / epochs * 1e3,
