@@ -94,8 +94,7 @@ void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int ou
     // block, its entries sorted by column, the accumulators in registers (detail::add_terms)
     // read dy from a packed copy of the block's rows, block_columns wide, that stays in L1/L2:
     // about 16 entries per column and block, between 128 and 1024 rows.
-    const double density = x.rows * x.cols > 0 ? static_cast<double>(x.nnz()) / static_cast<double>(x.rows * x.cols) : 1;
-    const auto block = static_cast<std::int64_t>(std::clamp(16 / std::max(density, 1e-9), 128.0, 1024.0));
+    const auto block = static_cast<std::int64_t>(std::clamp(16 / std::max(x.density(), 1e-9), 128.0, 1024.0));
 #pragma omp parallel if (worth_threads(static_cast <std::int64_t>(x.values.size()) * out))
     {
         const std::int64_t t = omp_get_thread_num();
@@ -119,7 +118,8 @@ void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int ou
                     detail::add_terms(
                         cb.start[s], cb.start[s + 1], [&](offset_t q) { return cb.value[static_cast<std::size_t>(q)]; },
                         [&](offset_t q) {
-                            return packed.data() + static_cast<std::ptrdiff_t>(cb.row[static_cast<std::size_t>(q)]) * cw;
+                            return packed.data() +
+                                   static_cast<std::ptrdiff_t>(cb.row[static_cast<std::size_t>(q)]) * cw;
                         },
                         cw, dw + (j0 + c) * out + c0);
                 }
@@ -231,8 +231,9 @@ void dropout_rows(const matrix_f& x, std::span<const node_t> row_ids, double p, 
         std::size_t used = 0;
         for (std::int64_t b0 = r0; b0 < r1; b0 += block) {
             const std::int64_t m = std::min(block, r1 - b0);
-            dropout_forward(x.data() + b0 * w, row_ids.subspan(static_cast<std::size_t>(b0), static_cast<std::size_t>(m)),
-                            w, p, key, masked.data());
+            dropout_forward(x.data() + b0 * w,
+                            row_ids.subspan(static_cast<std::size_t>(b0), static_cast<std::size_t>(m)), w, p, key,
+                            masked.data());
             for (std::int64_t i = 0; i < m; ++i) {
                 if (indices.size() < used + static_cast<std::size_t>(w)) {
                     indices.resize(std::max(used + static_cast<std::size_t>(w), 2 * indices.size()));

@@ -235,7 +235,8 @@ TEST_CASE("sparse dropout masks the stored values as dense dropout masks the row
         CHECK(from_dense_rows == csr_matrix::from_dense(dense));
         CHECK(from_dense_rows.nnz() < s.nnz());
     });
-    CHECK_THROWS_WITH(dropout_rows(x, std::span<const node_t>(ids).first(39), 0.4, key, sp), Catch::Contains("39 row ids"));
+    CHECK_THROWS_WITH(dropout_rows(x, std::span<const node_t>(ids).first(39), 0.4, key, sp),
+                      Catch::Contains("39 row ids"));
     // Column blocks are masked as their dense form, whatever the block borders.
     for (int border : {1, 3, 4, 6}) {
         INFO("blocks: " << border << " dense, 5 sparse, the rest dense");

@@ -288,8 +288,8 @@ TEST_CASE("standard trainer on sparse features: the dense run to rounding, and e
                 o.deterministic = true;
                 for (const graph* g : {&sparse, &dense}) {
                     INFO((g == &sparse ? "sparse" : "dense") << " features");
-                    const auto single = run(
-                        self, *g, std::vector<part_t>(static_cast<std::size_t>(g->num_nodes()), 0), o, inductive);
+                    const auto single =
+                        run(self, *g, std::vector<part_t>(static_cast<std::size_t>(g->num_nodes()), 0), o, inductive);
                     const auto dist = run(world, *g, a, o, inductive);
                     for (std::size_t e = 0; e < single.history.size(); ++e)
                         CHECK(dist.history[e].loss == single.history[e].loss);

@@ -43,8 +43,7 @@ void dropout_rows(const csr_matrix& x, std::span<const node_t> row_ids, double p
                   csr_matrix& y);
 /// y = dropout(x) of dense rows, stored sparse: the non-zero values the dense dropout_rows
 /// leaves (the same masks), for inputs that dropout makes sparse enough to multiply as rows.
-void dropout_rows(const matrix_f& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
-                  csr_matrix& y);
+void dropout_rows(const matrix_f& x, std::span<const node_t> row_ids, double p, const dropout_key& key, csr_matrix& y);
 void gather_rows(const column_blocks& x, std::span<const node_t> rows, column_blocks& y);
 void dropout_rows(const column_blocks& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
                   column_blocks& y);
