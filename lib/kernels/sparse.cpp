@@ -31,6 +31,32 @@ void by_column_ranges(const csr_matrix& x, int width, const F& f)
     }
 }
 
+/// x's entries by column: column j's are [start[j], start[j + 1]) of (row, value), rows
+/// ascending.  A counting sort; the buffers are kept between calls.
+struct column_order {
+    std::vector<offset_t> start;
+    std::vector<node_t> row;
+    std::vector<float> value;
+
+    void build(const csr_matrix& x)
+    {
+        start.assign(static_cast<std::size_t>(x.cols) + 1, 0);
+        for (std::int32_t j : x.indices)
+            ++start[static_cast<std::size_t>(j) + 1];
+        std::partial_sum(start.begin(), start.end(), start.begin());
+        row.resize(x.values.size());
+        value.resize(x.values.size());
+        for (std::int64_t i = 0; i < x.rows; ++i)
+            for (offset_t e = x.offsets[i]; e < x.offsets[i + 1]; ++e) {
+                const auto t = static_cast<std::size_t>(start[static_cast<std::size_t>(x.indices[e])]++);
+                row[t] = static_cast<node_t>(i);
+                value[t] = x.values[e];
+            }
+        std::copy_backward(start.begin(), start.end() - 1, start.end()); // start[j] was column j's end
+        start[0] = 0;
+    }
+};
+
 /// A thread's entries of x's rows [r0, r1) in columns [j0, j1), by column: column j0 + c's
 /// are [start[c], start[c + 1]) of (row - r0, value), rows ascending.  A counting sort into
 /// buffers kept between calls.
@@ -62,38 +88,32 @@ struct column_block {
     }
 };
 
-} // namespace
-
-void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y, bool accumulate)
+/// sparse_linear_backward_weights for a dy of up to a few MB, read in place: x sorted by
+/// column (serially), each row of dw the sum of its column's entries.
+void weight_gradient_by_columns(const csr_matrix& x, const float* dy, int out, float* dw)
 {
-    check_finite("sparse_linear::forward", "x", x.values.data(), x.values.size());
-#pragma omp parallel for schedule(dynamic, 16) if (worth_threads(static_cast <std::int64_t>(x.values.size()) * out))
-    for (std::int64_t i = 0; i < x.rows; ++i) {
-        float* yi = y + i * out;
-        if (accumulate) {
-            if (b != nullptr)
-                for (int k = 0; k < out; ++k)
-                    yi[k] += b[k];
-        } else if (b != nullptr) {
-            std::copy(b, b + out, yi);
-        } else {
-            std::fill(yi, yi + out, 0.0F);
-        }
+    thread_local column_order order;
+    order.build(x);
+    const auto& o = order;
+#pragma omp parallel for schedule(dynamic, 64) if (worth_threads(static_cast <std::int64_t>(x.values.size()) * out))
+    for (std::int64_t j = 0; j < x.cols; ++j) {
+        float* dwj = dw + j * out;
+        std::fill(dwj, dwj + out, 0.0F);
         detail::add_terms(
-            x.offsets[i], x.offsets[i + 1], [&](offset_t e) { return x.values[e]; },
-            [&](offset_t e) { return w + static_cast<std::ptrdiff_t>(x.indices[e]) * out; }, out, yi);
+            o.start[static_cast<std::size_t>(j)], o.start[static_cast<std::size_t>(j) + 1],
+            [&](offset_t t) { return o.value[static_cast<std::size_t>(t)]; },
+            [&](offset_t t) { return dy + static_cast<std::ptrdiff_t>(o.row[static_cast<std::size_t>(t)]) * out; }, out,
+            dwj);
     }
 }
 
-void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int out, float* dw)
+/// sparse_linear_backward_weights for a larger dy: each thread owns a range of dw's rows (x's
+/// columns) and adds their terms block by block of about 16 entries per column (128-1024 of
+/// x's rows), each block's entries sorted by column and dy's block rows copied block_columns
+/// wide at a time into a buffer that stays in L1/L2 (13,752 x 767 rows at 17% non-zero: 2.3x
+/// faster than by columns).
+void weight_gradient_by_blocks(const csr_matrix& x, const float* dy, int out, float* dw)
 {
-    check_finite("sparse_linear::backward", "dy", dy, static_cast<std::size_t>(x.rows) * out);
-    // Each thread owns a range of dw's rows (x's columns) and adds their terms block by block
-    // of x's rows, rows ascending: every element of dw gets the chain of the plain loop
-    // `for i: for e in row i: dw[j] += x_ie * dy[i]`, whatever the thread count.  Within a
-    // block, its entries sorted by column, the accumulators in registers (detail::add_terms)
-    // read dy from a packed copy of the block's rows, block_columns wide, that stays in L1/L2:
-    // about 16 entries per column and block, between 128 and 1024 rows.
     const auto block = static_cast<std::int64_t>(std::clamp(16 / std::max(x.density(), 1e-9), 128.0, 1024.0));
 #pragma omp parallel if (worth_threads(static_cast <std::int64_t>(x.values.size()) * out))
     {
@@ -126,6 +146,41 @@ void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int ou
             }
         }
     }
+}
+
+} // namespace
+
+void sparse_linear_forward(const csr_matrix& x, const float* w, int out, const float* b, float* y, bool accumulate)
+{
+    check_finite("sparse_linear::forward", "x", x.values.data(), x.values.size());
+#pragma omp parallel for schedule(dynamic, 16) if (worth_threads(static_cast <std::int64_t>(x.values.size()) * out))
+    for (std::int64_t i = 0; i < x.rows; ++i) {
+        float* yi = y + i * out;
+        if (accumulate) {
+            if (b != nullptr)
+                for (int k = 0; k < out; ++k)
+                    yi[k] += b[k];
+        } else if (b != nullptr) {
+            std::copy(b, b + out, yi);
+        } else {
+            std::fill(yi, yi + out, 0.0F);
+        }
+        detail::add_terms(
+            x.offsets[i], x.offsets[i + 1], [&](offset_t e) { return x.values[e]; },
+            [&](offset_t e) { return w + static_cast<std::ptrdiff_t>(x.indices[e]) * out; }, out, yi);
+    }
+}
+
+void sparse_linear_backward_weights(const csr_matrix& x, const float* dy, int out, float* dw)
+{
+    check_finite("sparse_linear::backward", "dy", dy, static_cast<std::size_t>(x.rows) * out);
+    // Both give every element of dw the chain of the plain loop `for i: for e in row i:
+    // dw[j] += x_ie * dy[i]` (rows ascending), whatever the thread count: the same bits.
+    constexpr std::int64_t dy_in_place = std::int64_t{4} << 20; // bytes; by columns faster below
+    if (x.rows * out * static_cast<std::int64_t>(sizeof(float)) <= dy_in_place)
+        weight_gradient_by_columns(x, dy, out, dw);
+    else
+        weight_gradient_by_blocks(x, dy, out, dw);
 }
 
 namespace exact {

@@ -169,12 +169,15 @@ TEST_CASE("sparse products sum their terms in the plain loops' order, bit for bi
     // plain loops' chain of multiply-adds: forward over a row's entries (ascending columns),
     // the weight gradient over a column's entries (ascending rows).  Widths cover the 256-,
     // 64- and 16-column blocks and the plain tail.
-    // 700 rows: the weight gradient's blocks of rows (128 at this density) and their borders.
-    const int in = 45, n = 700;
-    const matrix_f x = sparse_random(n, in, 0.2, 11);
-    const auto s = csr_matrix::from_dense(x);
+    // The weight gradient reads a dy of up to 4 MB in place and a larger one by blocks of
+    // rows (128 at this density), block_columns at a time: 130 rows, and 4,200 (256 and more
+    // columns) across block borders.
+    const int in = 45;
     for (int out : {1, 7, 16, 19, 64, 83, 256, 300, 531}) {
-        INFO("out " << out);
+        const Eigen::Index n = out < 256 ? 130 : 4200;
+        INFO("out " << out << ", " << n << " rows");
+        const matrix_f x = sparse_random(n, in, 0.2, 11);
+        const auto s = csr_matrix::from_dense(x);
         const matrix_f w = test::random_matrix(in, out, 12).cast<float>();
         const matrix_f b = test::random_matrix(1, out, 13).cast<float>();
         const matrix_f dy = test::random_matrix(n, out, 14).cast<float>();
