@@ -81,12 +81,10 @@ void dropout_into(const node_features& x, node_features& y, std::span<const node
 {
     if (x.is_sparse() || to_sparse) {
         if (!y.is_sparse()) y = csr_matrix();
-        if (!x.is_sparse()) {
+        if (x.is_sparse())
+            dropout_rows(x.sparse(), ids, p, key, y.sparse());
+        else
             dropout_rows(x.dense(), ids, p, key, y.sparse());
-            return;
-        }
-        if (!y.is_sparse()) y = csr_matrix();
-        dropout_rows(x.sparse(), ids, p, key, y.sparse());
     } else {
         if (y.is_sparse()) y = matrix_f();
         dropout_rows(x.dense(), ids, p, key, y.dense());

@@ -703,6 +703,22 @@ def pick_format(d):
     Sparse.fmt = best[0]
 
 
+def mean_time(fn, reps=3):
+    """Seconds per call of fn, after one untimed call."""
+    fn()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        fn()
+    return (time.perf_counter() - t0) / reps
+
+
+def probe_operands(n, k, width):
+    """Random [k, width] weights, as a sparse product's w and transposed as oneDNN's, and an
+    [n, width] output gradient: the operands that time an input's two layouts."""
+    w_s = torch.randn(k, width)
+    return w_s, w_s.t().contiguous(), torch.randn(n, width)
+
+
 def choose_input(x, width, opts, rows=None, S=None):
     """An Input for products of the fixed x (dense; S: the same as a Sparse, if at hand) by
     [*, width] weights: sparse below the density threshold when that is faster (forward and
@@ -716,23 +732,14 @@ def choose_input(x, width, opts, rows=None, S=None):
             xs = x if rows is None else x.index_select(0, rows)
             Ss = S if rows is None else S.rows(rows)
             n, k = xs.shape
-            w_s, g = torch.randn(k, width), torch.randn(n, width)
-            w_d = w_s.t().contiguous()
-
-            def t(fn):
-                fn()
-                t0 = time.perf_counter()
-                for _ in range(3):
-                    fn()
-                return (time.perf_counter() - t0) / 3
-
-            ts = t(lambda: (spmm(Ss.m, w_s), spmm(Ss.mat_t(), g)))
+            w_s, w_d, g = probe_operands(n, k, width)
+            ts = mean_time(lambda: (spmm(Ss.m, w_s), spmm(Ss.mat_t(), g)))
             if 4.0 * n * k * width / 150e9 > ts:  # dense slower even at 150 GFLOP/s: no need to time it
                 td = float("nan")
             else:
                 xm = xs.to_mkldnn()
-                td = t(lambda: (mkl_linear(xs.to_mkldnn(), w_d, None).to_dense(),
-                                mkl_bw_weights(g.to_mkldnn(), xm, w_d, False)))
+                td = mean_time(lambda: (mkl_linear(xs.to_mkldnn(), w_d, None).to_dense(),
+                                        mkl_bw_weights(g.to_mkldnn(), xm, w_d, False)))
             kind = "dense" if td < ts else "sparse"
             log(f"input {n}x{k} density {d:.4f}: sparse {ts * 1e3:.2f} ms, dense {td * 1e3:.2f} ms -> {kind}")
     return (Input(sparse=S) if kind == "sparse" else Input(dense=x)), kind, d
@@ -749,15 +756,7 @@ def drop_to_sparse(x0, kind, density, width, p, opts):
     S = Sparse.from_dense(x)
     if opts.sparse == "auto":
         n, k = x.shape
-        w_s, g = torch.randn(k, width), torch.randn(n, width)
-        w_d = w_s.t().contiguous()
-
-        def t(fn):
-            fn()
-            t0 = time.perf_counter()
-            for _ in range(3):
-                fn()
-            return (time.perf_counter() - t0) / 3
+        w_s, w_d, g = probe_operands(n, k, width)
 
         def sparse():
             D = Dropped(S, p)
@@ -768,7 +767,7 @@ def drop_to_sparse(x0, kind, density, width, p, opts):
             return (mkl_linear(xd.to_mkldnn(), w_d, None).to_dense(),
                     mkl_bw_weights(g.to_mkldnn(), xd.to_mkldnn(), w_d, False))
 
-        ts, td = t(sparse), t(dense)
+        ts, td = mean_time(sparse), mean_time(dense)
         choice = "sparse" if ts < td else "dense"
         log(f"input {n}x{k} density {density:.4f}, {density * (1 - p):.4f} after dropout: dropped into sparse rows "
             f"{ts * 1e3:.2f} ms, dense {td * 1e3:.2f} ms -> {choice}")
