@@ -60,6 +60,7 @@ inline nlohmann::json run_json(const train::run_result& r, const nlohmann::json&
     j["mode"] = r.mode;
     j["model"] = r.model;
     j["variant"] = r.variant.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.variant);
+    if (!r.first_layer_input.empty()) j["first_layer_input"] = r.first_layer_input;
     j["ranks"] = r.ranks;
     j["seed"] = r.seed;
     j["accuracy"] = accuracy_json(r.final_acc);

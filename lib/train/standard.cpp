@@ -366,6 +366,9 @@ run_result standard_run::train(const progress_fn& progress)
     run_result result;
     result.mode = bns() ? "bns" : "standard";
     result.model = name_of(o_.model);
+    result.first_layer_input = ctx_.part.features.is_sparse() ? "sparse"
+                               : sparse_dropout_              ? "dense, dropped out as sparse rows"
+                                                              : "dense";
     result.ranks = comm.size();
     result.seed = o_.seed;
     double best_valid = -1;

@@ -275,6 +275,8 @@ TEST_CASE("standard trainer on sparse features: the dense run to rounding, and e
                 o.seed = 9;
                 const auto s = run(world, sparse, a, o, inductive);
                 const auto d = run(world, dense, a, o, inductive);
+                CHECK(s.first_layer_input == "sparse");
+                CHECK(d.first_layer_input == "dense, dropped out as sparse rows"); // 5% after dropout
                 REQUIRE(s.history.size() == d.history.size());
                 for (std::size_t e = 0; e < s.history.size(); ++e)
                     CHECK(s.history[e].loss == Approx(d.history[e].loss).epsilon(1e-4));

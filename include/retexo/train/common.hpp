@@ -82,6 +82,9 @@ double reduce_loss(const mpi::communicator& comm, const loss_result& local, std:
 /// Everything a run reports.
 struct run_result {
     std::string mode, model, variant;
+    /// The standard trainer: how its first layer multiplies the features in training
+    /// ("dense", "sparse", or "dense, dropped out as sparse rows"); empty for RETEXO.
+    std::string first_layer_input;
     int ranks = 1;
     std::uint64_t seed = 0;
     accuracies final_acc;
