@@ -49,8 +49,8 @@ with dropout on the stored values and the transpose's structure precomputed for 
 gradient (both layouts timed at setup, the faster kept); dense features that dropout leaves
 under the threshold (as retexo's standard trainer multiplies them) may be dropped into sparse
 rows for training (timed against the dense path before the clock starts; input_probe_s);
-aggregation is one sparse adjacency x
-dense product, the adjacency built once (torch's COO or CSR kernel, whichever is faster);
+aggregation is one sparse adjacency x dense product, the adjacency built once (torch's COO or
+CSR kernel, whichever is faster);
 GAT's gathers and scatters are sparse products or segment reductions (torch's index_add and
 indexing backward are slow on CPU) and all heads aggregate in one block-sparse product.
 OMP_WAIT_POLICY=PASSIVE, 2 threads (--threads).  It prints its GEMM GFLOP/s next to torch.mm's.
@@ -774,7 +774,7 @@ def drop_to_sparse(x0, kind, density, width, p, opts):
         if choice == "dense":
             return kind
     x0.drop_sparse = S
-    return "dense, dropped: sparse"
+    return "dense, dropped out as sparse rows"  # the name retexo's metrics give it
 
 
 # ---------------------------------------------------------------- the standard trainer
