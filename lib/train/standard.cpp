@@ -31,15 +31,23 @@ void standard_options::validate() const
 
 namespace {
 
-/// The whole graph's fraction of non-zero features when they are stored sparse (the same on
-/// every rank, so every partitioning picks the same layer order), else 0.
-double sparse_input_density(const rank_context& ctx)
+/// The whole graph's fraction of non-zero features, dense or sparse (one allreduce: the same
+/// on every rank, so every partitioning decides alike).
+double global_feature_density(const rank_context& ctx)
 {
     const auto& x = ctx.part.features;
-    if (!x.is_sparse()) return 0;
-    const auto nnz = ctx.comm.allreduce(static_cast<std::int64_t>(x.sparse().nnz()), MPI_SUM, purpose::control);
+    const auto own = x.is_sparse() ? static_cast<std::int64_t>(x.sparse().nnz())
+                                   : static_cast<std::int64_t>((x.dense().array() != 0.0F).count());
+    const auto nnz = ctx.comm.allreduce(own, MPI_SUM, purpose::control);
     const double cells = static_cast<double>(ctx.part.global.num_nodes) * ctx.part.global.num_features;
-    return cells > 0 ? std::max(static_cast<double>(nnz) / cells, 1e-9) : 0;
+    return cells > 0 ? static_cast<double>(nnz) / cells : 0;
+}
+
+/// The whole graph's density when the features are stored sparse (it picks the first
+/// layer's order), else 0.
+double sparse_input_density(const rank_context& ctx)
+{
+    return ctx.part.features.is_sparse() ? std::max(global_feature_density(ctx), 1e-9) : 0;
 }
 
 /// The model of options o over this rank's partition.
@@ -67,11 +75,7 @@ bool drops_to_sparse(const rank_context& ctx, const standard_options& o, const n
 {
     const auto& x = ctx.part.features;
     if (x.is_sparse() || o.dropout <= 0 || m.layers.front().message_is_input()) return false;
-    const matrix_f& d = x.dense();
-    const auto own = static_cast<std::int64_t>((d.array() != 0.0F).count());
-    const auto nnz = ctx.comm.allreduce(own, MPI_SUM, purpose::control);
-    const double cells = static_cast<double>(ctx.part.global.num_nodes) * ctx.part.global.num_features;
-    return static_cast<double>(nnz) * (1 - o.dropout) < sparse_density_limit * cells;
+    return global_feature_density(ctx) * (1 - o.dropout) < sparse_density_limit;
 }
 
 /// y = dropout(x) over the owned rows (global ids ids), stored as x is (dense or sparse), or
