@@ -116,6 +116,18 @@ class Dropout(torch.autograd.Function):
 _choice = {}
 
 
+def best_time(fn, reps=5):
+    """Seconds of fn's fastest call of reps, after one untimed call: the fastest, not the mean,
+    so that one call slowed by another job cannot flip a choice."""
+    fn()
+    best = float("inf")
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
 def fastest(key, fns):
     """The faster of equivalent kernels (oneDNN, torch's own) for the product n x k x m, timed
     at its first use: oneDNN wins wide products; for narrow ones (256 -> 7 classes) torch's
@@ -126,15 +138,9 @@ def fastest(key, fns):
         if key[1] * key[2] * key[3] > 2e7:
             c = _choice[key] = 0
             return fns[0]()
-        times = []
-        for fn in fns:
-            fn()
-            t = time.perf_counter()
-            for _ in range(3):
-                fn()
-            times.append(time.perf_counter() - t)
+        times = [best_time(fn) for fn in fns]
         c = _choice[key] = int(np.argmin(times))
-        log(f"{key}: {' / '.join(f'{t / 3 * 1e3:.2f}' for t in times)} ms -> {('onednn', 'torch')[c]}")
+        log(f"{key}: {' / '.join(f'{t * 1e3:.2f}' for t in times)} ms -> {('onednn', 'torch')[c]}")
     return fns[c]()
 
 
@@ -693,23 +699,10 @@ def pick_format(d):
     for fmt in ("coo", "csr"):
         Sparse.fmt = fmt
         m = A.mat(A.val)
-        spmm(m, M)
-        t = time.perf_counter()
-        for _ in range(3):
-            spmm(m, M)
-        dt = time.perf_counter() - t
+        dt = best_time(lambda: spmm(m, M))
         if best is None or dt < best[1]:
             best = (fmt, dt)
     Sparse.fmt = best[0]
-
-
-def mean_time(fn, reps=3):
-    """Seconds per call of fn, after one untimed call."""
-    fn()
-    t0 = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    return (time.perf_counter() - t0) / reps
 
 
 def probe_operands(n, k, width):
@@ -733,12 +726,12 @@ def choose_input(x, width, opts, rows=None, S=None):
             Ss = S if rows is None else S.rows(rows)
             n, k = xs.shape
             w_s, w_d, g = probe_operands(n, k, width)
-            ts = mean_time(lambda: (spmm(Ss.m, w_s), spmm(Ss.mat_t(), g)))
+            ts = best_time(lambda: (spmm(Ss.m, w_s), spmm(Ss.mat_t(), g)))
             if 4.0 * n * k * width / 150e9 > ts:  # dense slower even at 150 GFLOP/s: no need to time it
                 td = float("nan")
             else:
                 xm = xs.to_mkldnn()
-                td = mean_time(lambda: (mkl_linear(xs.to_mkldnn(), w_d, None).to_dense(),
+                td = best_time(lambda: (mkl_linear(xs.to_mkldnn(), w_d, None).to_dense(),
                                         mkl_bw_weights(g.to_mkldnn(), xm, w_d, False)))
             kind = "dense" if td < ts else "sparse"
             log(f"input {n}x{k} density {d:.4f}: sparse {ts * 1e3:.2f} ms, dense {td * 1e3:.2f} ms -> {kind}")
@@ -767,7 +760,7 @@ def drop_to_sparse(x0, kind, density, width, p, opts):
             return (mkl_linear(xd.to_mkldnn(), w_d, None).to_dense(),
                     mkl_bw_weights(g.to_mkldnn(), xd.to_mkldnn(), w_d, False))
 
-        ts, td = mean_time(sparse), mean_time(dense)
+        ts, td = best_time(sparse), best_time(dense)
         choice = "sparse" if ts < td else "dense"
         log(f"input {n}x{k} density {density:.4f}, {density * (1 - p):.4f} after dropout: dropped into sparse rows "
             f"{ts * 1e3:.2f} ms, dense {td * 1e3:.2f} ms -> {choice}")
