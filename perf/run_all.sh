@@ -5,6 +5,8 @@
 # trainers on a real (namespaced, shaped) network.
 # Writes OUT/report.md, OUT/report.json and OUT/*.png.
 #   perf/run_all.sh [OUT_DIR]            (about 90 minutes on 2 cores: 20 step 7, 35 step 8)
+# Step 7 passes REPS and LONG_S to perf/peer/compare.sh (up to 3 runs per side and cell);
+# with REPS=1 LONG_S=1 (one run each) the suite took 87.5 minutes on a 2-core AVX2 EPYC, step 7 35.
 # Environment: QUICK=1 shrinks every experiment (a smoke test of the pipeline, minutes).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
