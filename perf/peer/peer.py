@@ -1185,17 +1185,15 @@ class RetexoStage:
         key = (rows, training, self.D, tuple(b.width for b in self.blocks))
         c = _choice.get(key)
         if c is None:
-            times = []
-            for fn in (self.transform_messages, self.transform_inputs):
-                for _ in range(2):
-                    t = time.perf_counter()
-                    out = fn(G, xs, training)
-                    if training:
-                        out.sum().backward()
-                        for q in self.params:
-                            q.grad = None
-                    elapsed = time.perf_counter() - t
-                times.append(elapsed)
+            def one_pass(fn):
+                out = fn(G, xs, training)
+                if training:
+                    out.sum().backward()
+                    for q in self.params:
+                        q.grad = None
+
+            times = [best_time(lambda fn=fn: one_pass(fn), reps=1)
+                     for fn in (self.transform_messages, self.transform_inputs)]
             c = _choice[key] = int(np.argmin(times))
             log(f"gat {key}: messages / inputs first {' / '.join(f'{t * 1e3:.2f}' for t in times)} ms -> "
                 f"{('messages', 'inputs first')[c]}")
