@@ -12,9 +12,12 @@
 //   dropout of dense input rows                 bytes read and written (8 B a value) vs triad;
 //                                               into sparse rows (35% non-zero): 4 B a value
 //                                               read, 8 B a kept non-zero written
+//   a RETEXO stage's round (amazon-computers'   GFLOP/s of its products vs sgemm: the rest is
+//   SAGE stage 0: train, Adam step, validate)   what the round spends outside its GEMMs
 // "Bytes necessarily moved" by a gather-based aggregation with no cache reuse: every edge
 // reads its source row once, every output row is written once, plus the CSR (8 B offset per
-// row, 4 B id and 4 B weight per edge).  Options: --nodes N --degree D --quick --json FILE.
+// row, 4 B id and 4 B weight per edge).  Also the cost of an empty OpenMP parallel region.
+// Options: --nodes N --degree D --quick --json FILE.
 #include "machine_limits.hpp"
 
 #include <retexo/core/rng.hpp>
@@ -23,6 +26,7 @@
 #include <retexo/kernels/linear.hpp>
 #include <retexo/kernels/optim.hpp>
 #include <retexo/kernels/sparse.hpp>
+#include <retexo/nn/stage_model.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -59,6 +63,55 @@ void fill(matrix_f& m, std::uint64_t seed)
         m.data()[i] = rng.uniform(static_cast<std::uint64_t>(i)) - 0.5F;
 }
 
+/// One round of a small RETEXO stage, as amazon-computers' SAGE stage 0 trains: inputs in two
+/// dense blocks 767 wide (a node's features beside its neighbours' mean), 200 training rows
+/// forward (dropout 0.5) and backward, an Adam step, then 500 validation rows forward; hidden
+/// 256, 10 classes.  Its time against the time its products take at sgemm's rate: the rest is
+/// what a round spends outside them (parallel regions, gathers, dropout, Adam, the head).
+void stage_round(double sgemm, nlohmann::json& report)
+{
+    constexpr Eigen::Index nodes = 13752;
+    constexpr int half = 767, hidden = 256, classes = 10, train_rows = 200, valid_rows = 500, rounds = 50;
+    column_blocks blocks;
+    for (std::uint64_t b = 0; b < 2; ++b) {
+        matrix_f m(nodes, half);
+        fill(m, 20 + b);
+        blocks.blocks.emplace_back(std::move(m));
+    }
+    const node_features x(std::move(blocks));
+    std::vector<node_t> ids(static_cast<std::size_t>(nodes));
+    std::iota(ids.begin(), ids.end(), node_t{0});
+    nn::stage_model model({.in = 2 * half, .hidden = hidden, .classes = classes, .layer_norm = false, .dropout = 0.5});
+    optimizer<float> opt({.kind = optimizer_kind::adam, .lr = 0.01, .weight_decay = 5e-4}, model.parameters());
+    nn::stage_pass train, valid;
+    for (node_t i = 0; i < train_rows; ++i)
+        train.rows.push_back(i * 61);
+    for (node_t i = 0; i < valid_rows; ++i)
+        valid.rows.push_back(i * 27 + 5);
+    const nn::reduce_mode mode;
+    std::int64_t step = 0;
+    const auto round = [&] {
+        ++step;
+        model.forward(train, x, ids, true, step);
+        train.d_logits.setConstant(train.logits.rows(), classes, 1e-3F);
+        model.backward(train, step, mode, [](std::int64_t*, int) {});
+        opt.step();
+        model.forward(valid, x, ids, false, 0);
+    };
+    const double t = perf::best_time([&] {
+                         for (int r = 0; r < rounds; ++r)
+                             round();
+                     }) /
+                     rounds;
+    // Forward and weight gradient on the training rows, forward on the validation rows; the
+    // head's forward, weight and input gradients.
+    const double macs =
+        (2.0 * train_rows + valid_rows) * 2 * half * hidden + (3.0 * train_rows + valid_rows) * hidden * classes;
+    const double gf = 2 * macs / t * 1e-9;
+    std::printf("stage round (%d + %d rows, %d -> %d -> %d): %.2f ms, %.1f GFLOP/s = %.2f x sgemm\n", train_rows,
+                valid_rows, 2 * half, hidden, classes, t * 1e3, gf, gf / sgemm);
+    report["stage_round"] = {{"ms", t * 1e3}, {"gflops", gf}, {"ratio_sgemm", gf / sgemm}};
+}
 } // namespace
 
 int main(int argc, char** argv)
@@ -96,6 +149,10 @@ int main(int argc, char** argv)
     report["threads"] = threads;
     report["triad_gbs"] = triad;
     report["sgemm_gflops"] = sgemm;
+    const auto [region_asleep, region_awake] = perf::measure_region_us();
+    std::printf("machine: an OpenMP parallel region costs %.1f us (threads asleep), %.1f us (awake)\n", region_asleep,
+                region_awake);
+    report["region_us"] = {{"asleep", region_asleep}, {"awake", region_awake}};
 
     const csr g = random_graph(nodes, degree, 1);
     const auto e = static_cast<double>(g.num_edges());
@@ -311,6 +368,7 @@ int main(int argc, char** argv)
                                          {"gbs", bytes / ts * 1e-9},
                                          {"ratio_triad", bytes / ts * 1e-9 / triad}};
     }
+    stage_round(sgemm, report);
     if (!json_out.empty()) {
         std::ofstream f(json_out);
         f << report.dump(2) << "\n";

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <thread>
+#include <utility>
 #include <vector>
 
 namespace retexo::perf {
@@ -82,6 +84,30 @@ inline double measure_gather_gbs(std::int64_t rows, int width, int repeats = 3)
 inline double seconds_since(std::chrono::steady_clock::time_point t0)
 {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// The cost of an empty OpenMP parallel region, in microseconds, the median of repeats: with
+/// the threads asleep (a millisecond's pause before each, which under OMP_WAIT_POLICY=passive
+/// puts them to sleep), and back to back.  What a kernel's parallel region costs before its
+/// work starts: the reason small loops stay on one thread (worth_threads).
+inline std::pair<double, double> measure_region_us(int repeats = 41)
+{
+    const auto median_us = [&](bool pause) {
+        std::vector<double> t;
+        for (int r = 0; r < repeats; ++r) {
+            if (pause) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            const auto t0 = std::chrono::steady_clock::now();
+#pragma omp parallel
+            {
+                volatile int sink = omp_get_thread_num();
+                (void)sink;
+            }
+            t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e6);
+        }
+        std::nth_element(t.begin(), t.begin() + repeats / 2, t.end());
+        return t[static_cast<std::size_t>(repeats / 2)];
+    };
+    return {median_us(true), median_us(false)};
 }
 
 /// Best wall time of f over repeats (after one warm-up call).

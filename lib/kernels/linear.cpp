@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <vector>
 
 namespace retexo {
@@ -31,6 +32,34 @@ std::int64_t row_quantum()
 }
 constexpr std::int64_t row_block = 480; // a multiple of every row_quantum()
 constexpr std::int64_t col_block = 64;
+
+/// Whether a product of m x k x n multiply-adds is worth waking the thread pool for: a core's
+/// GEMM does about 16 of them in the time of one of worth_threads' simple operations.
+bool gemm_worth_threads(std::int64_t m, std::int64_t k, std::int64_t n)
+{
+    return worth_threads(m * k * n / 16);
+}
+
+/// While it lives (when on), oneDNN runs single-threaded on this thread, as it does inside a
+/// parallel region: the same kernels, so the same bits, without waking the pool.  A primitive
+/// keeps the thread count it was made with: the serial ones (matmul_shape::serial) are made
+/// while it lives.
+class single_threaded_dnnl {
+public:
+    explicit single_threaded_dnnl(bool on) : was_(on ? omp_get_max_threads() : 0)
+    {
+        if (on) omp_set_num_threads(1);
+    }
+    ~single_threaded_dnnl()
+    {
+        if (was_ > 0) omp_set_num_threads(was_);
+    }
+    single_threaded_dnnl(const single_threaded_dnnl&) = delete;
+    single_threaded_dnnl& operator=(const single_threaded_dnnl&) = delete;
+
+private:
+    int was_;
+};
 
 /// The row tiles of n rows: blocks of row_block, then the rest's whole quanta in one tile,
 /// then its last rows in one call of a quantum: the quantum of rows that ends with them
@@ -73,7 +102,8 @@ struct matmul_shape {
     std::int64_t m, k, n;
     bool a_transposed = false, b_transposed = false, bias = false, accumulate = false;
     std::int64_t lda = 0, ldb = 0, ldc = 0; ///< 0: the operand's own width
-    auto key() const { return std::tie(m, k, n, a_transposed, b_transposed, bias, accumulate, lda, ldb, ldc); }
+    bool serial = false;                    ///< made for calls outside parallel regions (under single_threaded_dnnl)
+    auto key() const { return std::tie(m, k, n, a_transposed, b_transposed, bias, accumulate, lda, ldb, ldc, serial); }
     bool operator<(const matmul_shape& o) const { return key() < o.key(); }
 };
 
@@ -156,123 +186,179 @@ struct linear_kernel::impl {
         p.prim.execute(streams[t], args);
         streams[t].wait();
     }
-    /// c (n x cols) = a (n x depth) B (+ bias), B (depth x cols) row-major or, with
-    /// b_transposed, read transposed from a row-major cols x depth array; bias may be null.
-    /// The output goes in tiles, one per iteration of an OpenMP loop, each on its thread's
-    /// stream: row tiles (row_tiles) and, when there are fewer than four of them, column
-    /// blocks of col_block, so that a product over a few hundred rows (a RETEXO stage's
-    /// training or validation rows) still uses every core.  The tiles depend on the shape
-    /// only, never on the thread count.  n must be positive.  accumulate: c += a B (+ bias).
-    void row_blocked(const float* a, std::int64_t n, std::int64_t depth, std::int64_t cols, const float* b,
-                     bool b_transposed, const float* bias, float* c, bool accumulate = false)
+    /// One term a (n x depth) B of a row-blocked product: B (depth x cols) row-major or, with
+    /// b_transposed, read transposed from a row-major cols x depth array.
+    struct term {
+        const float* a;
+        std::int64_t depth;
+        const float* b;
+    };
+    /// c (n x cols) = the sum of the terms a B, in term order (+ bias, with the first); bias
+    /// may be null.  The output goes in tiles, one per iteration of an OpenMP loop, each on its
+    /// thread's stream, every term of a tile one after another: row tiles (row_tiles) and,
+    /// when there are fewer than four of them, column blocks of col_block, so that a product
+    /// over a few hundred rows (a RETEXO stage's training or validation rows) still uses every
+    /// core.  The tiles depend on the shape only, never on the thread count, and a tile's terms
+    /// are the calls one product per term makes: the same bits, in one parallel region.  n must
+    /// be positive.  accumulate: c += the terms (+ bias).
+    void row_blocked(std::span<const term> terms, std::int64_t n, std::int64_t cols, bool b_transposed,
+                     const float* bias, float* c, bool accumulate = false)
     {
         ensure_threads();
         const row_tiles rows(n);
         const std::int64_t width = rows.count < 4 && cols >= 2 * col_block ? col_block : cols;
         const std::int64_t col_blocks = (cols + width - 1) / width;
-        const auto shape = [&](std::int64_t m, std::int64_t cb) {
+        std::int64_t depths = 0;
+        for (const auto& t : terms)
+            depths += t.depth;
+        const bool threads = gemm_worth_threads(n, depths, cols);
+        const single_threaded_dnnl single(!threads);
+        const auto shape = [&](std::size_t k, std::int64_t m, std::int64_t cb) {
+            const std::int64_t depth = terms[k].depth;
             return matmul_shape{.m = m,
                                 .k = depth,
                                 .n = std::min(width, cols - cb * width),
                                 .b_transposed = b_transposed,
-                                .bias = bias != nullptr,
-                                .accumulate = accumulate,
+                                .bias = k == 0 && bias != nullptr,
+                                .accumulate = k > 0 || accumulate,
                                 .ldb = b_transposed ? depth : cols,
-                                .ldc = cols};
+                                .ldc = cols,
+                                .serial = !threads};
         };
-        // The (at most six) tile shapes, made before the parallel loop.
-        for (std::int64_t rt = 0; rt < rows.count; ++rt)
-            for (std::int64_t cb : {std::int64_t{0}, col_blocks - 1})
-                (void)get(shape(rows.tile(rt).m, cb));
+        // The (at most six per term) tile shapes, made before the parallel loop.
+        for (std::size_t k = 0; k < terms.size(); ++k)
+            for (std::int64_t rt = 0; rt < rows.count; ++rt)
+                for (std::int64_t cb : {std::int64_t{0}, col_blocks - 1})
+                    (void)get(shape(k, rows.tile(rt).m, cb));
         auto& eng = cpu_engine();
         // Tiles differ in size (the last row tiles are short): handed out one at a time, so
         // that the 480-row tiles of a 500-row product do not all fall to one thread.
-#pragma omp parallel for schedule(dynamic)
+#pragma omp parallel for schedule(dynamic) if (threads)
         for (std::int64_t tile = 0; tile < rows.count * col_blocks; ++tile) {
             const std::int64_t cb = tile % col_blocks, c0 = cb * width, w = std::min(width, cols - c0);
             const auto rt = rows.tile(tile / col_blocks);
-            const auto& p = get(shape(rt.m, cb));
-            const float* at = a + rt.r0 * depth;
-            float* ct = c + rt.r0 * cols;
             const auto t = static_cast<std::size_t>(omp_get_thread_num());
             // The outputs kept from a tile that is not in place: its last rt.keep rows (a
             // padded tile's rows come first, so there the first ones).
             const std::int64_t first = rt.padded ? 0 : rt.m - rt.keep;
-            if (rt.keep > 0) {
-                if (rt.padded) {
-                    pad_a[t].assign(static_cast<std::size_t>(rt.m * depth), 0.0F);
-                    std::copy(at, at + rt.keep * depth, pad_a[t].begin());
-                    at = pad_a[t].data();
+            for (std::size_t k = 0; k < terms.size(); ++k) {
+                const auto& p = get(shape(k, rt.m, cb));
+                const std::int64_t depth = terms[k].depth;
+                const float* at = terms[k].a + rt.r0 * depth;
+                float* ct = c + rt.r0 * cols;
+                if (rt.keep > 0) {
+                    if (rt.padded) {
+                        pad_a[t].assign(static_cast<std::size_t>(rt.m * depth), 0.0F);
+                        std::copy(at, at + rt.keep * depth, pad_a[t].begin());
+                        at = pad_a[t].data();
+                    }
+                    pad_c[t].resize(static_cast<std::size_t>(rt.m * cols));
+                    if (k > 0 || accumulate)
+                        for (std::int64_t r = first; r < first + rt.keep; ++r)
+                            std::copy(ct + r * cols + c0, ct + r * cols + c0 + w, pad_c[t].data() + r * cols + c0);
+                    ct = pad_c[t].data();
                 }
-                pad_c[t].resize(static_cast<std::size_t>(rt.m * cols));
-                if (accumulate)
-                    for (std::int64_t r = first; r < first + rt.keep; ++r)
-                        std::copy(ct + r * cols + c0, ct + r * cols + c0 + w, pad_c[t].data() + r * cols + c0);
-                ct = pad_c[t].data();
+                const float* bt = terms[k].b + (b_transposed ? c0 * depth : c0);
+                dnnl::memory ma(p.a, eng, const_cast<float*>(at));
+                dnnl::memory mb(p.b, eng, const_cast<float*>(bt));
+                dnnl::memory mc(p.c, eng, ct + c0);
+                std::unordered_map<int, dnnl::memory> args{
+                    {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+                if (k == 0 && bias != nullptr)
+                    args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, eng, const_cast<float*>(bias + c0)));
+                run(p, std::move(args));
+                for (std::int64_t r = first; r < first + rt.keep; ++r)
+                    std::copy(ct + r * cols + c0, ct + r * cols + c0 + w, c + (rt.r0 + r) * cols + c0);
             }
-            dnnl::memory ma(p.a, eng, const_cast<float*>(at));
-            dnnl::memory mb(p.b, eng, const_cast<float*>(b + (b_transposed ? c0 * depth : c0)));
-            dnnl::memory mc(p.c, eng, ct + c0);
-            std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-            if (bias != nullptr) args.emplace(DNNL_ARG_BIAS, dnnl::memory(p.bias, eng, const_cast<float*>(bias + c0)));
-            run(p, std::move(args));
-            for (std::int64_t r = first; r < first + rt.keep; ++r)
-                std::copy(ct + r * cols + c0, ct + r * cols + c0 + w, c + (rt.r0 + r) * cols + c0);
         }
     }
-    /// dw (in x out) = x^T dy over n > 0 rows of x (n x in), db (out) = column sums of dy (db
-    /// may be null); overwritten, or added to.  Summed over fixed row chunks.
-    void weight_gradient(const float* x, const float* dy, std::int64_t n, int in, int out, float* dw, float* db,
+    /// One weight gradient of weight_gradient: dw (in x out) = x^T dy, x n x in.
+    struct gradient_term {
+        const float* x;
+        int in;
+        float* dw;
+    };
+    /// Every term's dw = x^T dy over n > 0 rows (the same dy), db (out) = column sums of dy
+    /// (db may be null); overwritten, or added to.  Each summed over fixed row chunks.
+    void weight_gradient(std::span<const gradient_term> terms, const float* dy, std::int64_t n, int out, float* db,
                          bool accumulate)
     {
-        const std::size_t wsize = static_cast<std::size_t>(in) * out;
         ensure_threads();
         const int chunks = reduction_blocks(n);
-        if (partial.size() < static_cast<std::size_t>(chunks) * wsize)
-            partial.resize(static_cast<std::size_t>(chunks) * wsize);
-        bias_partial.assign(static_cast<std::size_t>(chunks) * out, 0.0F);
         // Row chunks and, when there are fewer than four, blocks of dw's rows (x's columns)
         // of col_block: tiles of the shape only.  Chunk row counts differ by at most one.
-        const std::int64_t width = chunks < 4 && in >= 2 * col_block ? col_block : in;
-        const std::int64_t in_blocks = (in + width - 1) / width;
-        const auto shape = [&](std::int64_t rows, std::int64_t ib) {
-            return matmul_shape{.m = std::min<std::int64_t>(width, in - ib * width),
+        const auto width = [&](std::size_t k) -> std::int64_t {
+            const std::int64_t in = terms[k].in;
+            return chunks < 4 && in >= 2 * col_block ? col_block : in;
+        };
+        std::int64_t ins = 0;
+        for (const auto& t : terms)
+            ins += t.in;
+        const bool threads = gemm_worth_threads(n, ins, out);
+        const single_threaded_dnnl single(!threads);
+        const auto shape = [&](std::size_t k, std::int64_t rows, std::int64_t ib) {
+            const std::int64_t in = terms[k].in;
+            return matmul_shape{.m = std::min(width(k), in - ib * width(k)),
                                 .k = rows,
                                 .n = out,
                                 .a_transposed = true,
-                                .lda = in};
+                                .lda = in,
+                                .serial = !threads};
         };
-        for (int c = 0; c < chunks; ++c) {
-            const auto [r0, r1] = block_range(n, chunks, c);
-            for (std::int64_t ib : {std::int64_t{0}, in_blocks - 1})
-                (void)get(shape(r1 - r0, ib));
-        }
-        auto& eng = cpu_engine();
-#pragma omp parallel for schedule(static)
-        for (std::int64_t tile = 0; tile < chunks * in_blocks; ++tile) {
-            const auto c = static_cast<int>(tile / in_blocks);
-            const std::int64_t ib = tile % in_blocks, i0 = ib * width;
-            const auto [r0, r1] = block_range(n, chunks, c);
-            const auto& p = get(shape(r1 - r0, ib));
-            // A = X_c^T: (in x rows) read from row-major X_c (rows x in).
-            dnnl::memory ma(p.a, eng, const_cast<float*>(x + r0 * in + i0));
-            dnnl::memory mb(p.b, eng, const_cast<float*>(dy + r0 * out));
-            dnnl::memory mc(p.c, eng, partial.data() + static_cast<std::size_t>(c) * wsize + i0 * out);
-            run(p, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-            if (db != nullptr && ib == 0) {
-                float* bp = bias_partial.data() + static_cast<std::size_t>(c) * out;
-                for (std::int64_t r = r0; r < r1; ++r)
-                    for (int j = 0; j < out; ++j)
-                        bp[j] += dy[r * out + j];
+        // Term k's partials at offset[k] of each chunk's; its tiles from tile0[k] on.
+        std::vector<std::size_t> offset(terms.size() + 1, 0);
+        std::vector<std::int64_t> tile0(terms.size() + 1, 0);
+        for (std::size_t k = 0; k < terms.size(); ++k) {
+            const std::int64_t in_blocks = (terms[k].in + width(k) - 1) / width(k);
+            offset[k + 1] = offset[k] + static_cast<std::size_t>(terms[k].in) * out;
+            tile0[k + 1] = tile0[k] + chunks * in_blocks;
+            for (int c = 0; c < chunks; ++c) {
+                const auto [r0, r1] = block_range(n, chunks, c);
+                for (std::int64_t ib : {std::int64_t{0}, in_blocks - 1})
+                    (void)get(shape(k, r1 - r0, ib));
             }
         }
-        // Fixed-order sum of the chunk partials.
-#pragma omp parallel for schedule(static) if (worth_threads(static_cast <std::int64_t>(wsize) * chunks))
-        for (std::size_t i = 0; i < wsize; ++i) {
-            float s = accumulate ? dw[i] : 0.0F;
-            for (int c = 0; c < chunks; ++c)
-                s += partial[static_cast<std::size_t>(c) * wsize + i];
-            dw[i] = s;
+        const std::size_t wsize = offset.back();
+        if (partial.size() < static_cast<std::size_t>(chunks) * wsize)
+            partial.resize(static_cast<std::size_t>(chunks) * wsize);
+        bias_partial.assign(static_cast<std::size_t>(chunks) * out, 0.0F);
+        auto& eng = cpu_engine();
+        // One parallel region: every term's tiles, then the fixed-order sums of their partials.
+#pragma omp parallel if (threads)
+        {
+#pragma omp for schedule(static)
+            for (std::int64_t tile = 0; tile < tile0.back(); ++tile) {
+                const auto k =
+                    static_cast<std::size_t>(std::upper_bound(tile0.begin(), tile0.end(), tile) - tile0.begin() - 1);
+                const std::int64_t in_blocks = (tile0[k + 1] - tile0[k]) / chunks;
+                const auto c = static_cast<int>((tile - tile0[k]) / in_blocks);
+                const std::int64_t ib = (tile - tile0[k]) % in_blocks, i0 = ib * width(k);
+                const auto [r0, r1] = block_range(n, chunks, c);
+                const auto& p = get(shape(k, r1 - r0, ib));
+                const std::int64_t in = terms[k].in;
+                // A = X_c^T: (in x rows) read from row-major X_c (rows x in).
+                dnnl::memory ma(p.a, eng, const_cast<float*>(terms[k].x + r0 * in + i0));
+                dnnl::memory mb(p.b, eng, const_cast<float*>(dy + r0 * out));
+                dnnl::memory mc(p.c, eng, partial.data() + static_cast<std::size_t>(c) * wsize + offset[k] + i0 * out);
+                run(p, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+                if (db != nullptr && k == 0 && ib == 0) {
+                    float* bp = bias_partial.data() + static_cast<std::size_t>(c) * out;
+                    for (std::int64_t r = r0; r < r1; ++r)
+                        for (int j = 0; j < out; ++j)
+                            bp[j] += dy[r * out + j];
+                }
+            }
+            for (std::size_t k = 0; k < terms.size(); ++k) {
+                float* dw = terms[k].dw;
+                const float* pk = partial.data() + offset[k];
+#pragma omp for schedule(static) nowait
+                for (std::size_t i = 0; i < offset[k + 1] - offset[k]; ++i) {
+                    float s = accumulate ? dw[i] : 0.0F;
+                    for (int c = 0; c < chunks; ++c)
+                        s += pk[static_cast<std::size_t>(c) * wsize + i];
+                    dw[i] = s;
+                }
+            }
         }
         if (db != nullptr)
             for (int j = 0; j < out; ++j) {
@@ -298,7 +384,8 @@ void linear_kernel::forward<float>(const float* x, std::int64_t n, const float* 
 {
     check_finite("linear::forward", "x", x, static_cast<std::size_t>(n) * in_);
     if (n == 0) return;
-    impl_->row_blocked(x, n, in_, out_, w, false, b, y);
+    const impl::term t{x, in_, w};
+    impl_->row_blocked({&t, 1}, n, out_, false, b, y);
 }
 
 template <>
@@ -307,7 +394,8 @@ void linear_kernel::backward_data<float>(const float* dy, std::int64_t n, const 
     check_finite("linear::backward", "dy", dy, static_cast<std::size_t>(n) * out_);
     if (n == 0) return;
     // dx (m x in) = dy (m x out) * W^T (out x in): B is W read transposed.
-    impl_->row_blocked(dy, n, out_, in_, w, true, nullptr, dx);
+    const impl::term t{dy, out_, w};
+    impl_->row_blocked({&t, 1}, n, in_, true, nullptr, dx);
 }
 
 template <>
@@ -321,7 +409,8 @@ void linear_kernel::backward_weights<float>(const float* x, const float* dy, std
         }
         return;
     }
-    impl_->weight_gradient(x, dy, n, in_, out_, dw, db, accumulate);
+    const impl::gradient_term t{x, in_, dw};
+    impl_->weight_gradient({&t, 1}, dy, n, out_, db, accumulate);
 }
 
 void linear_kernel::forward(const column_blocks& x, const matrix_f& w, const matrix_f& b, matrix_f& y) const
@@ -331,35 +420,47 @@ void linear_kernel::forward(const column_blocks& x, const matrix_f& w, const mat
     y.resize(n, out_);
     if (n == 0) return;
     const float* bias = b.size() > 0 ? b.data() : nullptr;
-    bool first = true; // the first block writes y (with the bias), the others add to it
+    // Dense blocks side by side are one product of several terms (one parallel region); a
+    // sparse block is its own.  The first term writes y (with the bias), the others add to it.
+    std::vector<impl::term> dense;
+    bool written = false;
+    const auto flush = [&] {
+        if (dense.empty()) return;
+        impl_->row_blocked(dense, n, out_, false, written ? nullptr : bias, y.data(), written);
+        dense.clear();
+        written = true;
+    };
     x.for_each([&]<typename X>(const X& block, Eigen::Index col0) {
         const float* wb = w.data() + col0 * out_;
         if constexpr (std::is_same_v<X, matrix_f>) {
             check_finite("linear::forward", "x", block.data(), static_cast<std::size_t>(block.size()));
-            impl_->row_blocked(block.data(), n, block.cols(), out_, wb, false, first ? bias : nullptr, y.data(),
-                               !first);
+            dense.push_back({block.data(), block.cols(), wb});
         } else {
-            sparse_linear_forward(block, wb, out_, first ? bias : nullptr, y.data(), !first);
+            flush();
+            sparse_linear_forward(block, wb, out_, written ? nullptr : bias, y.data(), written);
+            written = true;
         }
-        first = false;
     });
+    flush();
 }
 
 void linear_kernel::backward_weights(const column_blocks& x, const float* dy, float* dw) const
 {
     RETEXO_ENSURE_DIMS("linear::backward", "x columns", cols_of(x), Eigen::Index{in_});
     const Eigen::Index n = rows_of(x);
+    std::vector<impl::gradient_term> dense; // every dense block's, in one parallel region
     x.for_each([&]<typename X>(const X& block, Eigen::Index col0) {
         float* dwb = dw + col0 * out_;
         if constexpr (std::is_same_v<X, matrix_f>) {
             if (n == 0)
                 std::fill(dwb, dwb + block.cols() * out_, 0.0F);
             else
-                impl_->weight_gradient(block.data(), dy, n, static_cast<int>(block.cols()), out_, dwb, nullptr, false);
+                dense.push_back({block.data(), static_cast<int>(block.cols()), dwb});
         } else {
             sparse_linear_backward_weights(block, dy, out_, dwb);
         }
     });
+    if (!dense.empty()) impl_->weight_gradient(dense, dy, n, out_, nullptr, false);
 }
 
 // double: Eigen, same blocking.

@@ -3,6 +3,8 @@
 #include <retexo/kernels/row_sums.hpp>
 #include <retexo/kernels/sparse.hpp>
 
+#include <optional>
+
 #include <omp.h>
 
 #include <algorithm>
@@ -353,6 +355,79 @@ void dropout_rows(const column_blocks& x, std::span<const node_t> row_ids, doubl
             dropout_forward(b, row_ids, p, key, yb, col0, width);
         }
     });
+}
+
+namespace {
+/// A dense block of gather_dropout_rows: y = the rows of x, masked when p > 0.
+struct dense_gather {
+    const matrix_f* x;
+    matrix_f* y;
+    std::optional<dropout_mask<float>> mask;
+};
+/// Every dense block's rows in one parallel region, each row copied and masked in one pass
+/// (the bits of gather_rows, then dropout_rows).
+void gather_dropout_dense(std::span<const dense_gather> blocks, std::span<const node_t> rows,
+                          std::span<const node_t> row_ids)
+{
+    const auto n = static_cast<std::int64_t>(rows.size());
+    std::int64_t width = 0;
+    for (const auto& b : blocks)
+        width += b.x->cols();
+#pragma omp parallel if (worth_threads(n * width))
+    for (const auto& b : blocks) {
+        const auto w = b.x->cols();
+#pragma omp for schedule(static) nowait
+        for (std::int64_t r = 0; r < n; ++r) {
+            const float* xr = b.x->data() + static_cast<std::ptrdiff_t>(rows[static_cast<std::size_t>(r)]) * w;
+            float* yr = b.y->data() + r * w;
+            if (b.mask)
+                b.mask->row(xr, row_ids[static_cast<std::size_t>(r)], yr);
+            else
+                std::copy(xr, xr + w, yr);
+        }
+    }
+}
+} // namespace
+
+void gather_dropout_rows(const matrix_f& x, std::span<const node_t> rows, std::span<const node_t> row_ids, double p,
+                         const dropout_key& key, matrix_f& y)
+{
+    y.resize(static_cast<Eigen::Index>(rows.size()), x.cols());
+    const dense_gather block{
+        &x, &y, p > 0 ? std::optional(dropout_mask<float>(p, key, 0, static_cast<int>(x.cols()), 0)) : std::nullopt};
+    gather_dropout_dense({&block, 1}, rows, row_ids);
+}
+
+void gather_dropout_rows(const csr_matrix& x, std::span<const node_t> rows, std::span<const node_t> row_ids, double p,
+                         const dropout_key& key, csr_matrix& y)
+{
+    gather_rows(x, rows, y);
+    dropout_rows(y, row_ids, p, key, y);
+}
+
+void gather_dropout_rows(const column_blocks& x, std::span<const node_t> rows, std::span<const node_t> row_ids,
+                         double p, const dropout_key& key, column_blocks& y)
+{
+    // The masks of the dense form: each block keyed by its columns there.
+    const std::int64_t width = x.cols();
+    y.blocks.resize(x.blocks.size());
+    std::vector<dense_gather> dense;
+    std::size_t i = 0;
+    x.for_each([&]<typename X>(const X& b, Eigen::Index col0) {
+        auto& out = y.blocks[i++];
+        if (!std::holds_alternative<X>(out)) out = X();
+        X& yb = std::get<X>(out);
+        if constexpr (std::is_same_v<X, matrix_f>) {
+            yb.resize(static_cast<Eigen::Index>(rows.size()), b.cols());
+            dense.push_back({&b, &yb,
+                             p > 0 ? std::optional(dropout_mask<float>(p, key, col0, static_cast<int>(b.cols()), width))
+                                   : std::nullopt});
+        } else {
+            gather_rows(b, rows, yb);
+            dropout_forward(yb, row_ids, p, key, yb, col0, width);
+        }
+    });
+    gather_dropout_dense(dense, rows, row_ids);
 }
 
 matrix_f top_rows(const matrix_f& x, Eigen::Index n)

@@ -102,8 +102,7 @@ void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std:
     if (rate == 0) p.undropped_rows = p.rows;
     if (dense_) {
         if (!gathered) {
-            gather_rows(x, p.rows, x_rows);
-            dropout_rows(x_rows, p.ids, rate, input_key(step), x_rows);
+            gather_dropout_rows(x, p.rows, p.ids, rate, input_key(step), x_rows);
         }
         dense_->forward(x_rows, p.t);
         return;

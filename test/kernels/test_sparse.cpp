@@ -163,6 +163,84 @@ TEST_CASE("sparse linear map and its weight gradient match the dense kernels", "
     }
 }
 
+TEST_CASE("column blocks: dense blocks side by side are one product of several terms", "[kernels][sparse][linear]")
+{
+    // [dense 40 | dense 50 | sparse 20 | dense 30]: the first two dense blocks are one
+    // row-blocked product of two terms (one parallel region), the last its own.  500 rows: a
+    // 480-row tile and a tail tile of 24 rows keeping 20, in 64-column blocks (out 200).  And
+    // 30 rows: a product small enough to run off the thread pool.
+    const int in = 140, out = 200;
+    const matrix_f w = test::random_matrix(in, out, 12).cast<float>();
+    const matrix_f b = test::random_matrix(1, out, 13).cast<float>();
+    const linear_kernel k(in, out);
+    for (const Eigen::Index n : {Eigen::Index{500}, Eigen::Index{30}}) {
+        INFO(n << " rows");
+        matrix_f x = test::random_matrix(n, in, 14).cast<float>();
+        x.middleCols(90, 20) = sparse_random(n, 20, 0.1, 15);
+        const matrix_f dy = test::random_matrix(n, out, 16).cast<float>();
+        const column_blocks xs{{matrix_f(x.leftCols(40)), matrix_f(x.middleCols(40, 50)),
+                                csr_matrix::from_dense(x.middleCols(90, 20)), matrix_f(x.rightCols(30))}};
+        std::vector<float> ref_y(static_cast<std::size_t>(n) * out), ref_dx(static_cast<std::size_t>(n) * in),
+            ref_dw(static_cast<std::size_t>(in) * out), ref_db(out);
+        reference::linear_forward(x.data(), n, in, out, w.data(), b.data(), ref_y.data());
+        reference::linear_backward(x.data(), dy.data(), n, in, out, w.data(), ref_dx.data(), ref_dw.data(),
+                                   ref_db.data());
+        matrix_f y0, dw0;
+        test::at_thread_counts([&](int t) {
+            INFO(t << " threads");
+            matrix_f y, dw(in, out);
+            k.forward(xs, w, b, y);
+            k.backward_weights(xs, dy.data(), dw.data());
+            for (Eigen::Index i = 0; i < y.size(); ++i)
+                CHECK(y.data()[i] == Approx(ref_y[static_cast<std::size_t>(i)]).epsilon(1e-4).margin(1e-4));
+            for (Eigen::Index i = 0; i < dw.size(); ++i)
+                CHECK(dw.data()[i] == Approx(ref_dw[static_cast<std::size_t>(i)]).epsilon(1e-4).margin(1e-4));
+            if (t == 1) {
+                y0 = y;
+                dw0 = dw;
+            }
+            CHECK(y == y0);
+            CHECK(dw == dw0);
+        });
+    }
+}
+
+TEST_CASE("gathering and dropping out rows in one pass gives the bits of the two steps", "[kernels][sparse]")
+{
+    // 3,000 rows 60 wide, 2,900 of them gathered: enough to run on threads.
+    const matrix_f x = sparse_random(3000, 60, 0.5, 17);
+    std::vector<node_t> rows, ids;
+    for (node_t i = 0; i < 2900; ++i) {
+        rows.push_back((i * 7) % 3000);
+        ids.push_back(5000 + 3 * i);
+    }
+    const dropout_key key{9, 2, 5};
+    const column_blocks xs{{matrix_f(x.leftCols(9)), csr_matrix::from_dense(x.middleCols(9, 21)),
+                            matrix_f(x.middleCols(30, 14)), matrix_f(x.rightCols(16))}};
+    for (const double p : {0.4, 0.0}) {
+        INFO("p " << p);
+        matrix_f want;
+        gather_rows(x, rows, want);
+        dropout_rows(want, ids, p, key, want);
+        column_blocks want_blocks;
+        gather_rows(xs, rows, want_blocks);
+        dropout_rows(want_blocks, ids, p, key, want_blocks);
+        REQUIRE(node_features(want_blocks).to_dense() == want);
+        test::at_thread_counts([&](int t) {
+            INFO(t << " threads");
+            matrix_f y;
+            gather_dropout_rows(x, rows, ids, p, key, y);
+            CHECK(y == want);
+            column_blocks ys;
+            gather_dropout_rows(xs, rows, ids, p, key, ys);
+            CHECK(ys == want_blocks);
+            csr_matrix ys_sparse;
+            gather_dropout_rows(csr_matrix::from_dense(x), rows, ids, p, key, ys_sparse);
+            CHECK(ys_sparse.to_dense() == want);
+        });
+    }
+}
+
 TEST_CASE("sparse products sum their terms in the plain loops' order, bit for bit", "[kernels][sparse]")
 {
     // The kernels hold up to 256 output columns in registers; each output must still be the

@@ -12,7 +12,7 @@ namespace retexo {
 /// (OMP_WAIT_POLICY=passive).  Every loop it guards computes the same bits either way.
 inline bool worth_threads(std::int64_t work)
 {
-    return work >= (std::int64_t{1} << 15);
+    return work >= (std::int64_t{1} << 17);
 }
 
 } // namespace retexo

@@ -72,6 +72,23 @@ inline T dropout_value(T x, T scale, std::uint64_t lane, std::uint64_t threshold
     const U keep = lane >= threshold ? ~U{0} : U{0};
     return std::bit_cast<T>(std::bit_cast<U>(x * scale) & keep);
 }
+/// The dropout masks of dropout_forward: columns [col0, col0 + w) of rows mask_width wide
+/// (0: w), p > 0.
+template <typename T>
+class dropout_mask {
+public:
+    dropout_mask(double p, const dropout_key& key, std::int64_t col0, int w, std::int64_t mask_width);
+    /// yr (w) = the row xr of the node with global id `id`, masked and scaled; yr may be xr.
+    void row(const T* xr, node_t id, T* yr) const;
+
+private:
+    counter_rng rng_;
+    std::uint64_t threshold_;
+    T scale_;
+    std::uint64_t groups_;
+    std::int64_t col0_;
+    int w_;
+};
 /// y = dropout(x) for rows with global ids row_ids[i]; p = 0 copies.  x may be columns
 /// [col0, col0 + w) of rows mask_width wide, masked as those rows are (mask_width 0: w).
 template <typename T>

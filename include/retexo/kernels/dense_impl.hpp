@@ -151,6 +151,44 @@ void layer_norm_backward(const T* x, const T* dy, std::int64_t n, int w, const T
 }
 
 template <typename T>
+dropout_mask<T>::dropout_mask(double p, const dropout_key& key, std::int64_t col0, int w, std::int64_t mask_width)
+    : rng_(key.rng()), threshold_(static_cast<std::uint64_t>(p * 65536.0)), scale_(static_cast<T>(1.0 / (1.0 - p))),
+      // 16 bits per column, four columns per counter, counters numbered along the whole row.
+      groups_((static_cast<std::uint64_t>(std::max(col0 + w, mask_width)) + 3) / 4), col0_(col0), w_(w)
+{
+}
+
+template <typename T>
+void dropout_mask<T>::row(const T* xr, node_t id, T* yr) const
+{
+    const std::uint64_t base = static_cast<std::uint64_t>(id) * groups_;
+    const int w = w_;
+    // The first counter's columns, if col0 starts inside one; then four at a time.
+    const auto head = static_cast<int>(std::min<std::int64_t>((4 - col0_ % 4) % 4, w));
+    if (head > 0) {
+        const auto c = static_cast<std::uint64_t>(col0_);
+        const std::uint64_t bits = rng_.bits(base + c / 4);
+        for (int l = 0; l < head; ++l)
+            yr[l] = ((bits >> (16 * (c % 4 + l))) & 0xFFFFU) >= threshold_ ? xr[l] * scale_ : T(0);
+    }
+    // Then 256 columns at a time: their 64 counters' bits first, read as 16-bit lanes
+    // (little-endian, as the shifts above number them), so that both loops vectorise.
+    const std::uint64_t g0 = static_cast<std::uint64_t>(col0_ + head) / 4;
+    static_assert(std::endian::native == std::endian::little, "dropout masks read 16-bit lanes of 64-bit draws");
+    std::uint16_t lanes[256];
+    for (int j0 = head; j0 < w; j0 += 256) {
+        const int count = std::min(256, w - j0);
+        const std::uint64_t c0 = base + g0 + static_cast<std::uint64_t>(j0 - head) / 4;
+        for (int k = 0; k < (count + 3) / 4; ++k) {
+            const std::uint64_t bits = rng_.bits(c0 + static_cast<std::uint64_t>(k));
+            std::memcpy(lanes + 4 * k, &bits, sizeof bits);
+        }
+        for (int j = 0; j < count; ++j)
+            yr[j0 + j] = dropout_value(xr[j0 + j], scale_, lanes[j], threshold_);
+    }
+}
+
+template <typename T>
 void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double p, const dropout_key& key, T* y,
                      std::int64_t col0, std::int64_t mask_width)
 {
@@ -159,40 +197,10 @@ void dropout_forward(const T* x, std::span<const node_t> row_ids, int w, double 
         if (x != y) std::copy(x, x + n * w, y);
         return;
     }
-    const auto rng = key.rng();
-    const auto threshold = static_cast<std::uint64_t>(p * 65536.0);
-    const T scale = static_cast<T>(1.0 / (1.0 - p));
-    // 16 bits per column, four columns per counter, counters numbered along the whole row.
-    const std::uint64_t groups = (static_cast<std::uint64_t>(std::max(col0 + w, mask_width)) + 3) / 4;
+    const dropout_mask<T> mask(p, key, col0, w, mask_width);
 #pragma omp parallel for schedule(static) if (parallel : worth_threads(n * w))
-    for (std::int64_t r = 0; r < n; ++r) {
-        const std::uint64_t base = static_cast<std::uint64_t>(row_ids[r]) * groups;
-        const T* xr = x + r * w;
-        T* yr = y + r * w;
-        // The first counter's columns, if col0 starts inside one; then four at a time.
-        const auto head = static_cast<int>(std::min<std::int64_t>((4 - col0 % 4) % 4, w));
-        if (head > 0) {
-            const auto c = static_cast<std::uint64_t>(col0);
-            const std::uint64_t bits = rng.bits(base + c / 4);
-            for (int l = 0; l < head; ++l)
-                yr[l] = ((bits >> (16 * (c % 4 + l))) & 0xFFFFU) >= threshold ? xr[l] * scale : T(0);
-        }
-        // Then 256 columns at a time: their 64 counters' bits first, read as 16-bit lanes
-        // (little-endian, as the shifts above number them), so that both loops vectorise.
-        const std::uint64_t g0 = static_cast<std::uint64_t>(col0 + head) / 4;
-        static_assert(std::endian::native == std::endian::little, "dropout masks read 16-bit lanes of 64-bit draws");
-        std::uint16_t lanes[256];
-        for (int j0 = head; j0 < w; j0 += 256) {
-            const int count = std::min(256, w - j0);
-            const std::uint64_t c0 = base + g0 + static_cast<std::uint64_t>(j0 - head) / 4;
-            for (int k = 0; k < (count + 3) / 4; ++k) {
-                const std::uint64_t bits = rng.bits(c0 + static_cast<std::uint64_t>(k));
-                std::memcpy(lanes + 4 * k, &bits, sizeof bits);
-            }
-            for (int j = 0; j < count; ++j)
-                yr[j0 + j] = dropout_value(xr[j0 + j], scale, lanes[j], threshold);
-        }
-    }
+    for (std::int64_t r = 0; r < n; ++r)
+        mask.row(x + r * w, row_ids[r], y + r * w);
 }
 
 template <typename T>

@@ -47,6 +47,14 @@ void dropout_rows(const matrix_f& x, std::span<const node_t> row_ids, double p, 
 void gather_rows(const column_blocks& x, std::span<const node_t> rows, column_blocks& y);
 void dropout_rows(const column_blocks& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
                   column_blocks& y);
+/// y = dropout(the given rows of x), row i keyed by row_ids[i]: the bits of gather_rows then
+/// dropout_rows, the dense rows in one pass and one parallel region.
+void gather_dropout_rows(const matrix_f& x, std::span<const node_t> rows, std::span<const node_t> row_ids, double p,
+                         const dropout_key& key, matrix_f& y);
+void gather_dropout_rows(const csr_matrix& x, std::span<const node_t> rows, std::span<const node_t> row_ids, double p,
+                         const dropout_key& key, csr_matrix& y);
+void gather_dropout_rows(const column_blocks& x, std::span<const node_t> rows, std::span<const node_t> row_ids,
+                         double p, const dropout_key& key, column_blocks& y);
 matrix_f top_rows(const matrix_f& x, Eigen::Index n);
 csr_matrix top_rows(const csr_matrix& x, Eigen::Index n);
 column_blocks top_rows(const column_blocks& x, Eigen::Index n);
