@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <numeric>
 #include <span>
 #include <vector>
 
@@ -208,10 +210,11 @@ struct linear_kernel::impl {
         const row_tiles rows(n);
         const std::int64_t width = rows.count < 4 && cols >= 2 * col_block ? col_block : cols;
         const std::int64_t col_blocks = (cols + width - 1) / width;
-        std::int64_t depths = 0;
-        for (const auto& t : terms)
-            depths += t.depth;
-        const bool threads = gemm_worth_threads(n, depths, cols);
+        const bool threads =
+            gemm_worth_threads(n,
+                               std::transform_reduce(terms.begin(), terms.end(), std::int64_t{0}, std::plus<>(),
+                                                     [](const term& t) { return t.depth; }),
+                               cols);
         const single_threaded_dnnl single(!threads);
         const auto shape = [&](std::size_t k, std::int64_t m, std::int64_t cb) {
             const std::int64_t depth = terms[k].depth;
@@ -291,10 +294,11 @@ struct linear_kernel::impl {
             const std::int64_t in = terms[k].in;
             return chunks < 4 && in >= 2 * col_block ? col_block : in;
         };
-        std::int64_t ins = 0;
-        for (const auto& t : terms)
-            ins += t.in;
-        const bool threads = gemm_worth_threads(n, ins, out);
+        const bool threads =
+            gemm_worth_threads(n,
+                               std::transform_reduce(terms.begin(), terms.end(), std::int64_t{0}, std::plus<>(),
+                                                     [](const gradient_term& t) { return std::int64_t{t.in}; }),
+                               out);
         const single_threaded_dnnl single(!threads);
         const auto shape = [&](std::size_t k, std::int64_t rows, std::int64_t ib) {
             const std::int64_t in = terms[k].in;

@@ -325,16 +325,25 @@ void dropout_rows(const matrix_f& x, std::span<const node_t> row_ids, double p, 
     }
 }
 
+namespace {
+/// f(b, yb, col0) for every block b of x (first column col0) and y's block yb at its place,
+/// y's blocks made of the same kinds as x's (y may be x).
+template <typename F>
+void for_each_block_pair(const column_blocks& x, column_blocks& y, F&& f)
+{
+    if (&y != &x) y.blocks.resize(x.blocks.size());
+    std::size_t i = 0;
+    x.for_each([&]<typename X>(const X& b, Eigen::Index col0) {
+        auto& out = y.blocks[i++];
+        if (!std::holds_alternative<X>(out)) out = X();
+        f(b, std::get<X>(out), col0);
+    });
+}
+} // namespace
+
 void gather_rows(const column_blocks& x, std::span<const node_t> rows, column_blocks& y)
 {
-    y.blocks.resize(x.blocks.size());
-    for (std::size_t i = 0; i < x.blocks.size(); ++i)
-        std::visit(
-            [&]<typename X>(const X& b) {
-                if (!std::holds_alternative<X>(y.blocks[i])) y.blocks[i] = X();
-                gather_rows(b, rows, std::get<X>(y.blocks[i]));
-            },
-            x.blocks[i]);
+    for_each_block_pair(x, y, [&](const auto& b, auto& yb, Eigen::Index) { gather_rows(b, rows, yb); });
 }
 
 void dropout_rows(const column_blocks& x, std::span<const node_t> row_ids, double p, const dropout_key& key,
@@ -342,12 +351,7 @@ void dropout_rows(const column_blocks& x, std::span<const node_t> row_ids, doubl
 {
     // The masks of the dense form: each block keyed by its columns there.
     const std::int64_t width = x.cols();
-    if (&y != &x) y.blocks.resize(x.blocks.size());
-    std::size_t i = 0;
-    x.for_each([&]<typename X>(const X& b, Eigen::Index col0) {
-        auto& out = y.blocks[i++];
-        if (!std::holds_alternative<X>(out)) out = X();
-        X& yb = std::get<X>(out);
+    for_each_block_pair(x, y, [&]<typename X>(const X& b, X& yb, Eigen::Index col0) {
         if constexpr (std::is_same_v<X, matrix_f>) {
             if (&yb != &b) yb.resize(b.rows(), b.cols());
             dropout_forward(b.data(), row_ids, static_cast<int>(b.cols()), p, key, yb.data(), col0, width);
@@ -410,13 +414,8 @@ void gather_dropout_rows(const column_blocks& x, std::span<const node_t> rows, s
 {
     // The masks of the dense form: each block keyed by its columns there.
     const std::int64_t width = x.cols();
-    y.blocks.resize(x.blocks.size());
     std::vector<dense_gather> dense;
-    std::size_t i = 0;
-    x.for_each([&]<typename X>(const X& b, Eigen::Index col0) {
-        auto& out = y.blocks[i++];
-        if (!std::holds_alternative<X>(out)) out = X();
-        X& yb = std::get<X>(out);
+    for_each_block_pair(x, y, [&]<typename X>(const X& b, X& yb, Eigen::Index col0) {
         if constexpr (std::is_same_v<X, matrix_f>) {
             yb.resize(static_cast<Eigen::Index>(rows.size()), b.cols());
             dense.push_back({&b, &yb,

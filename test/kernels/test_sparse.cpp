@@ -39,6 +39,38 @@ csr random_edges(node_t rows, node_t sources, int per_row, std::uint64_t seed)
     return g;
 }
 
+/// The products of x (dense x_dense, stored as `input`: sparse rows or column blocks) by k
+/// against the reference, within tol, and the same bits at every thread count.
+template <typename X>
+void check_linear_products(const linear_kernel& k, const X& input, const matrix_f& x_dense, const matrix_f& w,
+                           const matrix_f& b, const matrix_f& dy, double tol)
+{
+    const auto n = x_dense.rows();
+    const int in = k.in(), out = k.out();
+    std::vector<float> ref_y(static_cast<std::size_t>(n) * out), ref_dx(static_cast<std::size_t>(n) * in),
+        ref_dw(static_cast<std::size_t>(in) * out), ref_db(static_cast<std::size_t>(out));
+    reference::linear_forward(x_dense.data(), n, in, out, w.data(), b.data(), ref_y.data());
+    reference::linear_backward(x_dense.data(), dy.data(), n, in, out, w.data(), ref_dx.data(), ref_dw.data(),
+                               ref_db.data());
+    matrix_f y0, dw0;
+    test::at_thread_counts([&](int t) {
+        INFO(t << " threads");
+        matrix_f y, dw(in, out);
+        k.forward(input, w, b, y);
+        k.backward_weights(input, dy.data(), dw.data());
+        for (Eigen::Index i = 0; i < y.size(); ++i)
+            CHECK(y.data()[i] == Approx(ref_y[static_cast<std::size_t>(i)]).epsilon(tol).margin(tol));
+        for (Eigen::Index i = 0; i < dw.size(); ++i)
+            CHECK(dw.data()[i] == Approx(ref_dw[static_cast<std::size_t>(i)]).epsilon(tol).margin(tol));
+        if (t == 1) {
+            y0 = y;
+            dw0 = dw;
+        }
+        CHECK(y == y0);
+        CHECK(dw == dw0);
+    });
+}
+
 } // namespace
 
 TEST_CASE("csr_matrix: dense round trip, row selection, stacking, validation", "[kernels][sparse]")
@@ -106,32 +138,8 @@ TEST_CASE("sparse linear map and its weight gradient match the dense kernels", "
     const matrix_f w = test::random_matrix(in, out, 4).cast<float>();
     const matrix_f b = test::random_matrix(1, out, 5).cast<float>();
     const matrix_f dy = test::random_matrix(300, out, 6).cast<float>();
-    std::vector<float> ref_y(300 * out), ref_dx(300 * in), ref_dw(in * out), ref_db(out);
-    reference::linear_forward(x.data(), 300, in, out, w.data(), b.data(), ref_y.data());
-    reference::linear_backward(x.data(), dy.data(), 300, in, out, w.data(), ref_dx.data(), ref_dw.data(),
-                               ref_db.data());
     const linear_kernel k(in, out);
-    // The products of x stored as `input` against the reference, the same bits at every
-    // thread count.
-    const auto check_products = [&](const auto& input) {
-        matrix_f y0, dw0(in, out);
-        test::at_thread_counts([&](int t) {
-            INFO(t << " threads");
-            matrix_f y, dw(in, out);
-            k.forward(input, w, b, y);
-            k.backward_weights(input, dy.data(), dw.data());
-            for (Eigen::Index i = 0; i < y.size(); ++i)
-                CHECK(y.data()[i] == Approx(ref_y[static_cast<std::size_t>(i)]).epsilon(1e-5).margin(1e-5));
-            for (Eigen::Index i = 0; i < dw.size(); ++i)
-                CHECK(dw.data()[i] == Approx(ref_dw[static_cast<std::size_t>(i)]).epsilon(1e-5).margin(1e-5));
-            if (t == 1) {
-                y0 = y;
-                dw0 = dw;
-            }
-            CHECK(y == y0);
-            CHECK(dw == dw0);
-        });
-    };
+    const auto check_products = [&](const auto& input) { check_linear_products(k, input, x, w, b, dy, 1e-5); };
     check_products(s);
     SECTION("exact: the fixed-point gradient of the dense form, bit for bit")
     {
@@ -180,28 +188,7 @@ TEST_CASE("column blocks: dense blocks side by side are one product of several t
         const matrix_f dy = test::random_matrix(n, out, 16).cast<float>();
         const column_blocks xs{{matrix_f(x.leftCols(40)), matrix_f(x.middleCols(40, 50)),
                                 csr_matrix::from_dense(x.middleCols(90, 20)), matrix_f(x.rightCols(30))}};
-        std::vector<float> ref_y(static_cast<std::size_t>(n) * out), ref_dx(static_cast<std::size_t>(n) * in),
-            ref_dw(static_cast<std::size_t>(in) * out), ref_db(out);
-        reference::linear_forward(x.data(), n, in, out, w.data(), b.data(), ref_y.data());
-        reference::linear_backward(x.data(), dy.data(), n, in, out, w.data(), ref_dx.data(), ref_dw.data(),
-                                   ref_db.data());
-        matrix_f y0, dw0;
-        test::at_thread_counts([&](int t) {
-            INFO(t << " threads");
-            matrix_f y, dw(in, out);
-            k.forward(xs, w, b, y);
-            k.backward_weights(xs, dy.data(), dw.data());
-            for (Eigen::Index i = 0; i < y.size(); ++i)
-                CHECK(y.data()[i] == Approx(ref_y[static_cast<std::size_t>(i)]).epsilon(1e-4).margin(1e-4));
-            for (Eigen::Index i = 0; i < dw.size(); ++i)
-                CHECK(dw.data()[i] == Approx(ref_dw[static_cast<std::size_t>(i)]).epsilon(1e-4).margin(1e-4));
-            if (t == 1) {
-                y0 = y;
-                dw0 = dw;
-            }
-            CHECK(y == y0);
-            CHECK(dw == dw0);
-        });
+        check_linear_products(k, xs, x, w, b, dy, 1e-4);
     }
 }
 
