@@ -323,7 +323,11 @@ struct linear_kernel::impl {
             }
         }
         const std::size_t wsize = offset.back();
-        if (partial.size() < static_cast<std::size_t>(chunks) * wsize)
+        // One chunk, overwriting: the tiles write dw itself.  0 + x is x but for the sign of
+        // a zero gradient, which an optimiser step passes on only to a weight that is itself
+        // exactly zero, and then only as that zero's sign.
+        const bool direct = chunks == 1 && !accumulate;
+        if (!direct && partial.size() < static_cast<std::size_t>(chunks) * wsize)
             partial.resize(static_cast<std::size_t>(chunks) * wsize);
         bias_partial.assign(static_cast<std::size_t>(chunks) * out, 0.0F);
         auto& eng = cpu_engine();
@@ -343,7 +347,8 @@ struct linear_kernel::impl {
                 // A = X_c^T: (in x rows) read from row-major X_c (rows x in).
                 dnnl::memory ma(p.a, eng, const_cast<float*>(terms[k].x + r0 * in + i0));
                 dnnl::memory mb(p.b, eng, const_cast<float*>(dy + r0 * out));
-                dnnl::memory mc(p.c, eng, partial.data() + static_cast<std::size_t>(c) * wsize + offset[k] + i0 * out);
+                float* dst = direct ? terms[k].dw : partial.data() + static_cast<std::size_t>(c) * wsize + offset[k];
+                dnnl::memory mc(p.c, eng, dst + i0 * out);
                 run(p, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
                 if (db != nullptr && k == 0 && ib == 0) {
                     float* bp = bias_partial.data() + static_cast<std::size_t>(c) * out;
@@ -352,7 +357,7 @@ struct linear_kernel::impl {
                             bp[j] += dy[r * out + j];
                 }
             }
-            for (std::size_t k = 0; k < terms.size(); ++k) {
+            for (std::size_t k = 0; k < terms.size() && !direct; ++k) {
                 float* dw = terms[k].dw;
                 const float* pk = partial.data() + offset[k];
 #pragma omp for schedule(static) nowait
