@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -149,10 +150,16 @@ int main(int argc, char** argv)
     report["threads"] = threads;
     report["triad_gbs"] = triad;
     report["sgemm_gflops"] = sgemm;
-    const auto [region_asleep, region_awake] = perf::measure_region_us();
-    std::printf("machine: an OpenMP parallel region costs %.1f us (threads asleep), %.1f us (awake)\n", region_asleep,
-                region_awake);
-    report["region_us"] = {{"asleep", region_asleep}, {"awake", region_awake}};
+    const auto [region_paused, region_back_to_back] = perf::measure_region_us();
+    // What waiting threads do between regions (libgomp: spin a while, then sleep; passive:
+    // sleep at once) sets the cost of a region, and so of the small products of a stage round.
+    const char* policy = std::getenv("OMP_WAIT_POLICY");
+    const std::string waiting = policy != nullptr ? policy : "libgomp's default";
+    std::printf("machine: an OpenMP parallel region costs %.1f us after a 1 ms pause, %.1f us back to back; "
+                "OMP_WAIT_POLICY %s\n",
+                region_paused, region_back_to_back, waiting.c_str());
+    report["region_us"] = {
+        {"after_pause", region_paused}, {"back_to_back", region_back_to_back}, {"wait_policy", waiting}};
 
     const csr g = random_graph(nodes, degree, 1);
     const auto e = static_cast<double>(g.num_edges());

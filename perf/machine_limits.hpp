@@ -86,9 +86,9 @@ inline double seconds_since(std::chrono::steady_clock::time_point t0)
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-/// The cost of an empty OpenMP parallel region, in microseconds, the median of repeats: with
-/// the threads asleep (a millisecond's pause before each, which under OMP_WAIT_POLICY=passive
-/// puts them to sleep), and back to back.  What a kernel's parallel region costs before its
+/// The cost of an empty OpenMP parallel region, in microseconds, the median of repeats: after
+/// a millisecond's pause (under OMP_WAIT_POLICY=passive the threads are asleep by then; with
+/// libgomp's default they still spin), and back to back.  What a kernel's parallel region costs before its
 /// work starts: the reason small loops stay on one thread (worth_threads).
 inline std::pair<double, double> measure_region_us(int repeats = 41)
 {

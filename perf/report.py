@@ -94,6 +94,15 @@ if k:
         md.append("|---|---|---|---|---|")
         for f, v in k["adam"].items():
             md.append(f"| F={f} | {v['params']} | {v['ms']:.2f} | {v['gbs']:.2f} | {v['ratio_triad']:.2f} |")
+    if "stage_round" in k:
+        v = k["stage_round"]
+        md.append(f"\nA RETEXO stage's round (amazon-computers SAGE stage 0: 200 training rows forward and "
+                  f"backward, an Adam step, 500 validation rows forward; 1,534 -> 256 -> 10): {v['ms']:.2f} ms, "
+                  f"{v['ratio_sgemm']:.2f} x sgemm.")
+    if "region_us" in k:
+        r = k["region_us"]
+        md.append(f"\nAn empty OpenMP parallel region: {r['after_pause']:.1f} us after a 1 ms pause, "
+                  f"{r['back_to_back']:.1f} us back to back (OMP_WAIT_POLICY {r.get('wait_policy', 'not recorded')}).")
     md.append("")
     summary["kernels"] = k
 
