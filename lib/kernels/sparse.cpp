@@ -391,14 +391,22 @@ void gather_dropout_dense(std::span<const dense_gather> blocks, std::span<const 
         }
     }
 }
+
+/// Block x's gather into y (sized for n rows): columns [col0, col0 + x.cols()) of rows
+/// `width` wide (0: x's own), masked when p > 0.
+dense_gather gather_into(const matrix_f& x, matrix_f& y, std::int64_t n, double p, const dropout_key& key,
+                         std::int64_t col0, std::int64_t width)
+{
+    y.resize(static_cast<Eigen::Index>(n), x.cols());
+    return {&x, &y,
+            p > 0 ? std::optional(dropout_mask<float>(p, key, col0, static_cast<int>(x.cols()), width)) : std::nullopt};
+}
 } // namespace
 
 void gather_dropout_rows(const matrix_f& x, std::span<const node_t> rows, std::span<const node_t> row_ids, double p,
                          const dropout_key& key, matrix_f& y)
 {
-    y.resize(static_cast<Eigen::Index>(rows.size()), x.cols());
-    const dense_gather block{
-        &x, &y, p > 0 ? std::optional(dropout_mask<float>(p, key, 0, static_cast<int>(x.cols()), 0)) : std::nullopt};
+    const dense_gather block = gather_into(x, y, static_cast<std::int64_t>(rows.size()), p, key, 0, 0);
     gather_dropout_dense({&block, 1}, rows, row_ids);
 }
 
@@ -417,10 +425,7 @@ void gather_dropout_rows(const column_blocks& x, std::span<const node_t> rows, s
     std::vector<dense_gather> dense;
     for_each_block_pair(x, y, [&]<typename X>(const X& b, X& yb, Eigen::Index col0) {
         if constexpr (std::is_same_v<X, matrix_f>) {
-            yb.resize(static_cast<Eigen::Index>(rows.size()), b.cols());
-            dense.push_back({&b, &yb,
-                             p > 0 ? std::optional(dropout_mask<float>(p, key, col0, static_cast<int>(b.cols()), width))
-                                   : std::nullopt});
+            dense.push_back(gather_into(b, yb, static_cast<std::int64_t>(rows.size()), p, key, col0, width));
         } else {
             gather_rows(b, rows, yb);
             dropout_forward(yb, row_ids, p, key, yb, col0, width);
