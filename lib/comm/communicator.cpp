@@ -86,6 +86,14 @@ std::vector<int> communicator::alltoall(std::span<const int> send_counts, purpos
     return recv;
 }
 
+byte_ledger communicator::agreement_charge(purpose p) const
+{
+    byte_ledger charge;
+    const auto bytes = static_cast<std::uint64_t>(size_ - 1) * sizeof(int); // allgather's, below
+    charge.add(p, bytes, bytes);
+    return charge;
+}
+
 void communicator::agree(const std::string& local_error, purpose p) const
 {
     const int failed = local_error.empty() ? 0 : 1;

@@ -17,7 +17,7 @@ namespace retexo {
 
 namespace {
 
-constexpr std::int64_t format_version = 4;
+constexpr std::int64_t format_version = 5;
 
 /// The scalar fields of the records a checkpoint keeps, for f(name, member): one list for
 /// writing and reading.
@@ -56,6 +56,20 @@ void fields(S& s, F&& f) requires std::is_same_v<std::remove_const_t<S>, stage_r
     f("seconds", s.seconds);
 }
 
+template <typename L, typename F>
+void fields(L& l, F&& f) requires std::is_same_v<std::remove_const_t<L>, label_head_record>
+{
+    f("candidates", l.candidates);
+    f("rounds", l.rounds);
+    f("train", l.acc.train);
+    f("valid", l.acc.valid);
+    f("test", l.acc.test);
+    f("spread_alpha", l.spread.alpha);
+    f("spread_train", l.spread.acc.train);
+    f("spread_valid", l.spread.acc.valid);
+    f("spread_test", l.spread.acc.test);
+}
+
 /// A record field across records: integers as int64, reals as double.
 using column = std::variant<std::vector<std::int64_t>, std::vector<double>>;
 
@@ -92,9 +106,13 @@ void write_records(h5::file& f, const std::string& group, const std::vector<R>& 
 template <typename R>
 std::vector<R> read_records(const h5::file& f, const std::string& group)
 {
-    const auto n = static_cast<std::int64_t>(f.dims(group + "/stage").at(0));
-    std::vector<R> records(static_cast<std::size_t>(n));
     R probe{};
+    std::string first; // the records' count: the length of their first field
+    fields(probe, [&](const char* name, auto&) {
+        if (first.empty()) first = name;
+    });
+    const auto n = static_cast<std::int64_t>(f.dims(group + "/" + first).at(0));
+    std::vector<R> records(static_cast<std::size_t>(n));
     fields(probe, [&](const char* name, auto& v) {
         using M = std::decay_t<decltype(v)>;
         using T = std::conditional_t<std::is_floating_point_v<M>, double, std::int64_t>;
@@ -471,6 +489,9 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
         f.set_attr("num_finished", static_cast<std::int64_t>(c.finished.size()));
         write_records(f, "history", c.history);
         write_records(f, "stages", c.stages);
+        std::vector<label_head_record> head;
+        if (c.label_head) head.push_back(*c.label_head);
+        write_records(f, "label_head", head);
         std::vector<byte_ledger> ledgers;
         for (const auto& s : c.stages)
             ledgers.push_back(s.bytes);
@@ -563,6 +584,9 @@ retexo_checkpoint read_checkpoint(const std::string& path, const checkpoint_iden
                   path << ": attribute finished_names has more than num_finished (" << c.finished.size() << ") names");
     c.history = read_records<epoch_record>(f, "history");
     c.stages = read_records<stage_record>(f, "stages");
+    const auto head = read_records<label_head_record>(f, "label_head");
+    RETEXO_ENSURE(head.size() <= 1, path << ": label_head/ holds " << head.size() << " records (at most 1)");
+    if (!head.empty()) c.label_head = head.front();
     const auto stage_traffic = ledgers_of(f.read_matrix<std::uint64_t>("stages/traffic", 4 * num_purposes));
     RETEXO_ENSURE(stage_traffic.size() == c.stages.size(), path << ": stages/traffic does not match stages");
     for (std::size_t i = 0; i < c.stages.size(); ++i)

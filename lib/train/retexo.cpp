@@ -311,6 +311,7 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
         meter_.resume(resumed_->done, resumed_->elapsed, resumed_->phases);
         result_.history = resumed_->history;
         result_.stages = resumed_->stages;
+        result_.label_head = resumed_->label_head;
         result_.parameters = resumed_->finished;
         carry_ = resumed_->carry;
     }
@@ -984,8 +985,13 @@ void retexo_run::write(retexo_checkpoint c)
     c.step = step_;
     c.history = result_.history;
     c.stages = result_.stages;
+    c.label_head = result_.label_head;
     c.finished = result_.parameters;
-    c.done = meter_.traffic();
+    // The traffic so far includes the agreement that commits this checkpoint (below), as an
+    // uninterrupted run's does.
+    const byte_ledger commit = ctx_.comm.agreement_charge(purpose::checkpoint);
+    c.done = meter_.traffic() + commit;
+    if (c.next_round > 1) c.current.done += commit;
     c.elapsed = meter_.elapsed();
     c.phases = meter_.timer.seconds();
     std::string err;

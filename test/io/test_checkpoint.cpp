@@ -54,6 +54,8 @@ retexo_checkpoint sample()
         .stage = 0, .rounds = 10, .best_round = 8, .spread = {.alpha = 0.8, .acc = {1, 0.75, 0.5}}, .seconds = 1.25};
     s.bytes.add(purpose::gradients, 64, 32, 2);
     c.stages = {s};
+    c.label_head = label_head_record{
+        .candidates = 4, .rounds = 37, .acc = {1, 0.7, 0.6}, .spread = {.alpha = 0.5, .acc = {1, 0.8, 0.7}}};
     c.done.add(purpose::halo_forward, 1000, 900, 4);
     c.phases = {{"compute", 1.5}, {"sync", 0.25}};
     c.current.rounds_done = 11;
@@ -121,6 +123,17 @@ TEST_CASE("a checkpoint reads back what was written", "[io][checkpoint]")
     CHECK(r.stages[0].spread.alpha == 0.8);
     CHECK(r.stages[0].spread.acc.valid == 0.75);
     CHECK(r.stages[0].bytes.sent[static_cast<int>(purpose::gradients)] == 64);
+    REQUIRE(r.label_head);
+    CHECK(r.label_head->candidates == 4);
+    CHECK(r.label_head->rounds == 37);
+    CHECK(r.label_head->acc.test == 0.6);
+    CHECK(r.label_head->spread.alpha == 0.5);
+    CHECK(r.label_head->spread.acc.valid == 0.8);
+    // Without one, none is read back.
+    auto plain = c;
+    plain.label_head.reset();
+    write_checkpoint(path, plain, identity);
+    CHECK_FALSE(read_checkpoint(path, identity).label_head);
     CHECK(r.done.sent[static_cast<int>(purpose::halo_forward)] == 1000);
     CHECK(r.phases == c.phases);
     CHECK(r.current.rounds_done == 11);
@@ -182,7 +195,7 @@ TEST_CASE("a checkpoint of another run is refused, naming the file", "[io][check
     write_checkpoint(path, sample(), identity);
     h5::file::open(path, true).set_attr("format_version", std::int64_t{3});
     CHECK_THROWS_WITH(read_checkpoint(path, identity),
-                      Catch::Contains(path + ": checkpoint format version 3, this retexo reads version 4"));
+                      Catch::Contains(path + ": checkpoint format version 3, this retexo reads version 5"));
 }
 
 TEST_CASE("a checkpoint out of range or not finite is refused, naming the file and what", "[io][checkpoint][bad-input]")

@@ -811,14 +811,31 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
                       full.stages[i].bytes.sent_for(purpose::gradients));
         };
 
-        // Stop after stage 1 (a stage boundary), then resume.
+        // Stop after stage 1 (a stage boundary), then resume: the same checkpoints were
+        // written, so every counter is the uninterrupted run's, and the label head's record
+        // crosses the checkpoint.
         auto b = o;
         b.checkpoint.dir = dir + "/boundary-" + tag;
         b.checkpoint.stop_after_stage = 1;
         CHECK(train::train_retexo(ctx, b).interrupted);
         b.checkpoint.stop_after_stage = -1;
         b.checkpoint.resume = true;
-        compare(train::train_retexo(ctx, b));
+        const auto resumed = train::train_retexo(ctx, b);
+        compare(resumed);
+        CHECK(resumed.bytes.sent == full.bytes.sent);
+        CHECK(resumed.bytes.calls == full.bytes.calls);
+        for (std::size_t e = 0; e < resumed.history.size(); ++e) {
+            CHECK(resumed.history[e].bytes == full.history[e].bytes);
+            CHECK(resumed.history[e].calls == full.history[e].calls);
+        }
+        REQUIRE(full.label_head.has_value() == (model == nn::layer_kind::gcn && extras));
+        REQUIRE(resumed.label_head.has_value() == full.label_head.has_value());
+        if (full.label_head) {
+            CHECK(resumed.label_head->rounds == full.label_head->rounds);
+            CHECK(resumed.label_head->acc.valid == full.label_head->acc.valid);
+            CHECK(resumed.label_head->spread.acc.valid == full.label_head->spread.acc.valid);
+            CHECK(resumed.label_head->kept == full.label_head->kept);
+        }
 
         // Stop inside stage 1 (as SIGTERM would), resume, stop again inside stage 2, resume.
         auto c = o;

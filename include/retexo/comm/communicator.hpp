@@ -139,6 +139,9 @@ public:
     /// none).  If any rank failed, every rank throws the same retexo::error naming the first
     /// failing rank, so no rank is left waiting in a later collective.
     void agree(const std::string& local_error, purpose p = purpose::control) const;
+    /// What a successful agree(…, p) adds to the ledger: so that a checkpoint, committed by
+    /// one, can count its own commit in the traffic it records.
+    byte_ledger agreement_charge(purpose p) const;
 
     /// Run f() (which must not call collectives on this communicator) and agree on success
     /// (collective): an exception on any rank is rethrown on every rank.

@@ -12,6 +12,7 @@
 
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,6 +86,7 @@ struct retexo_checkpoint {
     std::vector<named_tensor> finished; ///< selected parameters of the finished stages
     std::vector<epoch_record> history;
     std::vector<stage_record> stages;
+    std::optional<label_head_record> label_head; ///< stage 0's, once trained
     byte_ledger done;                     ///< this rank's traffic so far
     std::map<std::string, double> phases; ///< time by phase so far
 

@@ -52,4 +52,13 @@ struct stage_record {
     double seconds = 0;
 };
 
+/// RETEXO's label head (retexo_options::label_head): its candidates, rounds, its best one's
+/// accuracy (before and after label spreading), and whether its predictions are the run's.
+struct label_head_record {
+    int candidates = 0, rounds = 0;
+    accuracies acc;
+    spread_accuracy spread;
+    bool kept = false; ///< set at the end of the run (not checkpointed)
+};
+
 } // namespace retexo

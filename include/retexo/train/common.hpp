@@ -113,16 +113,7 @@ struct run_result {
     /// label head's; -1 in a standard run or one stopped early.
     int output_stage = -1;
     bool output_label_head = false;
-    /// RETEXO's label head (retexo_options::label_head), when trained in this process (not
-    /// kept across a resume): its candidates, rounds, its best one's accuracy (before and
-    /// after label spreading), and whether its predictions are the run's.
-    struct label_head_result {
-        int candidates = 0, rounds = 0;
-        accuracies acc;
-        spread_accuracy spread;
-        bool kept = false;
-    };
-    std::optional<label_head_result> label_head;
+    std::optional<label_head_record> label_head; ///< RETEXO's (retexo_options::label_head), when trained
     matrix_f embedding; ///< last hidden embedding of the owned rows
 };
 
