@@ -5,6 +5,7 @@
 
 #include <retexo/comm/communicator.hpp>
 #include <retexo/core/error.hpp>
+#include <retexo/core/names.hpp>
 #include <retexo/version.hpp>
 
 #include <boost/program_options.hpp>
@@ -23,6 +24,46 @@ namespace po = boost::program_options;
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_failure = 1;
 inline constexpr int exit_usage = 2;
+
+/// A usage error (exit 2, with a pointer to --help): a value the command line gives that
+/// cannot be parsed, as Boost's own.
+[[noreturn]] inline void usage_error(const std::string& message)
+{
+    throw po::error(message);
+}
+
+/// An enum option's value from its name; an unknown name is a usage error.
+template <typename E>
+E option_value(const std::string& text, const std::string& option)
+{
+    try {
+        return parse_name<E>(text, option);
+    } catch (const retexo::error& e) {
+        usage_error(e.what());
+    }
+}
+
+/// comm.checked(f) (every rank agrees on f's errors), where a usage error (a po::error: a value
+/// of the command line or of --config that cannot be parsed) on any rank makes the agreed
+/// error a usage error on every rank (exit 2, as when Boost itself cannot parse argv).
+template <typename F>
+void checked_options(const mpi::communicator& comm, F&& f)
+{
+    bool usage = false;
+    try {
+        comm.checked([&] {
+            try {
+                f();
+            } catch (const po::error&) {
+                usage = true;
+                throw;
+            }
+        });
+    } catch (const mpi::agreed_error& e) {
+        if (comm.allreduce(usage ? 1 : 0, MPI_MAX, purpose::control) != 0) usage_error(e.what());
+        throw;
+    }
+}
 
 /// A floating-point default as --help shows it ("0.0005", not Boost's "0.00050000000000000001").
 template <typename T>

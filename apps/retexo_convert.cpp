@@ -54,7 +54,7 @@ int main(int argc, char** argv)
                           "--directed must be true or false, got '" << directed << "'");
             o.directed = directed == "true";
         }
-        if (storage != "auto") o.features = parse_name<feature_storage>(storage, "--features");
+        if (storage != "auto") o.features = cli::option_value<feature_storage>(storage, "--features");
         RETEXO_ENSURE(vm.count("num-classes") == 0U || o.num_classes >= 2,
                       "--num-classes must be at least 2, got " << o.num_classes);
         const auto in = std::filesystem::weakly_canonical(dir), at = std::filesystem::weakly_canonical(out);

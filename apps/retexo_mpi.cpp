@@ -110,21 +110,19 @@ template <typename T>
 std::vector<T> list_of(const std::string& option, const std::string& text)
 {
     std::vector<T> v;
-    RETEXO_ENSURE(!text.empty() && text.back() != ',', "--" << option << ": '" << text << "' ends without a value");
+    if (text.empty() || text.back() == ',') cli::usage_error("--" + option + ": '" + text + "' ends without a value");
     std::stringstream ss(text);
     std::string item;
     while (std::getline(ss, item, ',')) {
         T x{};
         if constexpr (named_enum<T>) {
-            x = parse_name<T>(item, "--" + option);
+            x = cli::option_value<T>(item, "--" + option);
         } else {
             std::istringstream is(item);
-            RETEXO_ENSURE(static_cast<bool>(is >> x) && is.eof(),
-                          "--" << option << ": '" << item << "' is not a valid value");
+            if (!(is >> x) || !is.eof()) cli::usage_error("--" + option + ": '" + item + "' is not a valid value");
         }
         v.push_back(x);
     }
-    RETEXO_ENSURE(!v.empty(), "--" << option << ": empty list");
     return v;
 }
 
@@ -361,21 +359,21 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     RETEXO_ENSURE(t.stages >= 1 && t.stages <= 1000, "--stages must be in [1, 1000], got " << t.stages);
     RETEXO_ENSURE(t.layers >= 1, "--layers must be at least 1, got " << t.layers);
     RETEXO_ENSURE(a.log_every >= 1, "--log-every must be positive, got " << a.log_every);
-    a.data.objective = parse_name<metis_objective>(t.objective, "--objective");
-    ro.model = so.model = parse_name<nn::layer_kind>(t.model, "--model");
-    ro.variant = parse_name<train::retexo_variant>(t.variant, "--variant");
+    a.data.objective = cli::option_value<metis_objective>(t.objective, "--objective");
+    ro.model = so.model = cli::option_value<nn::layer_kind>(t.model, "--model");
+    ro.variant = cli::option_value<train::retexo_variant>(t.variant, "--variant");
     if (vm.count("skip") != 0U) ro.skip = vm["skip"].as<bool>();
     if (vm.count("replicate-train") != 0U) ro.replicate_train = vm["replicate-train"].as<bool>();
     if (vm.count("gat-inputs-first") != 0U) ro.gat_inputs_first = vm["gat-inputs-first"].as<bool>();
     if (vm.count("search-parallel") != 0U) ro.search_parallel = vm["search-parallel"].as<bool>();
-    ro.exchange.precision = parse_name<train::wire_precision>(t.precision, "--exchange-precision");
-    ro.select = parse_name<train::selection>(t.select, "--select");
+    ro.exchange.precision = cli::option_value<train::wire_precision>(t.precision, "--exchange-precision");
+    ro.select = cli::option_value<train::selection>(t.select, "--select");
     ro.seed = so.seed = a.data.seed;
     ro.exchange.overlap = so.overlap = !t.no_overlap;
     so.deterministic = ro.deterministic;
     so.heads = ro.heads;
     so.layers = t.layers;
-    so.optimizer.kind = parse_name<optimizer_kind>(t.std_optimizer, "--std-optimizer");
+    so.optimizer.kind = cli::option_value<optimizer_kind>(t.std_optimizer, "--std-optimizer");
     const auto rounds = per_stage<int>("rounds", t.rounds, t.stages);
     const auto lr = per_stage<double>("lr", t.lr, t.stages);
     const auto hidden = per_stage<int>("hidden", t.hidden, t.stages);
@@ -406,7 +404,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
                              .patience = patience[stage],
                              .pseudo_labels = t.pseudo_labels});
     if (vm["std-hidden"].defaulted()) so.hidden = hidden[0];
-    ro.output = parse_name<train::stage_output>(t.output_stage, "--output-stage");
+    ro.output = cli::option_value<train::stage_output>(t.output_stage, "--output-stage");
     if (!t.smooth_alpha.empty()) ro.smooth.alpha = list_of<double>("smooth-alpha", t.smooth_alpha);
     if (ro.smooth.alpha == std::vector<double>{0}) ro.smooth.alpha.clear(); // the model's own predictions
     if (!t.search_lr.empty()) ro.search.lr = list_of<double>("search-lr", t.search_lr);
@@ -500,7 +498,7 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
                      .version_help = "print versions and exit",
                      .version = versions}))
         return std::nullopt;
-    comm.checked([&] {
+    cli::checked_options(comm, [&] {
         if (vm.count("config") != 0U) {
             const auto path = vm["config"].as<std::string>();
             RETEXO_ENSURE(!std::filesystem::is_directory(path), "--config " << path << ": is a directory");

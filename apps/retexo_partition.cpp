@@ -145,14 +145,14 @@ int main(int argc, char** argv)
                         "--method random|metis|blocks|given [--assignment FILE] [--seed S] --out DIR",
                         desc, vm, code, {.print = comm.rank() == 0}))
             return code;
-        comm.checked([&] { // every rank alike: one message, no abort
+        cli::checked_options(comm, [&] { // every rank alike: one message, no abort
             if (vm.count("parts") == 0U) {
                 RETEXO_ENSURE(comm.size() > 1, "--parts is required (or run under mpirun -np P)");
                 o.parts = comm.size();
             }
             RETEXO_ENSURE(o.parts >= 1, "--parts must be positive, got " << o.parts);
-            o.method = parse_name<partition_method>(method, "--method");
-            o.objective = parse_name<metis_objective>(objective, "--objective");
+            o.method = cli::option_value<partition_method>(method, "--method");
+            o.objective = cli::option_value<metis_objective>(objective, "--objective");
             RETEXO_ENSURE(o.method == partition_method::given || o.assignment_file.empty(),
                           "--assignment is only used with --method given");
             RETEXO_ENSURE(o.method != partition_method::given || !o.assignment_file.empty(),

@@ -63,7 +63,7 @@ int main(int argc, char** argv)
                 RETEXO_ENSURE(vm.count(opt) == 0U, "--" << opt << " is for an owner's rows, not with --graph");
             RETEXO_ENSURE(vm.count("parts") != 0U, "--graph needs --parts");
             RETEXO_ENSURE(part.parts >= 1, "--parts must be positive, got " << part.parts);
-            part.method = parse_name<partition_method>(method, "--method");
+            part.method = cli::option_value<partition_method>(method, "--method");
             write_owner_shards(graph_path, assignment_of(graph_path, part), part.parts, out);
             std::cout << "wrote " << part.parts << " owner shards of " << graph_path << " (" << method << ") to " << out
                       << "/shard<r>.h5";
@@ -73,7 +73,7 @@ int main(int argc, char** argv)
             for (const char* opt : {"parts", "assignment"})
                 RETEXO_ENSURE(vm.count(opt) == 0U, "--" << opt << " is only used with --graph");
             std::optional<feature_storage> fs;
-            if (storage != "auto") fs = parse_name<feature_storage>(storage, "--features");
+            if (storage != "auto") fs = cli::option_value<feature_storage>(storage, "--features");
             const auto s = read_owner_rows(nodes, edges, info, fs);
             write_owner_shard(out, s.nodes, s.src, s.dst);
             std::cout << "wrote " << out << ": " << s.nodes.size() << " nodes, " << s.nodes.info.num_features

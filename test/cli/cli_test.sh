@@ -78,7 +78,7 @@ fi
 # partition
 expect 1 "missing.h5: cannot open" "$apps/retexo_partition" --graph "$tmp/missing.h5" --parts 2 --out "$tmp/p"
 absent "$tmp/p/manifest.json"
-expect 1 "unknown partition method 'spectral'" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method spectral --out "$tmp/p"
+expect 2 "unknown partition method 'spectral'" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 2 --method spectral --out "$tmp/p"
 expect 1 "--parts must be positive" "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 0 --out "$tmp/p"
 "$apps/retexo_partition" --graph "$tmp/g.h5" --parts 0 --out "$tmp/p" 2>&1 | grep -q "MPI_ABORT\|aborting" &&
   { echo "FAIL: an option error of retexo_partition aborts the job"; failures=$((failures + 1)); }
@@ -108,13 +108,13 @@ absent "$tmp/d5/manifest.json"
 
 # retexo_mpi: wrong rank count, missing data; every rank exits non-zero, never hangs.
 expect_mpi() {
-  local code_nonzero=$1 regex=$2
+  local code=$1 regex=$2
   shift 2
   local out rc
   out=$(timeout 120 "$@" 2>&1)
   rc=$?
-  if [[ $rc -eq 0 || $rc -eq 124 ]] || ! grep -qE -- "$regex" <<<"$out"; then
-    echo "FAIL: $* -> exit $rc, output:"; sed 's/^/    /' <<<"$out" | head -20
+  if [[ $rc -ne $code ]] || ! grep -qE -- "$regex" <<<"$out"; then
+    echo "FAIL: $* -> exit $rc (expected $code), output:"; sed 's/^/    /' <<<"$out" | head -20
     failures=$((failures + 1))
   else
     echo "ok: $*"
@@ -128,16 +128,16 @@ expect 0 "hash [0-9a-f]{16}" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/g.h
 # retexo_mpi training runs on a small graph.
 expect 0 "wrote" "$apps/retexo_generate" --out "$tmp/small.h5" --nodes 600 --features 12 --classes 3 --avg-degree 6 --seed 2
 small=(--data "$tmp/small.h5" --rounds 4,3,3 --epochs 3 --hidden 16 --std-hidden 16 --log-every 1)
-expect_mpi 1 "--mode: unknown mode 'fast' \(expected retexo, standard, bns or stats\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode fast
+expect_mpi 2 "--mode: unknown mode 'fast' \(expected retexo, standard, bns or stats\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode fast
 expect_mpi 1 "--rounds: 2 values for 3 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 1,2
 expect_mpi 1 "--patience: 2 values for 3 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --patience 1,2
 expect_mpi 1 "--patience: stage 1 must be >= 0, got -1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --patience 5,-1,0
 expect_mpi 1 "--layers must be at least 1, got 0" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --layers 0
-expect_mpi 1 "--exchange-precision: unknown exchange precision 'fp8' \(expected fp32, bf16 or int8\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --exchange-precision fp8
-expect_mpi 1 "--norm: unknown normalisation 'batch' \(expected layer or none\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --norm batch
-expect_mpi 1 "--lr-schedule: unknown learning-rate schedule 'cosine' \(expected constant or linear\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --lr-schedule constant,constant,cosine
-expect_mpi 1 "--select: unknown selection 'f1' \(expected accuracy or loss\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select f1
-expect_mpi 1 "--model: unknown model 'gin'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gin
+expect_mpi 2 "--exchange-precision: unknown exchange precision 'fp8' \(expected fp32, bf16 or int8\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --exchange-precision fp8
+expect_mpi 2 "--norm: unknown normalisation 'batch' \(expected layer or none\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --norm batch
+expect_mpi 2 "--lr-schedule: unknown learning-rate schedule 'cosine' \(expected constant or linear\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --lr-schedule constant,constant,cosine
+expect_mpi 2 "--select: unknown selection 'f1' \(expected accuracy or loss\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select f1
+expect_mpi 2 "--model: unknown model 'gin'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gin
 expect_mpi 1 "--mode: stats runs alone" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode stats,retexo
 expect_mpi 1 "--checkpoint-dir and --resume apply to --mode retexo only" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --checkpoint-dir "$tmp/ck"
 expect_mpi 1 "--resume needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo --resume
@@ -156,11 +156,12 @@ printf '[sage]\nsearch-weight-decay = 0\n' >"$tmp/section.cfg"
 expect_mpi 1 "--config $tmp/section.cfg: unrecognised option 'sage.search-weight-decay'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp/section.cfg"
 printf 'lr 0.1\n' >"$tmp/noeq.cfg"
 expect_mpi 1 "--config $tmp/noeq.cfg: .*lr 0.1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp/noeq.cfg"
-expect_mpi 1 "--rounds: '4,3,' ends without a value" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 4,3,
+expect_mpi 2 "--rounds: '4,3,' ends without a value" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 4,3,
+expect_mpi 2 "--lr: '0.1x' is not a valid value \\(see retexo_mpi --help\\)" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --lr 0.01,0.1x,0.01
 expect_mpi 1 "--mode retexo,retexo: retexo is named twice" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo,retexo
 expect_mpi 1 "--stop-after-stage 9: there are 3 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --stop-after-stage 9 --checkpoint-dir "$tmp/ck9"
 expect_mpi 1 "--stop-after-stage needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --stop-after-stage 1
-expect_mpi 1 "label-head" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --label-head maybe
+expect_mpi 2 "label-head" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --label-head maybe
 expect_mpi 1 "--max-hours must be >= 0, got nan" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --max-hours nan
 # Outputs are checked before any work: a missing directory, a directory, the input, each other.
 out=$(timeout 120 "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --metrics-out "$tmp/nodir/m.json" 2>&1)
@@ -393,7 +394,7 @@ fi
 if [[ -n $datasets && -d $datasets/cora ]]; then
   expect 0 "2708 nodes.*1433 features \(sparse, 1.268" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --out "$tmp/cora.h5"
   expect 0 "1433 features \(dense, 1.268" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --features dense --out "$tmp/cora-dense.h5"
-  expect 1 "--features: unknown feature storage 'csr'" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --features csr --out "$tmp/cora-bad.h5"
+  expect 2 "--features: unknown feature storage 'csr'" "$apps/retexo_convert" --ogb "$datasets/cora" --split random-paper --features csr --out "$tmp/cora-bad.h5"
   absent "$tmp/cora-bad.h5"
   expect 1 "choose a split with --split \(available: public random-paper\)" "$apps/retexo_convert" --ogb "$datasets/cora" --out "$tmp/cora2.h5"
   expect 0 "split random-7 280/280/2148" "$apps/retexo_convert" --ogb "$datasets/cora" --random-split 7 --train-per-class 40 --num-valid 280 --num-test 2148 --out "$tmp/cora3.h5"
