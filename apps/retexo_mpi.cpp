@@ -527,6 +527,9 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
         norms.push_back(name_of(v));
     a.config["search-norm"] = norms;
     a.config["search-weight-decay"] = search.weight_decay_axis();
+    a.config["search-lr"] = search.lr;
+    a.config["search-dropout"] = search.dropout;
+    a.config["search-pseudo-labels"] = search.pseudo_labels;
     // The per-stage values used (unset: train::default_stages).
     nlohmann::json dropout = nlohmann::json::array(), patience = nlohmann::json::array();
     for (const auto& st : a.retexo.stages) {
@@ -568,7 +571,9 @@ std::vector<train::run_result> run_trainers(const train::rank_context& ctx, cons
             if (!root || (r.epoch % a.log_every != 0 && r.epoch != 1)) return;
             const double eta = r.seconds / done * std::max(0, total_rounds - done);
             char which[64] = "";
-            if (candidates > 1) std::snprintf(which, sizeof which, " candidate %d/%zu", r.candidate + 1, candidates);
+            if (candidates > 1)
+                std::snprintf(which, sizeof which, "%s candidate %d/%zu", r.label_head ? " label head" : "",
+                              r.candidate + 1, candidates);
             std::printf("retexo   stage %d%s round %4d  loss %.4f  valid %.4f  bytes %10s  %6.1fs  ETA %.0fs\n",
                         r.stage, which, r.epoch, r.loss, r.acc.valid,
                         report::human_bytes(static_cast<double>(r.bytes)).c_str(), r.seconds, eta);

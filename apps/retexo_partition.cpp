@@ -142,7 +142,7 @@ int main(int argc, char** argv)
         int code = 0;
         if (!cli::parse(argc, argv, "retexo_partition",
                         "retexo_partition --graph FILE.h5 --parts P (or under mpirun -np P) "
-                        "--method random|metis|blocks|given [--assignment FILE] [--seed S] --out DIR",
+                        "--method random|metis|scotch|blocks|given [--assignment FILE] [--seed S] --out DIR",
                         desc, vm, code, {.print = comm.rank() == 0}))
             return code;
         cli::checked_options(comm, [&] { // every rank alike: one message, no abort

@@ -548,9 +548,11 @@ matrix_f retexo_run::train_label_head(retexo_stage& s)
     double top_score = -std::numeric_limits<double>::infinity(), top_loss = 0;
     matrix_f top;
     s.label_head = true;
+    const int searched = s.search.candidate;
     for (std::size_t i : order) {
         reset_model(s);
         step_ = step0;
+        s.search.candidate = static_cast<int>(i); // what its rounds report
         s.so = o_.search.active() ? o_.search.candidate(base, i) : base;
         build_model(s); // with the label inputs
         train_rounds(s);
@@ -565,6 +567,7 @@ matrix_f retexo_run::train_label_head(retexo_stage& s)
         }
     }
     s.label_head = false;
+    s.search.candidate = searched;
     reset_model(s);
     use_label_inputs(s); // the stage's own inputs again
     step_ = step0;
@@ -762,6 +765,7 @@ bool retexo_run::train_rounds(retexo_stage& s)
         rec.stage = s.index;
         rec.epoch = round;
         rec.candidate = s.search.candidate;
+        rec.label_head = s.label_head;
         rec.loss = train_round(s, round);
         evaluate(s, rec);
         const double score = o_.select == selection::loss ? -rec.valid_loss : rec.acc.valid;

@@ -37,6 +37,6 @@ export PKG_CONFIG_PATH=$(dirname "$pc")
 pkg-config --exists --print-errors retexo
 pkg-config --modversion retexo
 cxx=${CXX:-c++}
-"$cxx" -std=c++20 -O1 -Wall -Wextra -Werror -c "$src/test/install/retexo_example.cpp" -o "$tmp/example_pc.o" $(pkg-config --cflags retexo)
+"$cxx" -O1 -Wall -Wextra -Werror -c "$src/test/install/retexo_example.cpp" -o "$tmp/example_pc.o" $(pkg-config --cflags retexo) # C++20 from retexo.pc
 "$cxx" "$tmp/example_pc.o" -o "$tmp/example_pc" $(pkg-config --libs retexo)
 "$mpiexec" -n 2 "$tmp/example_pc"

@@ -1388,10 +1388,21 @@ TEST_CASE("retexo label head: the stages unchanged, at every rank count, resumed
                 const auto lp1 =
                     extract_partition(g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), 1, 0);
                 const train::rank_context ctx1(self, lp1, inductive);
-                const auto single = train::train_retexo(ctx1, o);
+                std::vector<epoch_record> head_rounds; // as the progress callback reports them
+                const auto single = train::train_retexo(ctx1, o, [&](const epoch_record& r) {
+                    if (r.label_head) head_rounds.push_back(r);
+                });
                 check_identical(single, headed.res);
                 REQUIRE(single.label_head);
                 CHECK(single.label_head->acc.valid == headed.res.label_head->acc.valid);
+                // Each of its rounds reported as the label head's, naming the candidate trained.
+                CHECK(static_cast<int>(head_rounds.size()) == single.label_head->rounds);
+                std::set<int> head_candidates;
+                for (const auto& r : head_rounds) {
+                    CHECK(r.stage == 0);
+                    head_candidates.insert(r.candidate);
+                }
+                CHECK(static_cast<int>(head_candidates.size()) == single.label_head->candidates);
                 // Stopped in the second round of every candidate of both stages (stage 1's after
                 // the head): resumed, the same run.
                 std::vector<int> stops;
