@@ -50,6 +50,7 @@ void write_assignment_pieces(const mpi::communicator& comm, const local_partitio
                 o << in.rdbuf();
                 RETEXO_ENSURE(in.good() || in.eof(), name << ": cannot read");
             }
+            o.flush();
             RETEXO_ENSURE(o.good(), path << ": write failed");
         }
         out.commit();

@@ -535,6 +535,7 @@ void write_checkpoint(const std::string& path, const retexo_checkpoint& c, const
             for (std::size_t i = 0; i < s.fold_count.size(); ++i)
                 f.set_attr("stage.fold_count." + std::to_string(i), s.fold_count[i]);
         }
+        f.close();
     }
     out.commit(true);
 }

@@ -82,9 +82,13 @@ void graph_file_writer::commit()
     RETEXO_ENSURE(structure_written_, file_->path() << ": graph structure was never written");
     features_->finish(); // checks that every row came
     features_.reset();
-    RETEXO_ENSURE(H5Fflush(file_->id(), H5F_SCOPE_GLOBAL) >= 0, file_->path() << ": flush failed");
-    if (!out_) return; // the caller's file
+    if (!out_) { // the caller's file: flushed (not after an object failed to close: see h5::file)
+        RETEXO_ENSURE(!h5::close_failed.exchange(false) && H5Fflush(file_->id(), H5F_SCOPE_GLOBAL) >= 0,
+                      file_->path() << ": cannot write all of the file (no space left on the device?)");
+        return;
+    }
     file_ = nullptr;
+    own_file_->close();
     own_file_.reset();
     out_->commit();
 }

@@ -1,6 +1,8 @@
 // Thin HDF5 wrappers: files (on disk or as in-memory images), datasets, attributes.
 #include <retexo/io/hdf5.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -55,7 +57,40 @@ file file::create(const std::string& path, const std::string& display_path)
     const handle fapl = writer_fapl();
     handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, writer_fcpl().get(), fapl.get()), H5Fclose);
     RETEXO_ENSURE(h.valid(), shown << ": cannot create HDF5 file (directory missing or not writable?)");
-    return {std::move(h), shown};
+    close_failed = false;
+    return {std::move(h), shown, path};
+}
+
+file::~file()
+{
+    if (!h_.valid()) return;
+    if (!created_.empty() && (std::uncaught_exceptions() > 0 || close_failed)) {
+        discard();
+        close_failed = false;
+    }
+    h_.reset();
+}
+
+void file::discard() noexcept
+{
+    // Emptied before it closes, HDF5 finds room for what it still has to write (a close that
+    // fails to write leaves HDF5 1.10.8 to crash when it terminates).
+    if (::truncate(created_.c_str(), 0) != 0) {
+        // Closed as it is: nothing more can be done here.
+    }
+    H5Fclose(h_.release());
+}
+
+void file::close()
+{
+    if (!h_.valid()) return;
+    const bool failed = close_failed.exchange(false);
+    bool closed = false;
+    if (failed && !created_.empty())
+        discard(); // emptied, then closed
+    else
+        closed = H5Fclose(h_.release()) >= 0; // a parallel file's close is collective: every rank makes it
+    RETEXO_ENSURE(!failed && closed, display_ << ": cannot write all of the file (no space left on the device?)");
 }
 
 file file::create_parallel(const std::string& path, MPI_Comm comm, const std::string& display_path)

@@ -24,6 +24,7 @@ void save_model(const std::string& path, const std::vector<named_tensor>& tensor
             f.set_attr(k, v);
         for (const auto& t : tensors)
             f.write_matrix("parameters/" + t.name, t.value);
+        f.close();
     }
     out.commit();
 }
@@ -123,8 +124,10 @@ prediction_block gather_block(const mpi::communicator& comm, const local_partiti
     return b;
 }
 
-/// This rank's block into the parallel HDF5 file of N rows (collective).
-void write_block_file(h5::file& f, std::int64_t N, const prediction_block& b)
+/// This rank's block into the parallel HDF5 file of N rows, closing it (collective).  Every
+/// rank makes every collective call, also after one of its writes failed (a full disk), or
+/// the others would wait in it: the first error is returned, for the ranks to agree on.
+std::string write_block_file(h5::file& f, std::int64_t N, const prediction_block& b)
 {
     const auto C = static_cast<hsize_t>(b.logits.cols()), E = static_cast<hsize_t>(b.embedding.cols());
     f.set_attr("retexo_format", std::string("retexo-predictions"));
@@ -138,13 +141,39 @@ void write_block_file(h5::file& f, std::int64_t N, const prediction_block& b)
     h5::handle xfer(H5Pcreate(H5P_DATASET_XFER), H5Pclose);
     H5Pset_dxpl_mpio(xfer.get(), H5FD_MPIO_COLLECTIVE);
     const auto b0 = static_cast<hsize_t>(b.begin), bn = static_cast<hsize_t>(b.rows);
-    f.write_rows<std::int32_t>(pred, "prediction", b0, bn, 1, b.pred.data(), xfer.get());
-    f.write_rows<float>(lg, "logits", b0, bn, C, b.logits.data(), xfer.get());
-    f.write_rows<float>(em, "embedding", b0, bn, E, b.embedding.data(), xfer.get());
+    std::string err;
+    auto keep_first = [&](auto&& step) {
+        try {
+            step();
+        } catch (const std::exception& e) {
+            if (err.empty()) err = e.what();
+        }
+    };
+    keep_first([&] { f.write_rows<std::int32_t>(pred, "prediction", b0, bn, 1, b.pred.data(), xfer.get()); });
+    keep_first([&] { f.write_rows<float>(lg, "logits", b0, bn, C, b.logits.data(), xfer.get()); });
+    keep_first([&] { f.write_rows<float>(em, "embedding", b0, bn, E, b.embedding.data(), xfer.get()); });
     pred.reset();
     lg.reset();
     em.reset();
-    f.close();
+    keep_first([&] { f.close(); });
+    return err;
+}
+
+/// Read this rank's rows back: MPI-IO can lose writes to a full disk without an error.
+void check_block_file(const std::string& temp, const std::string& path, const prediction_block& b)
+{
+    const auto f = h5::file::open(temp);
+    const auto b0 = static_cast<hsize_t>(b.begin), bn = static_cast<hsize_t>(b.rows);
+    auto same = [&]<typename T>(const std::string& name, const T* written, hsize_t cols) {
+        std::vector<T> back(static_cast<std::size_t>(bn * cols));
+        f.read_rows<T>(f.open_dataset(name), name, b0, bn, cols, back.data());
+        RETEXO_ENSURE(std::memcmp(back.data(), written, back.size() * sizeof(T)) == 0, // bits, NaN too
+                      path << ": " << name << " rows " << b0 << ".." << b0 + bn
+                           << " did not reach the disk (no space left on the device?)");
+    };
+    same("prediction", b.pred.data(), 1);
+    same("logits", b.logits.data(), static_cast<hsize_t>(b.logits.cols()));
+    same("embedding", b.embedding.data(), static_cast<hsize_t>(b.embedding.cols()));
 }
 
 } // namespace
@@ -178,12 +207,17 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
     }
     comm.agree(err);
     try {
-        write_block_file(*f, part.global.num_nodes, block);
+        err = write_block_file(*f, part.global.num_nodes, block); // closes it before the rename
+    } catch (const std::exception& e) { // making the datasets (collective metadata)
+        err = e.what();
+    }
+    comm.agree(err);
+    try {
+        check_block_file(temp, path, block);
     } catch (const std::exception& e) {
         err = e.what();
     }
     comm.agree(err);
-    f.reset(); // closed (collective) before the rename
     if (cleanup.root) {
         cleanup.moved = std::rename(temp.c_str(), path.c_str()) == 0;
         if (!cleanup.moved) err = path + ": cannot move the predictions into place: " + std::strerror(errno);

@@ -8,6 +8,7 @@
 
 #include <hdf5.h>
 
+#include <atomic>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -15,6 +16,11 @@
 #include <vector>
 
 namespace retexo::h5 {
+
+/// Set when an object failed to close (HDF5 flushes a dataset's cached chunks when it closes
+/// it: a full disk shows there): the file being written is then incomplete, and
+/// file::close() reports it instead of letting it be committed.
+inline std::atomic<bool> close_failed{false};
 
 /// Owns one hid_t and closes it with the matching H5*close function.
 class handle {
@@ -40,9 +46,11 @@ public:
     bool valid() const noexcept { return id_ >= 0; }
     void reset() noexcept
     {
-        if (id_ >= 0 && close_ != nullptr) close_(id_);
+        if (id_ >= 0 && close_ != nullptr && close_(id_) < 0) close_failed = true;
         id_ = H5I_INVALID_HID;
     }
+    /// Give up ownership: the id, no longer closed here.
+    hid_t release() noexcept { return std::exchange(id_, H5I_INVALID_HID); }
 
 private:
     hid_t id_ = H5I_INVALID_HID;
@@ -74,9 +82,18 @@ public:
     /// The file's bytes (flushed first): what open_image() reads.
     std::vector<char> image() const;
 
+    file(file&&) noexcept = default;
+    file& operator=(file&&) noexcept = default;
+    /// Closes the file if close() did not.  A file this process created that is closed by an
+    /// exception (or after an object of it failed to close) is emptied first: it is discarded
+    /// anyway, and HDF5 1.10 crashes at exit after a close that failed to write (full disk).
+    ~file();
+
     hid_t id() const noexcept { return h_.get(); }
     const std::string& path() const noexcept { return display_; }
-    void close() { h_.reset(); }
+    /// Close the file; a file being written throws, naming it, if its data could not all be
+    /// written (a full disk: close before committing it).
+    void close();
 
     bool exists(const std::string& object) const;
     /// Dimensions of a dataset (throws naming the dataset if absent).
@@ -125,9 +142,15 @@ public:
     bool has_attr(const std::string& name) const;
 
 private:
-    file(handle h, std::string display) : h_(std::move(h)), display_(std::move(display)) {}
+    file(handle h, std::string display, std::string created = {})
+        : h_(std::move(h)), display_(std::move(display)), created_(std::move(created))
+    {
+    }
+    /// Empty the created file on disk (freeing its space) and close it.
+    void discard() noexcept;
     handle h_;
     std::string display_;
+    std::string created_; ///< the path on disk of a file create() made (else empty)
 };
 
 /// Rows per chunk for a 2-D dataset of `cols` floats per row: about 1 MiB per chunk, so a
