@@ -26,8 +26,8 @@ bool gzip_magic(std::span<const char> bytes)
 }
 
 /// gzip data decoded as gzread decodes a file: members one after another, anything after the
-/// last member ignored, a truncated member taken as the end.  On corrupt data, `error` gets
-/// zlib's message and the text decoded before it is returned.
+/// last member ignored.  On corrupt data, or a member cut short (even at a line's end),
+/// `error` gets zlib's message and the text decoded before it is returned.
 std::string gunzip(std::span<const char> in, std::string& error)
 {
     std::string out;
@@ -54,8 +54,9 @@ std::string gunzip(std::span<const char> in, std::string& error)
         out.append(block.data(), block.size() - z.avail_out);
         if (rc == Z_STREAM_END) {
             member_done = true;
-        } else if (rc == Z_BUF_ERROR) {
-            break; // no progress: the input ends inside a member
+        } else if (rc == Z_BUF_ERROR) { // no progress: the input ends inside a member
+            error = "unexpected end of file";
+            break;
         } else if (rc != Z_OK) {
             error = z.msg != nullptr ? z.msg : rc == Z_MEM_ERROR ? "out of memory" : "compressed data error";
             break;
@@ -115,6 +116,11 @@ bool text_reader::refill()
     } else {
         got = read_memory(buf_.data() + end_, buf_.size() - end_);
         if (got < 0) msg = path_ + ": " + memory_error_; // as gzerror words it
+    }
+    if (got == 0 && gz_ != nullptr) { // the end; or a member cut short, which gzread reports so
+        int code = Z_OK;
+        msg = gzerror(static_cast<gzFile>(gz_), &code);
+        if (code == Z_BUF_ERROR) got = -1;
     }
     if (got < 0) RETEXO_THROW(path_ << ": read error after line " << line_no_ << ": " << msg);
     if (got == 0) {

@@ -4,6 +4,7 @@
 #include <retexo/io/ogb.hpp>
 
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -178,6 +179,21 @@ TEST_CASE("OGB conversion rejects bad input, leaving no output", "[io][ogb][bad-
         fs::resize_file(tmp / "ds/raw/node-feat.csv.gz", size - 12);
         CHECK_THROWS(convert_ogb(tmp / "ds", out));
         CHECK_FALSE(fs::exists(out));
+    }
+    SECTION("gzip file cut short at a line's end")
+    {
+        // Flushed after the first test id: the file cut there decodes to whole lines, and only
+        // the missing end of the gzip member tells that it is not all.
+        const std::string path = tmp / "ds/split/s/test.csv.gz";
+        gzFile f = gzopen(path.c_str(), "wb");
+        REQUIRE(f != nullptr);
+        gzputs(f, "2\n");
+        gzflush(f, Z_FULL_FLUSH);
+        const auto cut = fs::file_size(path);
+        gzputs(f, "5\n");
+        gzclose(f);
+        fs::resize_file(path, cut);
+        fails_with("test.csv.gz: unexpected end of file");
     }
 }
 
