@@ -207,8 +207,9 @@ void write_predictions(const mpi::communicator& comm, const std::string& path, c
     }
     comm.agree(err);
     try {
-        err = write_block_file(*f, part.global.num_nodes, block); // closes it before the rename
-    } catch (const std::exception& e) { // making the datasets (collective metadata)
+        // Closes it before the rename; throws only from making the datasets (collective).
+        err = write_block_file(*f, part.global.num_nodes, block);
+    } catch (const std::exception& e) {
         err = e.what();
     }
     comm.agree(err);

@@ -87,8 +87,8 @@ struct retexo_checkpoint {
     std::vector<epoch_record> history;
     std::vector<stage_record> stages;
     std::optional<label_head_record> label_head; ///< stage 0's, once trained
-    byte_ledger done;                     ///< this rank's traffic so far
-    std::map<std::string, double> phases; ///< time by phase so far
+    byte_ledger done;                            ///< this rank's traffic so far
+    std::map<std::string, double> phases;        ///< time by phase so far
 
     /// The stage in progress (next_round > 1).
     struct in_stage : stage_progress {

@@ -26,8 +26,8 @@ struct spread_accuracy {
 /// One line of training history.
 struct epoch_record {
     int stage = 0;
-    int epoch = 0;     ///< epoch (standard) or round (retexo), 1-based
-    int candidate = 0; ///< RETEXO stage search: the candidate trained (retexo_options::search)
+    int epoch = 0;           ///< epoch (standard) or round (retexo), 1-based
+    int candidate = 0;       ///< RETEXO stage search: the candidate trained (retexo_options::search)
     bool label_head = false; ///< RETEXO: a round of stage 0's label head (reported, not kept in the history)
     double loss = 0;
     double valid_loss = std::numeric_limits<double>::quiet_NaN(); ///< RETEXO selecting by loss only

@@ -114,7 +114,7 @@ struct run_result {
     int output_stage = -1;
     bool output_label_head = false;
     std::optional<label_head_record> label_head; ///< RETEXO's (retexo_options::label_head), when trained
-    matrix_f embedding; ///< last hidden embedding of the owned rows
+    matrix_f embedding;                          ///< last hidden embedding of the owned rows
 };
 
 /// Progress callback: called on every rank after every epoch / round; but in a RETEXO search
