@@ -463,23 +463,45 @@ nlohmann::json config_json(const po::variables_map& vm, const std::string& mode)
 
 /// Before any work: each output file can be written, and no output is the input or another
 /// output.
-void check_outputs(const app_options& a)
+void check_outputs(const app_options& a, const std::string& config)
 {
     namespace fs = std::filesystem;
-    std::vector<std::pair<std::string, std::string>> paths; // option, path
+    struct named {
+        std::string option;
+        fs::path path; // canonical
+    };
+    std::vector<named> outputs, inputs;
     for (const auto& [option, path] :
          {std::pair{"--metrics-out", a.metrics_out}, std::pair{"--save-model", a.save_model},
           std::pair{"--predict-out", a.predict_out}})
         if (!path.empty()) {
             check_output_file(path, option);
-            paths.emplace_back(option, path);
+            outputs.push_back({option, fs::weakly_canonical(path)});
         }
-    if (!a.data.data.empty()) paths.emplace_back("--data", a.data.data);
-    if (!a.retexo.checkpoint.dir.empty()) paths.emplace_back("--checkpoint-dir", a.retexo.checkpoint.dir);
-    for (std::size_t i = 0; i < paths.size(); ++i)
-        for (std::size_t j = i + 1; j < paths.size(); ++j)
-            RETEXO_ENSURE(fs::weakly_canonical(paths[i].second) != fs::weakly_canonical(paths[j].second),
-                          paths[i].first << " and " << paths[j].first << " name the same path " << paths[j].second);
+    // What the run reads (the checkpoint directory it also writes): a file, or a directory
+    // no output may be written into.
+    const bool assignment = a.data.partition.find('/') != std::string::npos || fs::is_regular_file(a.data.partition);
+    for (const auto& [option, path] :
+         {std::pair{"--data", a.data.data}, std::pair{"--checkpoint-dir", a.retexo.checkpoint.dir},
+          std::pair{"--config", config}, std::pair{"--partition", assignment ? a.data.partition : std::string()}})
+        if (!path.empty()) inputs.push_back({option, fs::weakly_canonical(path)});
+    auto same = [](const named& x, const named& y) {
+        RETEXO_ENSURE(x.path != y.path, x.option << " and " << y.option << " name the same path " << y.path.string());
+    };
+    for (std::size_t i = 0; i < outputs.size(); ++i)
+        for (std::size_t j = i + 1; j < outputs.size(); ++j)
+            same(outputs[i], outputs[j]);
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+        for (std::size_t j = i + 1; j < inputs.size(); ++j)
+            same(inputs[i], inputs[j]);
+    for (const auto& o : outputs)
+        for (const auto& in : inputs) {
+            same(o, in);
+            const auto rel = o.path.lexically_relative(in.path);
+            RETEXO_ENSURE(rel.empty() || *rel.begin() == "..", o.option << " " << o.path.string() << ": inside "
+                                                                        << in.option << " " << in.path.string()
+                                                                        << ", which the run reads");
+        }
 }
 
 /// Parse the command line (and --config file) on every rank alike; an error ends the job
@@ -512,7 +534,8 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
         }
         po::notify(vm);
         make_typed(t, vm, a);
-        if (comm.rank() == 0) check_outputs(a); // rank 0 writes them (predictions: every rank, one file)
+        // Rank 0 writes them (predictions: every rank, one file).
+        if (comm.rank() == 0) check_outputs(a, vm.count("config") != 0U ? vm["config"].as<std::string>() : "");
         comm.emulate(a.emulate);
         set_check_numerics(a.check_numerics);
     });

@@ -34,6 +34,7 @@ for tool in retexo_generate retexo_convert retexo_partition retexo_shard; do
   expect 0 "Usage: $tool" "$apps/$tool" --help
   expect 0 "$tool \(retexo\) [0-9]+\.[0-9]+" "$apps/$tool" --version
   expect 2 "unrecognised option|unrecognized option" "$apps/$tool" --no-such-option
+  expect 2 "unexpected argument 'stray' \\(options start with --\\)" "$apps/$tool" stray
 done
 expect 0 "Usage: mpirun -np P retexo_mpi" "$apps/retexo_mpi" --help
 
@@ -138,6 +139,7 @@ expect_mpi 2 "--norm: unknown normalisation 'batch' \(expected layer or none\)" 
 expect_mpi 2 "--lr-schedule: unknown learning-rate schedule 'cosine' \(expected constant or linear\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --lr-schedule constant,constant,cosine
 expect_mpi 2 "--select: unknown selection 'f1' \(expected accuracy or loss\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select f1
 expect_mpi 2 "--model: unknown model 'gin'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gin
+expect_mpi 2 "unexpected argument 'mode=standard'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" mode=standard
 expect_mpi 1 "--mode: stats runs alone" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode stats,retexo
 expect_mpi 1 "--checkpoint-dir and --resume apply to --mode retexo only" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --checkpoint-dir "$tmp/ck"
 expect_mpi 1 "--resume needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo --resume
@@ -177,6 +179,11 @@ cp "$tmp/small.h5" "$tmp/victim.h5"
 expect_mpi 1 "--save-model and --data name the same path" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/victim.h5" --rounds 2 --save-model "$tmp/victim.h5"
 cmp -s "$tmp/small.h5" "$tmp/victim.h5" || { echo "FAIL: --save-model overwrote its input"; failures=$((failures + 1)); }
 expect_mpi 1 "--metrics-out and --predict-out name the same path" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --metrics-out "$tmp/same" --predict-out "$tmp/same"
+# Nor into a directory it reads, nor over its --config file.
+expect_mpi 1 "--save-model .*/p2/part1.h5: inside --data .*/p2, which the run reads" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/p2" --rounds 2 --save-model "$tmp/p2/part1.h5"
+printf 'epochs = 2\n' >"$tmp/run2.cfg"
+expect_mpi 1 "--metrics-out and --config name the same path" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp/run2.cfg" --metrics-out "$tmp/run2.cfg"
+expect 0 "^epochs = 2$" cat "$tmp/run2.cfg"
 # Mini-batches of GAT and SAGE-pool with a rank (or the job) left without rows in a step.
 for m in gat sage-pool; do
   for np in 1 2; do
@@ -247,6 +254,7 @@ mkdir -p "$tmp/owners"
 expect 0 "wrote .*shard0.h5: 3 nodes, 2 features \(dense\), 3 edges" "$apps/retexo_shard" --nodes "$tmp/n0.csv" --edges "$tmp/e0.csv" --num-classes 2 --out "$tmp/owners/shard0.h5"
 expect 0 "wrote .*shard1.h5: 3 nodes" "$apps/retexo_shard" --nodes "$tmp/n1.csv" --edges "$tmp/e1.csv" --num-classes 2 --out "$tmp/owners/shard1.h5"
 expect 0 "bytes total" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/owners" --rounds 3 --hidden 8 --mode both --epochs 2
+expect_mpi 1 "holds .*shard1.h5, more shards than the job's 1 ranks" "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/owners" --rounds 3
 expect_mpi 1 "shard2.h5 is missing" "$mpiexec" -n 3 "$apps/retexo_mpi" --data "$tmp/owners" --mode stats
 # A self loop in an owner's edges is dropped on loading, as retexo_convert drops it: the same
 # 12 in-edges; a node listed twice is refused.
