@@ -90,7 +90,11 @@ inline bool parse(int argc, char** argv, const std::string& tool, const std::str
 {
     po::options_description all = options;
     all.add_options()("help,h", "show this help and exit")("version", s.version_help.c_str());
-    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    const auto parsed = po::command_line_parser(argc, argv).options(all).run();
+    for (const auto& o : parsed.options) // no positional arguments: a word without its option
+        if (o.position_key >= 0 && !o.value.empty())
+            usage_error("unexpected argument '" + o.value.front() + "' (options start with --)");
+    po::store(parsed, vm);
     if (vm.count("help") != 0U) {
         if (s.print) std::cout << "Usage: " << usage << "\n\n" << all << "\n";
         code = exit_ok;
@@ -113,6 +117,16 @@ inline bool parse(int argc, char** argv, const std::string& tool, const std::str
 ///    exit 1, the message once (rank 0);
 ///  - an error only this rank of an MPI tool knows of: the message names the rank, and the job
 ///    is aborted (MPI_Abort), so no rank is left waiting in a collective.
+/// An error's message; running out of memory says what may have asked for too much.
+inline std::string message_of(const std::exception& e)
+{
+    const std::string what = e.what();
+    if (what.ends_with("std::bad_alloc"))
+        return what + ": out of memory (a size such as --hidden, --layers, --heads or the graph's "
+                      "num_classes or num_features may be too large for this machine)";
+    return what;
+}
+
 inline int exit_code_of_current_exception(const std::string& tool, const mpi::communicator* comm)
 {
     const bool root = comm == nullptr || comm->rank() == 0;
@@ -122,14 +136,14 @@ inline int exit_code_of_current_exception(const std::string& tool, const mpi::co
         if (root) std::cerr << tool << ": error: " << e.what() << " (see " << tool << " --help)\n";
         return exit_usage;
     } catch (const mpi::agreed_error& e) {
-        if (root) std::cerr << tool << ": error: " << e.what() << "\n";
+        if (root) std::cerr << tool << ": error: " << message_of(e) << "\n";
         return exit_failure;
     } catch (const std::exception& e) {
         if (comm == nullptr) {
-            std::cerr << tool << ": error: " << e.what() << "\n";
+            std::cerr << tool << ": error: " << message_of(e) << "\n";
             return exit_failure;
         }
-        std::cerr << tool << ": error on rank " << comm->rank() << ": " << e.what() << " (aborting the job)\n";
+        std::cerr << tool << ": error on rank " << comm->rank() << ": " << message_of(e) << " (aborting the job)\n";
         std::cerr.flush();
         MPI_Abort(comm->get(), exit_failure);
         return exit_failure;
