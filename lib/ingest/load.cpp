@@ -178,6 +178,10 @@ local_partition partition_from_owners(const mpi::communicator& comm, const std::
                                                  << comm.rank() << ": " << path << " is missing (an owners directory "
                                                  << "holds shard0.h5 .. shard" << comm.size() - 1 << ".h5 for "
                                                  << comm.size() << " ranks)");
+        const auto extra = owner_shard_path(dir_path, comm.size()); // every shard needs its rank
+        RETEXO_ENSURE(comm.rank() != 0 || !fs::exists(extra), dir_path << ": holds " << extra
+                                                                       << ", more shards than the job's " << comm.size()
+                                                                       << " ranks (run one rank per shard)");
         s = read_owner_shard(path);
     });
     const auto info = agree_on_graph(comm, s.nodes);

@@ -117,10 +117,15 @@ graph_file_reader::graph_file_reader(h5::file file) : file_(std::move(file))
     RETEXO_ENSURE(n >= 0 && n < (std::int64_t{1} << 31), path << ": num_nodes " << n << " outside [0, 2^31)");
     info_.num_nodes = static_cast<node_t>(n);
     info_.num_edges = file_.attr_int("num_edges");
-    info_.num_features = static_cast<int>(file_.attr_int("num_features"));
-    info_.num_classes = static_cast<int>(file_.attr_int("num_classes"));
+    RETEXO_ENSURE(info_.num_edges >= 0, path << ": num_edges " << info_.num_edges << " is negative");
+    auto count = [&](const char* name) { // a positive int, read whole (not wrapped into range)
+        const std::int64_t v = file_.attr_int(name);
+        RETEXO_ENSURE(v > 0 && v < (std::int64_t{1} << 31), path << ": " << name << " " << v << " outside [1, 2^31)");
+        return static_cast<int>(v);
+    };
+    info_.num_features = count("num_features");
+    info_.num_classes = count("num_classes");
     info_.directed = file_.attr_int("directed") != 0;
-    RETEXO_ENSURE(info_.num_classes > 0, path << ": num_classes must be positive");
 
     const auto od = file_.dims("csr/offsets");
     RETEXO_ENSURE(od.size() == 1 && od[0] == static_cast<hsize_t>(n) + 1,

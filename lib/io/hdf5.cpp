@@ -311,8 +311,18 @@ std::string file::attr_string(const std::string& name) const
     const auto attr = open_attr(h_.get(), display_, name);
     handle type(H5Aget_type(attr.get()), H5Tclose);
     RETEXO_ENSURE(H5Tget_class(type.get()) == H5T_STRING, display_ << ": attribute " << name << " is not a string");
-    RETEXO_ENSURE(H5Tis_variable_str(type.get()) <= 0,
-                  display_ << ": attribute " << name << " is a variable-length string");
+    handle space(H5Aget_space(attr.get()), H5Sclose);
+    RETEXO_ENSURE(H5Sget_simple_extent_npoints(space.get()) == 1,
+                  display_ << ": attribute " << name << " holds more than one string");
+    if (H5Tis_variable_str(type.get()) > 0) { // as h5py writes a str by default
+        handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
+        H5Tset_size(mem.get(), H5T_VARIABLE);
+        char* text = nullptr;
+        RETEXO_ENSURE(H5Aread(attr.get(), mem.get(), &text) >= 0, display_ << ": cannot read attribute " << name);
+        std::string value = text != nullptr ? text : "";
+        H5free_memory(text);
+        return value;
+    }
     const std::size_t size = H5Tget_size(type.get());
     std::string value(size, '\0');
     handle mem(H5Tcopy(H5T_C_S1), H5Tclose);

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 
 namespace fs = std::filesystem;
@@ -183,6 +184,21 @@ void write_partition_file(const std::string& path, const local_partition& lp, co
     w.commit();
 }
 
+namespace {
+/// The whole number j[key], in [least, T's largest] (least >= 0): not wrapped, not rounded.
+template <typename T>
+T whole(const nlohmann::json& j, const char* key, std::uint64_t least)
+{
+    const auto& v = j.at(key);
+    RETEXO_ENSURE(v.is_number_integer(), key << " must be a whole number, got " << v.dump());
+    const auto most = static_cast<std::uint64_t>(std::numeric_limits<T>::max());
+    const bool negative = !v.is_number_unsigned() && v.get<std::int64_t>() < 0;
+    RETEXO_ENSURE(!negative && v.get<std::uint64_t>() >= least && v.get<std::uint64_t>() <= most,
+                  key << " " << v.dump() << " outside [" << least << ", " << most << "]");
+    return static_cast<T>(v.get<std::uint64_t>());
+}
+} // namespace
+
 partition_manifest read_manifest(const std::string& dir)
 {
     const auto path = (fs::path(dir) / "manifest.json").string();
@@ -198,12 +214,12 @@ partition_manifest read_manifest(const std::string& dir)
                       path << ": unsupported format_version");
         const auto& g = j.at("graph");
         m.graph.name = g.at("name").get<std::string>();
-        m.graph.num_nodes = g.at("num_nodes").get<node_t>();
-        m.graph.num_edges = g.at("num_edges").get<offset_t>();
-        m.graph.num_features = g.at("num_features").get<int>();
-        m.graph.num_classes = g.at("num_classes").get<int>();
+        m.graph.num_nodes = whole<node_t>(g, "num_nodes", 0);
+        m.graph.num_edges = whole<offset_t>(g, "num_edges", 0);
+        m.graph.num_features = whole<int>(g, "num_features", 1);
+        m.graph.num_classes = whole<int>(g, "num_classes", 1);
         m.graph.directed = g.at("directed").get<bool>();
-        m.num_parts = j.at("num_parts").get<part_t>();
+        m.num_parts = whole<part_t>(j, "num_parts", 1);
         m.method = j.at("method").get<std::string>();
         m.objective = j.value("objective", "");
         m.seed = j.value("seed", std::uint64_t{0});

@@ -33,6 +33,30 @@ TEST_CASE("graph file round-trips exactly", "[io]")
     CHECK(files == 1);
 }
 
+TEST_CASE("string attributes are read fixed-length or variable-length (h5py's default)", "[io]")
+{
+    test::temp_dir tmp;
+    const auto g = test::make_graph(20, {{0, 1}, {1, 2}}, 4, 2);
+    write_graph(g, tmp / "g.h5");
+    {
+        auto f = h5::file::open(tmp / "g.h5", true);
+        H5Adelete(f.id(), "name");
+        h5::handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+        H5Tset_size(type.get(), H5T_VARIABLE);
+        h5::handle space(H5Screate(H5S_SCALAR), H5Sclose);
+        h5::handle attr(H5Acreate2(f.id(), "name", type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+        const char* text = g.name.c_str(); // the same text, stored as h5py stores a str
+        REQUIRE(H5Awrite(attr.get(), type.get(), &text) >= 0);
+        // Two strings where one is expected: refused, not read past the buffer.
+        const hsize_t two = 2;
+        h5::handle pair(H5Screate_simple(1, &two, nullptr), H5Sclose);
+        h5::handle many(H5Acreate2(f.id(), "many", type.get(), pair.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    }
+    CHECK(read_graph(tmp / "g.h5").name == g.name);
+    CHECK_FALSE(g.name.empty());
+    CHECK_THROWS_WITH(h5::file::open(tmp / "g.h5").attr_string("many"), Catch::Contains("holds more than one string"));
+}
+
 TEST_CASE("graph files carry checksummed metadata, so corruption is reported, not read", "[io][bad-input]")
 {
     test::temp_dir tmp;
