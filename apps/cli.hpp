@@ -109,14 +109,6 @@ inline bool parse(int argc, char** argv, const std::string& tool, const std::str
     return true;
 }
 
-/// The exit code of the exception being handled (call inside a catch block), its message on
-/// stderr as "tool: error: ...".  `comm` is the MPI tool's communicator, null for a serial tool.
-///  - a usage error (po::error; every rank has the same argv, so all fail alike): exit 2, the
-///    message once (rank 0) with a pointer to --help;
-///  - an error every rank raised together (mpi::agreed_error), or any error of a serial tool:
-///    exit 1, the message once (rank 0);
-///  - an error only this rank of an MPI tool knows of: the message names the rank, and the job
-///    is aborted (MPI_Abort), so no rank is left waiting in a collective.
 /// An error's message; running out of memory says what may have asked for too much.
 inline std::string message_of(const std::exception& e)
 {
@@ -127,6 +119,14 @@ inline std::string message_of(const std::exception& e)
     return what;
 }
 
+/// The exit code of the exception being handled (call inside a catch block), its message on
+/// stderr as "tool: error: ...".  `comm` is the MPI tool's communicator, null for a serial tool.
+///  - a usage error (po::error; every rank has the same argv, so all fail alike): exit 2, the
+///    message once (rank 0) with a pointer to --help;
+///  - an error every rank raised together (mpi::agreed_error), or any error of a serial tool
+///    or a job of one rank: exit 1, the message once (rank 0);
+///  - an error only this rank of an MPI tool knows of: the message names the rank, and the job
+///    is aborted (MPI_Abort), so no rank is left waiting in a collective.
 inline int exit_code_of_current_exception(const std::string& tool, const mpi::communicator* comm)
 {
     const bool root = comm == nullptr || comm->rank() == 0;
@@ -139,7 +139,7 @@ inline int exit_code_of_current_exception(const std::string& tool, const mpi::co
         if (root) std::cerr << tool << ": error: " << message_of(e) << "\n";
         return exit_failure;
     } catch (const std::exception& e) {
-        if (comm == nullptr) {
+        if (comm == nullptr || comm->size() == 1) { // no other rank to leave waiting
             std::cerr << tool << ": error: " << message_of(e) << "\n";
             return exit_failure;
         }

@@ -480,7 +480,7 @@ void check_outputs(const app_options& a, const std::string& config)
         }
     // What the run reads (the checkpoint directory it also writes): a file, or a directory
     // no output may be written into.
-    const bool assignment = a.data.partition.find('/') != std::string::npos || fs::is_regular_file(a.data.partition);
+    const bool assignment = fs::is_regular_file(a.data.partition); // not random, metis, ...
     for (const auto& [option, path] :
          {std::pair{"--data", a.data.data}, std::pair{"--checkpoint-dir", a.retexo.checkpoint.dir},
           std::pair{"--config", config}, std::pair{"--partition", assignment ? a.data.partition : std::string()}})

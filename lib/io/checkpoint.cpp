@@ -37,6 +37,19 @@ void fields(E& e, F&& f) requires std::is_same_v<std::remove_const_t<E>, epoch_r
     f("seconds", e.seconds);
 }
 
+/// An accuracy and the one after label spreading (with its alpha), as fields.
+template <typename A, typename P, typename F>
+void accuracy_fields(A& acc, P& spread, F&& f)
+{
+    f("train", acc.train);
+    f("valid", acc.valid);
+    f("test", acc.test);
+    f("spread_alpha", spread.alpha);
+    f("spread_train", spread.acc.train);
+    f("spread_valid", spread.acc.valid);
+    f("spread_test", spread.acc.test);
+}
+
 template <typename S, typename F>
 void fields(S& s, F&& f) requires std::is_same_v<std::remove_const_t<S>, stage_record>
 {
@@ -46,13 +59,7 @@ void fields(S& s, F&& f) requires std::is_same_v<std::remove_const_t<S>, stage_r
     f("candidates", s.candidates);
     f("chosen", s.chosen);
     f("pseudo", s.pseudo);
-    f("train", s.best.train);
-    f("valid", s.best.valid);
-    f("test", s.best.test);
-    f("spread_alpha", s.spread.alpha);
-    f("spread_train", s.spread.acc.train);
-    f("spread_valid", s.spread.acc.valid);
-    f("spread_test", s.spread.acc.test);
+    accuracy_fields(s.best, s.spread, f);
     f("seconds", s.seconds);
 }
 
@@ -61,13 +68,7 @@ void fields(L& l, F&& f) requires std::is_same_v<std::remove_const_t<L>, label_h
 {
     f("candidates", l.candidates);
     f("rounds", l.rounds);
-    f("train", l.acc.train);
-    f("valid", l.acc.valid);
-    f("test", l.acc.test);
-    f("spread_alpha", l.spread.alpha);
-    f("spread_train", l.spread.acc.train);
-    f("spread_valid", l.spread.acc.valid);
-    f("spread_test", l.spread.acc.test);
+    accuracy_fields(l.acc, l.spread, f);
 }
 
 /// A record field across records: integers as int64, reals as double.

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <mutex>
 
@@ -75,9 +76,7 @@ void file::discard() noexcept
 {
     // Emptied before it closes, HDF5 finds room for what it still has to write (a close that
     // fails to write leaves HDF5 1.10.8 to crash when it terminates).
-    if (::truncate(created_.c_str(), 0) != 0) {
-        // Closed as it is: nothing more can be done here.
-    }
+    [[maybe_unused]] const int emptied = ::truncate(created_.c_str(), 0); // else closed as it is
     H5Fclose(h_.release());
 }
 
@@ -313,7 +312,7 @@ std::string file::attr_string(const std::string& name) const
     RETEXO_ENSURE(H5Tget_class(type.get()) == H5T_STRING, display_ << ": attribute " << name << " is not a string");
     handle space(H5Aget_space(attr.get()), H5Sclose);
     RETEXO_ENSURE(H5Sget_simple_extent_npoints(space.get()) == 1,
-                  display_ << ": attribute " << name << " holds more than one string");
+                  display_ << ": attribute " << name << " does not hold exactly one string");
     if (H5Tis_variable_str(type.get()) > 0) { // as h5py writes a str by default
         handle mem(H5Tcopy(H5T_C_S1), H5Tclose);
         H5Tset_size(mem.get(), H5T_VARIABLE);
