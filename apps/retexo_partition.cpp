@@ -28,8 +28,9 @@ double since(clock_type::time_point t)
 }
 
 /// Write out_dir/assignment.txt from every rank's slice: each rank writes its piece, rank 0
-/// joins them in order (no rank holds the whole assignment).
-void write_assignment_pieces(const mpi::communicator& comm, const local_partition& lp, const std::string& out_dir)
+/// joins them in order (no rank holds the whole assignment) and adds the file to `written`.
+void write_assignment_pieces(const mpi::communicator& comm, const local_partition& lp, const std::string& out_dir,
+                             committed_files& written)
 {
     node_directory dir(comm, lp.global.num_nodes, lp.owned_global, "retexo_partition");
     const auto [first, count] = row_slice(lp.global.num_nodes, comm.rank(), comm.size());
@@ -37,7 +38,11 @@ void write_assignment_pieces(const mpi::communicator& comm, const local_partitio
     std::iota(ids.begin(), ids.end(), first);
     const auto piece = (fs::path(out_dir) / ("assignment.txt.piece" + std::to_string(comm.rank()))).string();
     const auto owners = dir.owners(ids);
-    comm.checked([&] { write_assignment(piece, owners); });
+    committed_files pieces; // never kept: removed however this ends
+    comm.checked([&] {
+        write_assignment(piece, owners);
+        pieces.add(piece);
+    });
     comm.checked([&] {
         if (comm.rank() != 0) return;
         const auto path = (fs::path(out_dir) / "assignment.txt").string();
@@ -54,8 +59,8 @@ void write_assignment_pieces(const mpi::communicator& comm, const local_partitio
             RETEXO_ENSURE(o.good(), path << ": write failed");
         }
         out.commit();
+        written.add(path);
     });
-    fs::remove(piece);
 }
 
 int partition_distributed(const mpi::communicator& comm, const std::string& graph_path, const partition_options& o,
@@ -74,12 +79,14 @@ int partition_distributed(const mpi::communicator& comm, const std::string& grap
     const auto lp = load_rank_partition(comm, d);
     const double t_partition = since(t0);
     const auto t1 = clock_type::now();
+    committed_files mine; // removed if another rank's part, or a later file, fails
     comm.checked([&] {
         create_output_directory(out);
         const graph_file_reader reader(graph_path);
         write_partition_file(partition_file_path(out, comm.rank()), lp, &reader);
+        mine.add(partition_file_path(out, comm.rank()));
     });
-    write_assignment_pieces(comm, lp, out);
+    write_assignment_pieces(comm, lp, out, mine);
     partition_manifest m;
     m.graph = lp.global;
     m.num_parts = comm.size();
@@ -92,6 +99,7 @@ int partition_distributed(const mpi::communicator& comm, const std::string& grap
     comm.checked([&] {
         if (comm.rank() == 0) write_manifest(out, m);
     });
+    mine.keep();
     if (comm.rank() == 0)
         std::cout << "partitioned " << graph_path << " (" << m.graph.num_nodes << " nodes) into " << m.num_parts
                   << " parts with " << m.method << (m.objective.empty() ? "" : " (" + m.objective + ")") << " on "

@@ -35,6 +35,13 @@ void atomic_file::commit(bool keep_previous)
     committed_ = true;
 }
 
+committed_files::~committed_files()
+{
+    if (kept_) return;
+    for (const auto& p : paths_)
+        std::remove(p.c_str());
+}
+
 void write_text_atomic(const std::string& path, const std::string& text)
 {
     atomic_file out(path);

@@ -290,8 +290,12 @@ void write_owner_shards(const std::string& graph_path, std::span<const part_t> a
     // One pass over the features in row blocks, each block's rows routed to their owners.
     reader.route_feature_rows(assignment, parts,
                               [&](part_t p, const node_features& rows) { writers[p]->append_features(rows); });
-    for (auto& w : writers)
-        w->commit();
+    committed_files done; // none left if a later one fails
+    for (part_t p = 0; p < parts; ++p) {
+        writers[static_cast<std::size_t>(p)]->commit();
+        done.add(owner_shard_path(out_dir, p));
+    }
+    done.keep();
 }
 
 } // namespace retexo

@@ -139,11 +139,16 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
     reader.route_feature_rows(assignment, parts, [&](part_t p, const node_features& rows) {
         writers[static_cast<std::size_t>(p)]->features->append(rows);
     });
-    for (auto& w : writers)
+    committed_files done; // none left if a later one fails
+    for (auto& w : writers) {
         w->commit();
-
-    write_assignment((fs::path(out_dir) / "assignment.txt").string(), assignment);
+        done.add(w->out.path());
+    }
+    const auto assignment_path = (fs::path(out_dir) / "assignment.txt").string();
+    write_assignment(assignment_path, assignment);
+    done.add(assignment_path);
     write_manifest(out_dir, m);
+    done.keep();
     return m;
 }
 

@@ -437,6 +437,7 @@ if [[ $EUID -eq 0 ]] && unshare -m true 2>/dev/null; then
   expect 1 "^left:\|$" full_disk 256k "$apps/retexo_generate" --out "$tmp/full/g.h5" --nodes 3000 --features 64 --classes 4
   expect 1 "^left:\|$" full_disk 256k "$apps/retexo_partition" --graph "$tmp/disk.h5" --parts 2 --out "$tmp/full/p"
   expect 1 "^left:\|$" full_disk 640k "$apps/retexo_shard" --graph "$tmp/disk.h5" --parts 2 --out "$tmp/full/s"
+  expect 1 "^left:\|$" full_disk 800k "$mpiexec" -n 2 "$apps/retexo_partition" --graph "$tmp/disk.h5" --out "$tmp/full/p"
   expect 1 "^left:\|$" full_disk 64k "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/disk.h5" --rounds 2 --stages 2 \
     --checkpoint-dir "$tmp/full/ck"
   expect 1 "^left:\|$" full_disk 2m "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/disk.h5" --rounds 2 --stages 2 \

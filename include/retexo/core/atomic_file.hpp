@@ -5,6 +5,7 @@
 /// an exception) the temporary file is removed and the target is untouched.
 
 #include <string>
+#include <vector>
 
 namespace retexo {
 
@@ -27,6 +28,23 @@ private:
     std::string path_;
     std::string temp_;
     bool committed_ = false;
+};
+
+/// The files of a several-file output (a partitioned directory, owner shards) committed so
+/// far: removed again if it is destroyed before keep(), when a later file fails, so that a
+/// failed run leaves none of its files behind.
+class committed_files {
+public:
+    committed_files() = default;
+    committed_files(const committed_files&) = delete;
+    committed_files& operator=(const committed_files&) = delete;
+    ~committed_files();
+    void add(std::string path) { paths_.push_back(std::move(path)); }
+    void keep() noexcept { kept_ = true; }
+
+private:
+    std::vector<std::string> paths_;
+    bool kept_ = false;
 };
 
 /// Write `text` to `path` atomically.
