@@ -521,6 +521,9 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
                      .version = versions}))
         return std::nullopt;
     cli::checked_options(comm, [&] {
+        for (const char* k : {"data", "metrics-out", "save-model", "predict-out", "checkpoint-dir", "config"})
+            if (vm.count(k) != 0U && vm[k].as<std::string>().empty()) // (not the built-in graph, not no file)
+                cli::usage_error(std::string("--") + k + ": empty path");
         if (vm.count("config") != 0U) {
             const auto path = vm["config"].as<std::string>();
             RETEXO_ENSURE(!std::filesystem::is_directory(path), "--config " << path << ": is a directory");

@@ -140,6 +140,7 @@ expect_mpi 2 "--lr-schedule: unknown learning-rate schedule 'cosine' \(expected 
 expect_mpi 2 "--select: unknown selection 'f1' \(expected accuracy or loss\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --select f1
 expect_mpi 2 "--model: unknown model 'gin'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gin
 expect_mpi 2 "unexpected argument 'mode=standard'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" mode=standard
+expect_mpi 2 "--data: empty path" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "" --rounds 2
 expect_mpi 1 "--mode: stats runs alone" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode stats,retexo
 expect_mpi 1 "--checkpoint-dir and --resume apply to --mode retexo only" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --checkpoint-dir "$tmp/ck"
 expect_mpi 1 "--resume needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo --resume
