@@ -235,7 +235,6 @@ partition_manifest read_manifest(const std::string& dir)
     } catch (const error& e) {
         RETEXO_THROW(path << ": " << e.what());
     }
-    RETEXO_ENSURE(m.num_parts >= 1, path << ": num_parts must be positive");
     return m;
 }
 
