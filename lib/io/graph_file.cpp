@@ -140,12 +140,32 @@ graph_file_reader::graph_file_reader(h5::file file) : file_(std::move(file))
     features_.emplace(file_, "features", n, info_.num_features, feature_row_names{.noun = "node"});
 }
 
+namespace {
+/// A graph file's CSR rows (global rows row0.. of `g`) are strictly ascending and hold no
+/// self loop, as FORMAT.md says: duplicate edges or self loops would change every aggregation.
+void check_rows_simple(const csr& g, node_t row0, const std::string& path)
+{
+    for (std::size_t v = 0; v + 1 < g.offsets.size(); ++v) {
+        const node_t node = row0 + static_cast<node_t>(v);
+        for (auto e = g.offsets[v]; e < g.offsets[v + 1]; ++e) {
+            const node_t u = g.sources[static_cast<std::size_t>(e)];
+            RETEXO_ENSURE(u != node, path << ": node " << node << " has a self loop (csr/sources holds none)");
+            RETEXO_ENSURE(e == g.offsets[v] || g.sources[static_cast<std::size_t>(e) - 1] < u,
+                          path << ": the in-edges of node " << node << " are not strictly ascending (source "
+                               << g.sources[static_cast<std::size_t>(e) - 1] << " before " << u
+                               << "; csr/sources holds no duplicate edges)");
+        }
+    }
+}
+} // namespace
+
 csr graph_file_reader::read_csr() const
 {
     csr g;
     g.offsets = file_.read_vector<offset_t>("csr/offsets", info_.num_nodes + 1);
     g.sources = file_.read_vector<node_t>("csr/sources", info_.num_edges);
     validate_csr(g, info_.num_nodes, file_.path());
+    check_rows_simple(g, 0, file_.path());
     return g;
 }
 
@@ -185,6 +205,7 @@ csr graph_file_reader::read_csr_rows(node_t row0, node_t rows) const
         RETEXO_ENSURE(g.sources[e] >= 0 && g.sources[e] < info_.num_nodes,
                       path << ": edge " << first + static_cast<offset_t>(e) << " has source id " << g.sources[e]
                            << " outside [0, " << info_.num_nodes << ")");
+    check_rows_simple(g, row0, path);
     return g;
 }
 

@@ -100,7 +100,9 @@ file file::create_parallel(const std::string& path, MPI_Comm comm, const std::st
     H5Pset_fapl_mpio(fapl.get(), comm, MPI_INFO_NULL);
     handle h(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, writer_fcpl().get(), fapl.get()), H5Fclose);
     RETEXO_ENSURE(h.valid(), shown << ": cannot create parallel HDF5 file");
-    return {std::move(h), shown};
+    file f{std::move(h), shown};
+    f.parallel_ = true;
+    return f;
 }
 
 namespace {

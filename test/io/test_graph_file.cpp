@@ -79,6 +79,39 @@ TEST_CASE("graph files carry checksummed metadata, so corruption is reported, no
     CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("g.h5"));
 }
 
+TEST_CASE("graph file values carry checksums, so a flipped bit in a dataset is reported, not read", "[io][bad-input]")
+{
+    test::temp_dir tmp;
+    const auto g = test::make_graph(20, {{0, 1}, {1, 2}, {3, 4}}, 4, 2);
+    for (const std::string name : {"csr/offsets", "csr/sources", "labels", "split/train", "features"}) {
+        DYNAMIC_SECTION(name)
+        {
+            write_graph(g, tmp / "g.h5");
+            haddr_t at = 0;
+            hsize_t bytes = 0;
+            {
+                const auto f = h5::file::open(tmp / "g.h5", false);
+                const auto ds = f.open_dataset(name);
+                unsigned mask = 0;
+                hsize_t offset[2] = {0, 0};
+                const h5::handle space(H5Dget_space(ds.get()), H5Sclose);
+                REQUIRE(H5Dget_chunk_info(ds.get(), space.get(), 0, offset, &mask, &at, &bytes) >= 0);
+                REQUIRE(bytes > 4); // the values, then their 4-byte checksum
+            }
+            std::fstream io(tmp / "g.h5", std::ios::in | std::ios::out | std::ios::binary);
+            const auto where = static_cast<std::streamoff>(at);
+            io.seekg(where);
+            char c = 0;
+            io.get(c);
+            io.seekp(where);
+            io.put(static_cast<char>(c ^ 0x10));
+            io.close();
+            CHECK_THROWS_WITH(read_graph(tmp / "g.h5"),
+                              Catch::Contains("g.h5") && Catch::Contains(name) && Catch::Contains("corrupt"));
+        }
+    }
+}
+
 TEST_CASE("graph file errors name the file and the problem", "[io][bad-input]")
 {
     test::temp_dir tmp;
@@ -125,6 +158,23 @@ TEST_CASE("graph file errors name the file and the problem", "[io][bad-input]")
             f.write_rows<node_t>(ds, "csr/sources", 0, 1, 1, &bad);
         }
         CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("source id 999 outside [0, 20)"));
+    }
+    SECTION("a self loop or a duplicate edge in the CSR")
+    {
+        // Rows 0, 1, 2 hold sources [1], [0, 2], [1].
+        const auto write_sources = [&](std::vector<node_t> sources) {
+            auto f = h5::file::open(tmp / "g.h5", true);
+            f.write_rows<node_t>(f.open_dataset("csr/sources"), "csr/sources", 0, sources.size(), 1, sources.data());
+        };
+        write_sources({0, 0, 2, 1});
+        CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("g.h5: node 0 has a self loop"));
+        write_sources({1, 0, 0, 1});
+        CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("g.h5: the in-edges of node 1 are not strictly "
+                                                                    "ascending (source 0 before 0"));
+        write_sources({1, 2, 0, 1});
+        CHECK_THROWS_WITH(graph_file_reader(tmp / "g.h5").read_csr_rows(1, 2),
+                          Catch::Contains("in-edges of node 1 are not strictly ascending (source 2 before 0"));
+        CHECK_NOTHROW(graph_file_reader(tmp / "g.h5").read_csr_rows(2, 5));
     }
     SECTION("labels stored as a column")
     {

@@ -102,7 +102,10 @@ public:
     /// Create intermediate groups of `object` ("a/b/c" creates a and a/b).
     void make_groups(const std::string& object);
 
-    /// Create a dataset of shape dims, chunked along the first dimension (chunk_rows > 0).
+    /// Create a dataset of shape dims, chunked along the first dimension: chunk_rows rows a
+    /// chunk, or about 1 MiB (chunk_rows_for) when 0.  Each chunk carries HDF5's Fletcher-32
+    /// checksum, so a reader rejects a chunk whose bytes changed (not in a parallel file,
+    /// whose datasets are contiguous unless chunk_rows > 0, and unfiltered).
     template <typename T>
     handle create_dataset(const std::string& name, std::span<const hsize_t> dims, hsize_t chunk_rows = 0);
     /// A 1-D dataset that grows by append() (chunked, unlimited), empty at first.
@@ -150,7 +153,8 @@ private:
     void discard() noexcept;
     handle h_;
     std::string display_;
-    std::string created_; ///< the path on disk of a file create() made (else empty)
+    std::string created_;   ///< the path on disk of a file create() made (else empty)
+    bool parallel_ = false; ///< made by create_parallel (MPI-IO): no filters
 };
 
 /// Rows per chunk for a 2-D dataset of `cols` floats per row: about 1 MiB per chunk, so a

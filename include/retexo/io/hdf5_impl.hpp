@@ -37,10 +37,17 @@ handle file::create_dataset(const std::string& name, std::span<const hsize_t> di
     RETEXO_ENSURE(space.valid(), display_ << ": cannot create dataspace for " << name);
     handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_obj_track_times(dcpl.get(), false); // no timestamps: the same content gives the same file
-    if (chunk_rows > 0 && !dims.empty() && dims[0] > 0) {
+    hsize_t row_values = 1;
+    for (std::size_t d = 1; d < dims.size(); ++d)
+        row_values *= dims[d];
+    // A parallel file's datasets stay contiguous unless asked (HDF5 1.10 writes filtered
+    // chunks only collectively); every other non-empty dataset is chunked with a checksum.
+    if (parallel_ && chunk_rows == 0) row_values = 0;
+    if (!dims.empty() && dims[0] > 0 && row_values > 0) {
         std::vector<hsize_t> chunk(dims.begin(), dims.end());
-        chunk[0] = std::min<hsize_t>(chunk_rows, dims[0]);
+        chunk[0] = std::min<hsize_t>(chunk_rows > 0 ? chunk_rows : chunk_rows_for(row_values, sizeof(T)), dims[0]);
         H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
+        if (!parallel_) H5Pset_fletcher32(dcpl.get());
     }
     handle ds(H5Dcreate2(h_.get(), name.c_str(), native_type<T>(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
               H5Dclose);
@@ -57,6 +64,7 @@ handle file::create_growing(const std::string& name, hsize_t chunk)
     handle dcpl(H5Pcreate(H5P_DATASET_CREATE), H5Pclose);
     H5Pset_obj_track_times(dcpl.get(), false);
     H5Pset_chunk(dcpl.get(), 1, chunks);
+    if (!parallel_) H5Pset_fletcher32(dcpl.get());
     handle ds(H5Dcreate2(h_.get(), name.c_str(), native_type<T>(), space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT),
               H5Dclose);
     RETEXO_ENSURE(ds.valid(), display_ << ": cannot create dataset " << name);
@@ -117,7 +125,7 @@ void file::write(const std::string& name, std::span<const T> data, std::vector<h
         total *= d;
     RETEXO_ENSURE(total == data.size(), display_ << ": dataset " << name << " given " << data.size() << " values for "
                                                  << total << " elements");
-    auto ds = create_dataset<T>(name, dims, dims[0] > (1u << 16) ? (1u << 16) : 0);
+    auto ds = create_dataset<T>(name, dims);
     const hsize_t cols = dims.size() > 1 ? dims[1] : 1;
     write_rows<T>(ds, name, 0, dims[0], cols, data.data());
 }
