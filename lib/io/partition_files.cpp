@@ -314,6 +314,9 @@ local_partition load_partition(const std::string& dir, part_t part)
                       path << ": halo/in_degree of node " << lp.halo_global[i] << " is " << lp.halo_in_degree[i]
                            << ", but it has " << uses[static_cast<std::size_t>(i)] << " edge(s) to this part's nodes"
                            << (m.graph.directed ? "" : " in an undirected graph"));
+        RETEXO_ENSURE(lp.halo_in_degree[i] < m.graph.num_nodes,
+                      path << ": halo/in_degree of node " << lp.halo_global[i] << " is " << lp.halo_in_degree[i]
+                           << ", more than the graph's other " << m.graph.num_nodes - 1 << " nodes");
     }
     return lp;
 }

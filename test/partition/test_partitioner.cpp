@@ -163,6 +163,13 @@ TEST_CASE("partitioned directory: tampering is detected", "[partition][bad-input
                               Catch::Contains("part1.h5: halo/in_degree of node") &&
                                   Catch::Contains(" is " + std::to_string(bad) + ", but it has"));
         }
+        {
+            auto f = h5::file::open(tmp / "p3/part1.h5", true);
+            const offset_t huge = offset_t{1} << 40;
+            f.write_rows<offset_t>(f.open_dataset("halo/in_degree"), "halo/in_degree", 0, 1, 1, &huge);
+        }
+        CHECK_THROWS_WITH(load_partition(tmp / "p3", 1),
+                          Catch::Contains(" is 1099511627776, more than the graph's other 29 nodes"));
     }
     SECTION("a feature that is not finite, named by its global id")
     {
