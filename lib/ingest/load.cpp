@@ -211,13 +211,13 @@ void check_ownership(const mpi::communicator& comm, const local_partition& lp, c
     for (node_t v = first; v < first + count; ++v)
         sums[2] += mix(static_cast<std::uint64_t>(v));
     comm.allreduce(std::span<std::uint64_t>(sums, 3), MPI_SUM, purpose::setup);
-    if (sums[0] == static_cast<std::uint64_t>(n) && sums[1] == sums[2]) return;
-    std::ostringstream m; // every rank has the sums, so every rank throws the same (agreed) error
-    m << dir << ": the part files' owned/global_ids do not partition the " << n << " nodes (" << sums[0]
-      << " owned in all"
-      << (sums[0] == static_cast<std::uint64_t>(n) ? ", but some node is owned twice and another by none" : "")
-      << "): the part files were edited or do not belong together";
-    throw mpi::agreed_error(m.str(), __FILE__, __LINE__);
+    // Every rank has the sums, so every rank throws the same (agreed) error.
+    RETEXO_ENSURE_AGREED(
+        sums[0] == static_cast<std::uint64_t>(n) && sums[1] == sums[2],
+        dir << ": the part files' owned/global_ids do not partition the " << n << " nodes (" << sums[0]
+            << " owned in all"
+            << (sums[0] == static_cast<std::uint64_t>(n) ? ", but some node is owned twice and another by none" : "")
+            << "): the part files were edited or do not belong together");
 }
 
 } // namespace

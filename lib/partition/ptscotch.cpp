@@ -195,21 +195,22 @@ std::vector<node_t> agree_slices(const mpi::communicator& comm, const csr_slice&
     const auto all = comm.allgatherv<std::int64_t>(desc, purpose::setup);
     const node_t n = mine.num_nodes;
     std::vector<node_t> starts(static_cast<std::size_t>(comm.size()) + 1, 0);
+    // Every rank checks every rank's values: a mismatch fails every rank (an agreed error).
     for (int r = 0; r < comm.size(); ++r) {
         const std::int64_t* d = &all[5 * static_cast<std::size_t>(r)];
-        RETEXO_ENSURE(d[2] == n && d[3] == parts && d[4] == desc[4],
-                      who << ": rank " << r << " has num_nodes " << d[2] << ", parts " << d[3] << ", directed " << d[4]
-                          << ", but rank " << comm.rank() << " has " << n << ", " << parts << ", " << desc[4]
-                          << " (they must agree)");
-        RETEXO_ENSURE(d[0] == starts[r], who << ": rank " << r << "'s slice starts at row " << d[0]
-                                             << ", but the slices before it end at row " << starts[r]
-                                             << " (slices must be contiguous in rank order)");
+        RETEXO_ENSURE_AGREED(d[2] == n && d[3] == parts && d[4] == desc[4],
+                             who << ": rank " << r << " has num_nodes " << d[2] << ", parts " << d[3] << ", directed "
+                                 << d[4] << ", but rank " << comm.rank() << " has " << n << ", " << parts << ", "
+                                 << desc[4] << " (they must agree)");
+        RETEXO_ENSURE_AGREED(d[0] == starts[r], who << ": rank " << r << "'s slice starts at row " << d[0]
+                                                    << ", but the slices before it end at row " << starts[r]
+                                                    << " (slices must be contiguous in rank order)");
         starts[r + 1] = static_cast<node_t>(d[0] + d[1]);
     }
-    RETEXO_ENSURE(starts.back() == n,
-                  who << ": the slices cover rows [0, " << starts.back() << ") of a graph of " << n << " nodes");
-    RETEXO_ENSURE(parts <= n,
-                  who << ": " << parts << " parts for a graph of " << n << " nodes would leave a part empty");
+    RETEXO_ENSURE_AGREED(starts.back() == n,
+                         who << ": the slices cover rows [0, " << starts.back() << ") of a graph of " << n << " nodes");
+    RETEXO_ENSURE_AGREED(parts <= n,
+                         who << ": " << parts << " parts for a graph of " << n << " nodes would leave a part empty");
     return starts;
 }
 

@@ -65,13 +65,11 @@ rank_context::rank_context(const mpi::communicator& c, const local_partition& p,
     setup_bytes = c.ledger() - before;
     // Every rank has the same counts, so every rank throws the same (agreed) error.
     const std::string& source = p.source.empty() ? p.global.name : p.source;
-    if (global_train == 0) throw mpi::agreed_error(source + ": the graph has no training nodes", __FILE__, __LINE__);
+    RETEXO_ENSURE_AGREED(global_train > 0, source << ": the graph has no training nodes");
     // Training chooses its model on the validation nodes (RETEXO's rounds and stages, the
     // standard trainer's best epoch): with none, it would choose on nothing.
-    if (global_valid == 0)
-        throw mpi::agreed_error(source + ": the graph has no validation nodes (split/valid is empty), on which "
-                                         "training chooses its model",
-                                __FILE__, __LINE__);
+    RETEXO_ENSURE_AGREED(global_valid > 0, source << ": the graph has no validation nodes (split/valid is empty), "
+                                                     "on which training chooses its model");
 }
 
 void rank_context::hide_evaluation_rows(node_features& x) const

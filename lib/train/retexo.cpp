@@ -274,9 +274,9 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
       valid_k_(o.deterministic ? loss_exponent(ctx.global_valid) : -1)
 {
     local_mode_.global_max = [](std::span<double>) {};
-    RETEXO_ENSURE(o.cross_fit <= ctx.global_train, "--cross-fit " << o.cross_fit << ": the graph has "
-                                                                  << ctx.global_train
-                                                                  << " training nodes, fewer than the folds");
+    RETEXO_ENSURE_AGREED(o.cross_fit <= ctx.global_train, "--cross-fit " << o.cross_fit << ": the graph has "
+                                                                         << ctx.global_train
+                                                                         << " training nodes, fewer than the folds");
     const auto& part = ctx.part;
     local_ids_ = part.owned_global;
     local_ids_.insert(local_ids_.end(), part.halo_global.begin(), part.halo_global.end());

@@ -114,7 +114,9 @@ expect_mpi() {
   local out rc
   out=$(timeout 120 "$@" 2>&1)
   rc=$?
-  if [[ $rc -ne $code ]] || ! grep -qE -- "$regex" <<<"$out"; then
+  # forbid=REGEX: output that must not appear (an error every rank raises together ends the
+  # job without MPI_Abort).
+  if [[ $rc -ne $code ]] || ! grep -qE -- "$regex" <<<"$out" || { [[ -n ${forbid:-} ]] && grep -qE -- "$forbid" <<<"$out"; }; then
     echo "FAIL: $* -> exit $rc (expected $code), output:"; sed 's/^/    /' <<<"$out" | head -20
     failures=$((failures + 1))
   else
@@ -141,6 +143,9 @@ expect_mpi 2 "--select: unknown selection 'f1' \(expected accuracy or loss\)" "$
 expect_mpi 2 "--model: unknown model 'gin'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --model gin
 expect_mpi 2 "unexpected argument 'mode=standard'" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" mode=standard
 expect_mpi 2 "--data: empty path" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "" --rounds 2
+forbid="MPI_ABORT|aborting the job" expect_mpi 1 "--cross-fit 100000: the graph has [0-9]+ training nodes, fewer than the folds" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --cross-fit 100000
+expect 0 "wrote" "$apps/retexo_generate" --out "$tmp/two.h5" --nodes 2 --features 3 --classes 2 --avg-degree 1 --seed 1
+forbid="MPI_ABORT|aborting the job" expect_mpi 1 "3 parts for a graph of 2 nodes would leave a part empty" "$mpiexec" -n 3 "$apps/retexo_mpi" --data "$tmp/two.h5" --partition scotch
 expect_mpi 1 "--mode: stats runs alone" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode stats,retexo
 expect_mpi 1 "--checkpoint-dir and --resume apply to --mode retexo only" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --checkpoint-dir "$tmp/ck"
 expect_mpi 1 "--resume needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo --resume

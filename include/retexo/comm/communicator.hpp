@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <span>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -37,6 +38,21 @@ class agreed_error : public error {
 public:
     using error::error;
 };
+
+} // namespace retexo::mpi
+
+/// RETEXO_ENSURE for a condition every rank evaluates on the same (global) values, so every
+/// rank fails together: it throws an mpi::agreed_error, which ends the job without MPI_Abort.
+#define RETEXO_ENSURE_AGREED(cond, msg_stream)                                                                         \
+    do {                                                                                                               \
+        if (!(cond)) {                                                                                                 \
+            std::ostringstream retexo_msg_;                                                                            \
+            retexo_msg_ << msg_stream; /* NOLINT(bugprone-macro-parentheses): as in RETEXO_THROW */                    \
+            throw ::retexo::mpi::agreed_error(retexo_msg_.str(), __FILE__, __LINE__);                                  \
+        }                                                                                                              \
+    } while (false)
+
+namespace retexo::mpi {
 
 /// MPI datatype of T.
 template <typename T>
