@@ -81,7 +81,7 @@ int partition_distributed(const mpi::communicator& comm, const std::string& grap
     const auto t1 = clock_type::now();
     committed_files mine; // removed if another rank's part, or a later file, fails
     comm.checked([&] {
-        create_output_directory(out);
+        create_output_directory(out, mine);
         const graph_file_reader reader(graph_path);
         write_partition_file(partition_file_path(out, comm.rank()), lp, &reader);
         mine.add(partition_file_path(out, comm.rank()));

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <unistd.h>
+#include <vector>
 
 namespace retexo {
 
@@ -40,6 +41,8 @@ committed_files::~committed_files()
     if (kept_) return;
     for (const auto& p : paths_)
         std::remove(p.c_str());
+    for (const auto& d : dirs_)
+        ::rmdir(d.c_str()); // only if empty
 }
 
 void write_text_atomic(const std::string& path, const std::string& text)
@@ -68,11 +71,19 @@ void check_output_file(const std::string& path, const std::string& option)
                   option << " " << path << ": cannot write in " << dir << ": " << std::strerror(errno));
 }
 
-void create_output_directory(const std::string& dir)
+void create_output_directory(const std::string& dir, committed_files& output)
 {
+    namespace fs = std::filesystem;
     std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    RETEXO_ENSURE(!ec && std::filesystem::is_directory(dir), dir << ": cannot create directory: " << ec.message());
+    std::vector<fs::path> missing; // deepest first
+    fs::path d = fs::absolute(dir, ec).lexically_normal();
+    if (!d.has_filename()) d = d.parent_path(); // "a/b/" is a/b
+    for (; !d.empty() && d != d.parent_path() && !fs::exists(d, ec); d = d.parent_path())
+        missing.push_back(d);
+    fs::create_directories(dir, ec);
+    RETEXO_ENSURE(!ec && fs::is_directory(dir), dir << ": cannot create directory: " << ec.message());
+    for (const auto& d : missing)
+        output.add_directory(d.string());
 }
 
 } // namespace retexo

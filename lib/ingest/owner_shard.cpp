@@ -261,7 +261,8 @@ void write_owner_shards(const std::string& graph_path, std::span<const part_t> a
     RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == info.num_nodes,
                   "assignment has " << assignment.size() << " entries, graph " << graph_path << " has "
                                     << info.num_nodes << " nodes");
-    create_output_directory(out_dir);
+    committed_files done; // none of its files (or the directory it made) left if one fails
+    create_output_directory(out_dir, done);
     const csr g = reader.read_csr();
     const auto labels = reader.read_labels();
     const auto membership = reader.read_membership();
@@ -290,7 +291,6 @@ void write_owner_shards(const std::string& graph_path, std::span<const part_t> a
     // One pass over the features in row blocks, each block's rows routed to their owners.
     reader.route_feature_rows(assignment, parts,
                               [&](part_t p, const node_features& rows) { writers[p]->append_features(rows); });
-    committed_files done; // none left if a later one fails
     for (part_t p = 0; p < parts; ++p) {
         writers[static_cast<std::size_t>(p)]->commit();
         done.add(owner_shard_path(out_dir, p));

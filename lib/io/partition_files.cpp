@@ -106,7 +106,8 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
                   "assignment has " << assignment.size() << " entries, graph " << graph_path << " has "
                                     << info.num_nodes << " nodes");
     check_no_empty_part(assignment, parts);
-    create_output_directory(out_dir);
+    committed_files done; // none of its files (or the directory it made) left if one fails
+    create_output_directory(out_dir, done);
 
     const csr global = reader.read_csr();
     const auto labels = reader.read_labels();
@@ -139,7 +140,6 @@ partition_manifest write_partitioned(const std::string& graph_path, std::span<co
     reader.route_feature_rows(assignment, parts, [&](part_t p, const node_features& rows) {
         writers[static_cast<std::size_t>(p)]->features->append(rows);
     });
-    committed_files done; // none left if a later one fails
     for (auto& w : writers) {
         w->commit();
         done.add(w->out.path());

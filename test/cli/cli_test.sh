@@ -426,15 +426,15 @@ else
   echo "SKIPPED: dataset checks (no $datasets/cora)"
 fi
 
-# A full disk: every output fails with exit 1 (no crash), leaving no file behind (a directory
-# it made may stay).  Needs root: a small tmpfs in a mount namespace of this test's own.
-# full_disk SIZE COMMAND...: COMMAND with $tmp/full a SIZE tmpfs, then "left:<files left>|".
+# A full disk: every output fails with exit 1 (no crash), leaving no file behind, nor a
+# directory it made.  Needs root: a small tmpfs in a mount namespace of this test's own.
+# full_disk SIZE COMMAND...: COMMAND with $tmp/full a SIZE tmpfs, then "left:<what is left>|".
 full_disk() {
   local size=$1
   shift
   mkdir -p "$tmp/full"
   unshare -m sh -c 'mount -t tmpfs -o "size=$0" tmpfs "$1" || exit 99; d=$1; shift 2; timeout 120 "$@"; rc=$?
-    echo "left:$(find "$d" -type f | tr "\n" " ")|"; exit $rc' "$size" "$tmp/full" x "$@"
+    echo "left:$(find "$d" -mindepth 1 | tr "\n" " ")|"; exit $rc' "$size" "$tmp/full" x "$@"
 }
 if [[ $EUID -eq 0 ]] && unshare -m true 2>/dev/null; then
   "$apps/retexo_generate" --out "$tmp/disk.h5" --nodes 3000 --features 64 --classes 4 --seed 3 >/dev/null
@@ -442,10 +442,10 @@ if [[ $EUID -eq 0 ]] && unshare -m true 2>/dev/null; then
   # of holes, before), or a write fail on one rank only (a hang in the collective close).
   expect 1 "^left:\|$" full_disk 256k "$apps/retexo_generate" --out "$tmp/full/g.h5" --nodes 3000 --features 64 --classes 4
   expect 1 "^left:\|$" full_disk 256k "$apps/retexo_partition" --graph "$tmp/disk.h5" --parts 2 --out "$tmp/full/p"
-  expect 1 "^left:\|$" full_disk 640k "$apps/retexo_shard" --graph "$tmp/disk.h5" --parts 2 --out "$tmp/full/s"
+  expect 1 "^left:\|$" full_disk 640k "$apps/retexo_shard" --graph "$tmp/disk.h5" --parts 2 --out "$tmp/full/s/t"
   expect 1 "^left:\|$" full_disk 800k "$mpiexec" -n 2 "$apps/retexo_partition" --graph "$tmp/disk.h5" --out "$tmp/full/p"
   expect 1 "^left:\|$" full_disk 64k "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/disk.h5" --rounds 2 --stages 2 \
-    --checkpoint-dir "$tmp/full/ck"
+    --checkpoint-dir "$tmp/full"
   expect 1 "^left:\|$" full_disk 2m "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/disk.h5" --rounds 2 --stages 2 \
     --predict-out "$tmp/full/p.h5"
 else

@@ -31,8 +31,9 @@ private:
 };
 
 /// The files of a several-file output (a partitioned directory, owner shards) committed so
-/// far: removed again if it is destroyed before keep(), when a later file fails, so that a
-/// failed run leaves none of its files behind.
+/// far, and the directories made for it: removed again if it is destroyed before keep(), when
+/// a later file fails, so that a failed run leaves none of its files behind (a directory only
+/// when empty: another rank may still be removing its file there).
 class committed_files {
 public:
     committed_files() = default;
@@ -40,10 +41,13 @@ public:
     committed_files& operator=(const committed_files&) = delete;
     ~committed_files();
     void add(std::string path) { paths_.push_back(std::move(path)); }
+    /// A directory this output created (removed after the files, in the order added).
+    void add_directory(std::string dir) { dirs_.push_back(std::move(dir)); }
     void keep() noexcept { kept_ = true; }
 
 private:
     std::vector<std::string> paths_;
+    std::vector<std::string> dirs_;
     bool kept_ = false;
 };
 
@@ -55,7 +59,8 @@ void write_text_atomic(const std::string& path, const std::string& text);
 void check_output_file(const std::string& path, const std::string& option);
 
 /// Create a directory for output files (and its parents) if it does not exist; throws naming
-/// it when that fails.
-void create_output_directory(const std::string& dir);
+/// it when that fails.  The directories it creates are added to `output` (deepest first), to
+/// be removed if the output fails.
+void create_output_directory(const std::string& dir, committed_files& output);
 
 } // namespace retexo
