@@ -649,9 +649,15 @@ std::vector<std::int64_t> peak_memory(const mpi::communicator& comm)
     return rss;
 }
 
+/// What the metrics record of the job besides its runs.
+struct job_record {
+    std::vector<std::int64_t> peak_rss; ///< per rank
+    nlohmann::json load;                ///< the data's loading: its time and bytes
+};
+
 /// The metrics file, the model file and the predictions, as asked.
 void write_outputs(const mpi::communicator& comm, const app_options& a, const local_partition& lp,
-                   const std::vector<train::run_result>& runs, const std::vector<std::int64_t>& rss)
+                   const std::vector<train::run_result>& runs, const job_record& job)
 {
     const bool root = comm.rank() == 0;
     // Rank 0 writes the metrics and the model; the others learn whether it could.
@@ -659,11 +665,10 @@ void write_outputs(const mpi::communicator& comm, const app_options& a, const lo
         comm.checked([&] {
             if (!root) return;
             nlohmann::json j;
-            if (runs.size() == 1) {
-                j = report::run_json(runs[0], a.config);
-                j["peak_rss_bytes"] = rss;
-            } else {
-                j["peak_rss_bytes"] = rss;
+            if (runs.size() == 1) j = report::run_json(runs[0], a.config);
+            j["peak_rss_bytes"] = job.peak_rss;
+            j["load"] = job.load;
+            if (runs.size() > 1) {
                 j["mode"] = a.mode;
                 j["model"] = name_of(a.retexo.model);
                 j["variant"] = name_of(a.retexo.variant);
@@ -716,14 +721,17 @@ int main(int argc, char** argv)
         const auto t_load = std::chrono::steady_clock::now();
         const auto lp = load_rank_partition(comm, a.data);
         const double load_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-        const auto load_bytes = comm.ledger().total_sent();
+        const byte_ledger load_bytes = comm.ledger(); // all this rank sent before training
         if (comm.rank() == 0) print_banner(comm, a, lp);
         const auto table = gather_partition_table(comm, lp);
-        const auto max_load_bytes = comm.allreduce<std::uint64_t>(load_bytes, MPI_MAX, purpose::setup);
-        const auto all_load_bytes = comm.allreduce<std::uint64_t>(load_bytes, MPI_SUM, purpose::setup);
+        const nlohmann::json load = {
+            {"time_s", comm.allreduce(load_s, MPI_MAX, purpose::setup)},
+            {"max_rank_bytes", comm.allreduce<std::uint64_t>(load_bytes.total_sent(), MPI_MAX, purpose::setup)},
+            {"bytes", report::ledger_json(comm.sum(load_bytes))}};
         if (comm.rank() == 0)
-            std::cout << table << "loaded in " << load_s << " s; the ranks sent " << all_load_bytes
-                      << " bytes to load (busiest rank " << max_load_bytes << ")\n";
+            std::cout << table << "loaded in " << load["time_s"].get<double>() << " s; the ranks sent "
+                      << load["bytes"]["total"].get<std::uint64_t>() << " bytes to load (busiest rank "
+                      << load["max_rank_bytes"].get<std::uint64_t>() << ")\n";
         if (a.wants(run_mode::stats)) return cli::exit_ok;
         const train::rank_context ctx(comm, lp, a.inductive);
         const auto runs = run_trainers(ctx, a);
@@ -734,7 +742,7 @@ int main(int argc, char** argv)
                 std::cout << report::stage_lines(r);
         }
         const auto rss = peak_memory(comm);
-        write_outputs(comm, a, lp, runs, rss);
+        write_outputs(comm, a, lp, runs, {rss, load});
         return cli::exit_ok;
     });
 }

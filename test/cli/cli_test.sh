@@ -218,6 +218,11 @@ m = json.load(open(sys.argv[1]))
 c = (m["runs"][0] if "runs" in m else m)["config"]
 assert c["dropout"] == [0.5, 0.5, 0.8] and c["patience"] == [50, 50, 0], (c["dropout"], c["patience"])' "$tmp/m.json" ||
   { echo "FAIL: metrics config lacks the default dropout and patience per stage"; failures=$((failures + 1)); }
+# The load's time and bytes: the graph file's rows went to their ranks (setup bytes).
+python3 -c 'import json, sys
+l = json.load(open(sys.argv[1]))["load"]
+assert l["time_s"] > 0 and l["bytes"]["setup"] > 0 and l["bytes"]["total"] >= l["max_rank_bytes"] > 0, l' "$tmp/m.json" ||
+  { echo "FAIL: metrics lack the load time and bytes"; failures=$((failures + 1)); }
 for f in model.h5 pred.h5; do [[ -s $tmp/$f ]] || { echo "FAIL: $f not written"; failures=$((failures + 1)); }; done
 if ls "$tmp" | grep -q "\.tmp\."; then echo "FAIL: temporary files left behind"; failures=$((failures + 1)); fi
 # A checkpoint damaged on one rank: every rank exits non-zero, naming the file, and never
