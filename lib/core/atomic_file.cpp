@@ -82,8 +82,8 @@ void create_output_directory(const std::string& dir, committed_files& output)
         missing.push_back(d);
     fs::create_directories(dir, ec);
     RETEXO_ENSURE(!ec && fs::is_directory(dir), dir << ": cannot create directory: " << ec.message());
-    for (const auto& d : missing)
-        output.add_directory(d.string());
+    for (const auto& made : missing)
+        output.add_directory(made.string());
 }
 
 } // namespace retexo
