@@ -111,6 +111,9 @@ std::vector<T> list_of(const std::string& option, const std::string& text)
 {
     std::vector<T> v;
     if (text.empty() || text.back() == ',') cli::usage_error("--" + option + ": '" + text + "' ends without a value");
+    const auto not_valid = [&](const std::string& item) {
+        cli::usage_error("--" + option + ": '" + item + "' is not a valid value");
+    };
     std::stringstream ss(text);
     std::string item;
     while (std::getline(ss, item, ',')) {
@@ -119,7 +122,7 @@ std::vector<T> list_of(const std::string& option, const std::string& text)
             x = cli::option_value<T>(item, "--" + option);
         } else {
             std::istringstream is(item);
-            if (!(is >> x) || !is.eof()) cli::usage_error("--" + option + ": '" + item + "' is not a valid value");
+            if (!(is >> x) || !is.eof()) not_valid(item);
         }
         v.push_back(x);
     }
