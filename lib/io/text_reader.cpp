@@ -19,6 +19,18 @@ text_reader::text_reader(std::string path, std::size_t buffer_bytes) : path_(std
 
 namespace {
 
+/// Added to zlib's message ("incorrect data check", "invalid block type", ...) on corrupt data.
+constexpr const char* corrupt_note = " (the gzip data is corrupt)";
+
+/// gzerror's message without the file name it starts with (the error names the file once).
+std::string zlib_message(gzFile f, const std::string& path, int& code)
+{
+    std::string msg = gzerror(f, &code);
+    if (msg.starts_with(path + ": ")) msg.erase(0, path.size() + 2);
+    if (code == Z_DATA_ERROR) msg += corrupt_note;
+    return msg;
+}
+
 bool gzip_magic(std::span<const char> bytes)
 {
     return bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1F &&
@@ -59,6 +71,7 @@ std::string gunzip(std::span<const char> in, std::string& error)
             break;
         } else if (rc != Z_OK) {
             error = z.msg != nullptr ? z.msg : rc == Z_MEM_ERROR ? "out of memory" : "compressed data error";
+            if (rc == Z_DATA_ERROR) error += corrupt_note;
             break;
         }
     }
@@ -109,18 +122,15 @@ bool text_reader::refill()
     if (gz_ != nullptr) {
         auto* f = static_cast<gzFile>(gz_);
         got = gzread(f, buf_.data() + end_, static_cast<unsigned>(buf_.size() - end_));
-        if (got < 0) {
-            int code = 0;
-            msg = gzerror(f, &code);
+        int code = Z_OK;
+        if (got < 0) msg = zlib_message(f, path_, code);
+        if (got == 0) { // the end; or a member cut short, which gzread reports so
+            msg = zlib_message(f, path_, code);
+            if (code == Z_BUF_ERROR) got = -1;
         }
     } else {
         got = read_memory(buf_.data() + end_, buf_.size() - end_);
-        if (got < 0) msg = path_ + ": " + memory_error_; // as gzerror words it
-    }
-    if (got == 0 && gz_ != nullptr) { // the end; or a member cut short, which gzread reports so
-        int code = Z_OK;
-        msg = gzerror(static_cast<gzFile>(gz_), &code);
-        if (code == Z_BUF_ERROR) got = -1;
+        if (got < 0) msg = memory_error_;
     }
     if (got < 0) RETEXO_THROW(path_ << ": read error after line " << line_no_ << ": " << msg);
     if (got == 0) {

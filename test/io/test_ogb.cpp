@@ -193,7 +193,19 @@ TEST_CASE("OGB conversion rejects bad input, leaving no output", "[io][ogb][bad-
         gzputs(f, "5\n");
         gzclose(f);
         fs::resize_file(path, cut);
-        fails_with("test.csv.gz: unexpected end of file");
+        fails_with("test.csv.gz: read error after line 1: unexpected end of file");
+    }
+    SECTION("gzip file whose data changed (its CRC-32 no longer matches)")
+    {
+        const std::string path = tmp / "ds/raw/node-label.csv.gz";
+        test::write_file(path, "0\n1\n0\n1\n0\n1\n0\n1\n0\n1\n");
+        std::ifstream in(path, std::ios::binary);
+        std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        in.close();
+        REQUIRE(bytes.size() > 8);
+        bytes[bytes.size() - 8] ^= 0x01; // the trailer's CRC-32
+        std::ofstream(path, std::ios::binary) << bytes;
+        fails_with("node-label.csv.gz: read error after line 0: incorrect data check (the gzip data is corrupt)");
     }
 }
 
