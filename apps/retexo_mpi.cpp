@@ -540,6 +540,9 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
         }
         po::notify(vm);
         make_typed(t, vm, a);
+        RETEXO_ENSURE(a.kill_rank < comm.size(), "--kill-rank " << a.kill_rank << ": the job has " << comm.size()
+                                                                << " ranks (0-" << comm.size() - 1 << ")");
+        RETEXO_ENSURE(a.kill_round >= 1, "--kill-at-round must be at least 1, got " << a.kill_round);
         // Rank 0 writes them (predictions: every rank, one file).
         if (comm.rank() == 0) check_outputs(a, vm.count("config") != 0U ? vm["config"].as<std::string>() : "");
         comm.emulate(a.emulate);

@@ -146,6 +146,7 @@ expect_mpi 2 "--data: empty path" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "" -
 forbid="MPI_ABORT|aborting the job" expect_mpi 1 "--cross-fit 100000: the graph has [0-9]+ training nodes, fewer than the folds" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --cross-fit 100000
 expect 0 "wrote" "$apps/retexo_generate" --out "$tmp/two.h5" --nodes 2 --features 3 --classes 2 --avg-degree 1 --seed 1
 forbid="MPI_ABORT|aborting the job" expect_mpi 1 "3 parts for a graph of 2 nodes would leave a part empty" "$mpiexec" -n 3 "$apps/retexo_mpi" --data "$tmp/two.h5" --partition scotch
+expect_mpi 1 "--kill-rank 5: the job has 2 ranks \(0-1\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --kill-rank 5
 expect_mpi 1 "--mode: stats runs alone" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode stats,retexo
 expect_mpi 1 "--checkpoint-dir and --resume apply to --mode retexo only" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --checkpoint-dir "$tmp/ck"
 expect_mpi 1 "--resume needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo --resume
