@@ -416,6 +416,7 @@ void agree_on_header(const mpi::communicator& comm, const std::string& dir, cons
     // The counts first: when they agree, so do the number and the names of the shapes.
     for (const auto& fields : {shared_counts(c), shared_shapes(c)}) {
         std::vector<std::int64_t> mine;
+        mine.reserve(fields.size());
         for (const auto& f : fields)
             mine.push_back(f.value);
         const auto all = comm.allgatherv(std::span<const std::int64_t>(mine), purpose::checkpoint);

@@ -599,6 +599,7 @@ std::size_t npz_array_reader::read_as(std::span<T> out)
                                             << ", which does not fit in " << 8 * sizeof(T) << " bits"
                                             << (sizeof(T) == 4 ? " (node ids must be below 2^31)" : ""));
                 }
+                // NOLINTNEXTLINE(bugprone-signed-char-misuse): int8 values, sign-extended on purpose
                 dst[done + j] = static_cast<T>(v);
             }
         };

@@ -653,7 +653,7 @@ ogb_report convert_ogb(const ogb_memory_dir& dir, std::vector<char>& image, cons
 {
     RETEXO_ENSURE(!dir.name.empty(), "convert_ogb: the directory held in memory needs a name");
     std::optional<h5::file> out;
-    const ogb_report rep = convert(dataset_files(dir), dir.name, {.path = dir.name + ".h5", .memory = &out}, options);
+    ogb_report rep = convert(dataset_files(dir), dir.name, {.path = dir.name + ".h5", .memory = &out}, options);
     image = out->image();
     return rep;
 }

@@ -73,6 +73,7 @@ TEST_CASE("placement: more threads than allowed CPUs warns (rule a)", "[placemen
     SECTION("four ranks named, the others counted")
     {
         std::vector<rank_placement> ranks;
+        ranks.reserve(6);
         for (int r = 0; r < 6; ++r)
             ranks.push_back(on("n", 8, 2, {r}));
         const auto m = placement_warnings(ranks);

@@ -236,7 +236,7 @@ int main(int argc, char** argv)
             return 2;
         }
     }
-    if (corpus.empty()) corpus.push_back({}); // mutations of the empty input
+    if (corpus.empty()) corpus.emplace_back(); // mutations of the empty input
     seeds = corpus.size();
 
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})

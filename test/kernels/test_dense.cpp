@@ -117,7 +117,7 @@ TEST_CASE("dropout keeps an entry when its 16-bit lane of the row's counter draw
         int mismatches = 0;
         for (int r = 0; r < 3; ++r)
             for (int j = 0; j < w; ++j) {
-                const auto c = static_cast<std::uint64_t>(col0 + j);
+                const auto c = static_cast<std::uint64_t>(col0) + static_cast<std::uint64_t>(j);
                 const std::uint64_t lane =
                     (rng.bits(static_cast<std::uint64_t>(ids[r]) * groups + c / 4) >> (16 * (c % 4))) & 0xFFFFU;
                 const float expected = lane >= static_cast<std::uint64_t>(p * 65536.0)

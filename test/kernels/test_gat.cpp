@@ -78,7 +78,8 @@ TEST_CASE("GAT over inputs: every head's message is the source row itself", "[ke
     const csr g = small_graph();
     // F = 88 and 5 heads: column blocks of 64 (the last overlapping), 4 heads and 1 at a
     // time, dots in lanes of 16 and a tail; F = 4: rows narrower than a block.
-    const auto [H, F] = GENERATE(std::pair{3, 4}, std::pair{5, 88});
+    const auto shape = GENERATE(std::pair{3, 4}, std::pair{5, 88});
+    const int H = shape.first, F = shape.second; // (named: clang 14 lambdas cannot capture bindings)
     CAPTURE(H, F);
     const gat_attention plan(g, 5, {.heads = H, .negative_slope = 0.2});
     auto x = random_matrix(5, F, 1);

@@ -38,6 +38,7 @@ csr grid_csr(node_t w, node_t h)
 csr ring_csr(node_t n)
 {
     std::vector<std::pair<node_t, node_t>> e;
+    e.reserve(static_cast<std::size_t>(n));
     for (node_t v = 0; v < n; ++v)
         e.emplace_back(v, (v + 1) % n);
     return undirected_csr(n, e);

@@ -780,7 +780,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
         if (extras) o.smooth = {.alpha = {0.0, 0.8}, .steps = 3}; // and label spreading at the end
         if (extras) o.stages[1].patience = 2;                     // and a stage that stops early
         const std::string tag = name_of(model) + (extras ? "-cross-fit" : "") + (search ? "-search" : "");
-        o.checkpoint.dir = dir + "/full-" + tag;
+        o.checkpoint.dir = std::string(dir).append("/full-").append(tag);
         const auto full = train::train_retexo(ctx, o);
         REQUIRE_FALSE(full.interrupted);
 
@@ -815,7 +815,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
         // written, so every counter is the uninterrupted run's, and the label head's record
         // crosses the checkpoint.
         auto b = o;
-        b.checkpoint.dir = dir + "/boundary-" + tag;
+        b.checkpoint.dir = std::string(dir).append("/boundary-").append(tag);
         b.checkpoint.stop_after_stage = 1;
         CHECK(train::train_retexo(ctx, b).interrupted);
         b.checkpoint.stop_after_stage = -1;
@@ -839,7 +839,7 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
 
         // Stop inside stage 1 (as SIGTERM would), resume, stop again inside stage 2, resume.
         auto c = o;
-        c.checkpoint.dir = dir + "/mid-" + tag;
+        c.checkpoint.dir = std::string(dir).append("/mid-").append(tag);
         int polls = 0;
         c.checkpoint.stop_requested = [&] { return ++polls == 9; };
         CHECK(train::train_retexo(ctx, c).interrupted);

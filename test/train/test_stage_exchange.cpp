@@ -16,7 +16,6 @@
 
 using namespace retexo;
 using train::stage_exchange;
-using train::stage_exchange_options;
 using train::wire_precision;
 
 namespace {
