@@ -18,6 +18,17 @@ void silence_errors()
     std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
 }
 
+std::string error_detail()
+{
+    std::string first;
+    const auto innermost = [](unsigned n, const H5E_error2_t* e, void* out) -> herr_t {
+        if (n == 0 && e->desc != nullptr) *static_cast<std::string*>(out) = e->desc;
+        return 0;
+    };
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost, &first);
+    return first;
+}
+
 file file::open(const std::string& path, bool writable)
 {
     silence_errors();

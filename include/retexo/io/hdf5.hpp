@@ -169,6 +169,11 @@ constexpr hsize_t chunk_rows_for(hsize_t cols, hsize_t elem_size = 4)
 /// Switch off HDF5's automatic error printing (done once, process-wide).
 void silence_errors();
 
+/// What HDF5 says went wrong first in the last failed call of this thread (the innermost
+/// entry of its error stack, such as "data error detected by Fletcher32 checksum"); empty if
+/// nothing.
+std::string error_detail();
+
 } // namespace retexo::h5
 
 #include <retexo/io/hdf5_impl.hpp>

@@ -112,8 +112,8 @@ void file::read_rows(const handle& dataset, const std::string& name, hsize_t row
     hsize_t mdims[2] = {rows, cols};
     handle mspace(H5Screate_simple(rank, mdims, nullptr), H5Sclose);
     RETEXO_ENSURE(H5Dread(dataset.get(), native_type<T>(), mspace.get(), fspace.get(), H5P_DEFAULT, out) >= 0,
-                  display_ << ": reading " << name << " rows " << row0 << ".." << row0 + rows
-                           << " failed (truncated or corrupt file?)");
+                  display_ << ": reading " << name << " rows " << row0 << ".." << row0 + rows << " failed ("
+                           << error_detail() << "; truncated or corrupt file?)");
 }
 
 template <typename T>
