@@ -268,6 +268,42 @@ void sort_by_id(node_share& s)
     }
 }
 
+namespace {
+
+/// Where an undirected graph's in-edges are not symmetric, as far as one rank can tell without
+/// moving a byte more: every edge between two of its own nodes has its reverse, and each halo
+/// node's in-degree covers its edges into this rank's nodes (each is also an in-edge of the
+/// halo node).  Empty if none is found.  `share.in_edges` are the rows of the nodes `own`
+/// (ascending ids, each row ascending); `remote`, ascending, the other nodes they name.
+std::string asymmetry(const node_share& share, std::span<const node_t> own, std::span<const node_t> remote,
+                      std::span<const offset_t> remote_degree, int rank)
+{
+    if (share.info.directed) return {};
+    std::vector<offset_t> uses(remote.size(), 0);
+    for (node_t i = 0; i < static_cast<node_t>(own.size()); ++i)
+        for (node_t u : share.in_edges.row(i)) {
+            const auto r = std::lower_bound(remote.begin(), remote.end(), u);
+            if (r != remote.end() && *r == u) {
+                ++uses[static_cast<std::size_t>(r - remote.begin())];
+                continue;
+            }
+            const auto j = std::lower_bound(own.begin(), own.end(), u) - own.begin();
+            const auto back = share.in_edges.row(static_cast<node_t>(j));
+            if (!std::binary_search(back.begin(), back.end(), own[static_cast<std::size_t>(i)]))
+                return share.source + ": the graph is undirected, but node " +
+                       std::to_string(own[static_cast<std::size_t>(i)]) + " has an in-edge from node " +
+                       std::to_string(u) + " and not the reverse";
+        }
+    for (std::size_t h = 0; h < remote.size(); ++h)
+        if (remote_degree[h] < uses[h])
+            return share.source + ": the graph is undirected, but node " + std::to_string(remote[h]) + " has " +
+                   std::to_string(remote_degree[h]) + " in-edges and is the source of " + std::to_string(uses[h]) +
+                   " edges into the nodes of rank " + std::to_string(rank);
+    return {};
+}
+
+} // namespace
+
 local_partition assemble_partition(const mpi::communicator& comm, node_share share, node_directory& dir)
 {
     std::ostringstream err;
@@ -296,6 +332,7 @@ local_partition assemble_partition(const mpi::communicator& comm, node_share sha
     remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
     const auto owner = dir.owners(remote);
     const auto remote_degree = dir.values(remote);
+    comm.agree(asymmetry(share, own, remote, remote_degree, comm.rank()), purpose::setup);
 
     // Halo ordered by (owner, global id); position of each remote id (ascending) in it.
     std::vector<std::int64_t> halo_order(remote.size());

@@ -166,6 +166,14 @@ csr graph_file_reader::read_csr() const
     g.sources = file_.read_vector<node_t>("csr/sources", info_.num_edges);
     validate_csr(g, info_.num_nodes, file_.path());
     check_rows_simple(g, 0, file_.path());
+    if (!info_.directed) // the whole graph: every edge's reverse can be looked up
+        for (node_t v = 0; v < info_.num_nodes; ++v)
+            for (node_t u : g.row(v)) {
+                const auto back = g.row(u);
+                RETEXO_ENSURE(std::binary_search(back.begin(), back.end(), v),
+                              file_.path() << ": the graph is undirected, but node " << v
+                                           << " has an in-edge from node " << u << " and not the reverse");
+            }
     return g;
 }
 

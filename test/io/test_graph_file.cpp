@@ -177,6 +177,17 @@ TEST_CASE("graph file errors name the file and the problem", "[io][bad-input]")
                           Catch::Contains("in-edges of node 1 are not strictly ascending (source 2 before 0"));
         CHECK_NOTHROW(graph_file_reader(tmp / "g.h5").read_csr_rows(2, 5));
     }
+    SECTION("an undirected graph whose CSR is not symmetric")
+    {
+        // Rows 0, 1, 2 hold sources [1], [0, 2], [1]: node 2's in-edge from 1 becomes one from 3.
+        {
+            auto f = h5::file::open(tmp / "g.h5", true);
+            const node_t three = 3;
+            f.write_rows<node_t>(f.open_dataset("csr/sources"), "csr/sources", 3, 1, 1, &three);
+        }
+        CHECK_THROWS_WITH(read_graph(tmp / "g.h5"), Catch::Contains("g.h5: the graph is undirected, but node 1 has an "
+                                                                    "in-edge from node 2 and not the reverse"));
+    }
     SECTION("labels stored as a column")
     {
         {

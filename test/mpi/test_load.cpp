@@ -376,6 +376,12 @@ TEST_CASE("load errors are raised on every rank", "[mpi][load][bad-input]")
         // Damage the last rank's part only.
         const auto last = partition_file_path(tmp / "right", comm.size() - 1);
         fs::resize_file(last, fs::file_size(last) / 3);
+        // Rows 0, 1, 2, 5, 30 hold [1], [0, 2], [1], [30], [5]: node 30's in-edge from 5 becomes
+        // one from 6, which has no in-edge from 30 (nor 30 from 5's reverse).
+        write_graph(g, tmp / "asym.h5");
+        auto f = h5::file::open(tmp / "asym.h5", true);
+        const node_t six = 6;
+        f.write_rows<node_t>(f.open_dataset("csr/sources"), "csr/sources", 5, 1, 1, &six);
     }
     comm.barrier();
     SECTION("partition count differs from the number of ranks")
@@ -392,6 +398,12 @@ TEST_CASE("load errors are raised on every rank", "[mpi][load][bad-input]")
     {
         CHECK_THROWS_WITH(load_rank_partition(comm, {.data = tmp / "none.h5"}),
                           Catch::Contains("none.h5: cannot open"));
+    }
+    SECTION("an undirected graph whose in-edges are not symmetric")
+    {
+        CHECK_THROWS_AS(load_rank_partition(comm, {.data = tmp / "asym.h5"}), mpi::agreed_error);
+        CHECK_THROWS_WITH(load_rank_partition(comm, {.data = tmp / "asym.h5"}),
+                          Catch::Contains("asym.h5: the graph is undirected, but node"));
     }
     SECTION("bad partition spec")
     {
