@@ -270,35 +270,27 @@ void sort_by_id(node_share& s)
 
 namespace {
 
-/// Where an undirected graph's in-edges are not symmetric, as far as one rank can tell without
-/// moving a byte more: every edge between two of its own nodes has its reverse, and each halo
-/// node's in-degree covers its edges into this rank's nodes (each is also an in-edge of the
-/// halo node).  Empty if none is found.  `share.in_edges` are the rows of the nodes `own`
-/// (ascending ids, each row ascending); `remote`, ascending, the other nodes they name.
-std::string asymmetry(const node_share& share, std::span<const node_t> own, std::span<const node_t> remote,
-                      std::span<const offset_t> remote_degree, int rank)
+/// Where an undirected graph's in-edges are not symmetric, as far as a rank can tell without
+/// moving a byte more: each of its nodes and halo nodes is the source of no more edges into
+/// its nodes than it has in-edges (in a symmetric graph every edge out of a node is one of
+/// its in-edges).  `lp` has local ids.  Empty if none is found.
+std::string asymmetry(const local_partition& lp, const std::string& source)
 {
-    if (share.info.directed) return {};
-    std::vector<offset_t> uses(remote.size(), 0);
-    for (node_t i = 0; i < static_cast<node_t>(own.size()); ++i)
-        for (node_t u : share.in_edges.row(i)) {
-            const auto r = std::lower_bound(remote.begin(), remote.end(), u);
-            if (r != remote.end() && *r == u) {
-                ++uses[static_cast<std::size_t>(r - remote.begin())];
-                continue;
-            }
-            const auto j = std::lower_bound(own.begin(), own.end(), u) - own.begin();
-            const auto back = share.in_edges.row(static_cast<node_t>(j));
-            if (!std::binary_search(back.begin(), back.end(), own[static_cast<std::size_t>(i)]))
-                return share.source + ": the graph is undirected, but node " +
-                       std::to_string(own[static_cast<std::size_t>(i)]) + " has an in-edge from node " +
-                       std::to_string(u) + " and not the reverse";
-        }
-    for (std::size_t h = 0; h < remote.size(); ++h)
-        if (remote_degree[h] < uses[h])
-            return share.source + ": the graph is undirected, but node " + std::to_string(remote[h]) + " has " +
-                   std::to_string(remote_degree[h]) + " in-edges and is the source of " + std::to_string(uses[h]) +
-                   " edges into the nodes of rank " + std::to_string(rank);
+    if (lp.global.directed) return {};
+    const node_t n_own = lp.num_owned();
+    std::vector<offset_t> out(static_cast<std::size_t>(n_own + lp.num_halo()), 0);
+    for (node_t u : lp.in_edges.sources)
+        ++out[static_cast<std::size_t>(u)];
+    for (std::size_t u = 0; u < out.size(); ++u) {
+        const bool halo = static_cast<node_t>(u) >= n_own;
+        const offset_t in =
+            halo ? lp.halo_in_degree[u - static_cast<std::size_t>(n_own)] : lp.in_edges.degree(static_cast<node_t>(u));
+        if (out[u] > in)
+            return source + ": the graph is undirected, but node " +
+                   std::to_string(halo ? lp.halo_global[u - static_cast<std::size_t>(n_own)] : lp.owned_global[u]) +
+                   " has " + std::to_string(in) + " in-edges and is the source of " + std::to_string(out[u]) +
+                   " edges into the nodes of rank " + std::to_string(lp.part);
+    }
     return {};
 }
 
@@ -332,7 +324,6 @@ local_partition assemble_partition(const mpi::communicator& comm, node_share sha
     remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
     const auto owner = dir.owners(remote);
     const auto remote_degree = dir.values(remote);
-    comm.agree(asymmetry(share, own, remote, remote_degree, comm.rank()), purpose::setup);
 
     // Halo ordered by (owner, global id); position of each remote id (ascending) in it.
     std::vector<std::int64_t> halo_order(remote.size());
@@ -361,6 +352,7 @@ local_partition assemble_partition(const mpi::communicator& comm, node_share sha
     lp.features = std::move(share.features);
     lp.labels = std::move(share.labels);
     lp.membership = std::move(share.membership);
+    comm.agree(asymmetry(lp, share.source), purpose::setup);
     return lp;
 }
 
