@@ -1,6 +1,7 @@
 // The loading pipeline's collective steps: agreeing on the graph, moving nodes to their
 // partitions, gathering each node's in-edges at its owner, and planning the halo.
 #include <retexo/core/hash.hpp>
+#include <retexo/ingest/id_index.hpp>
 #include <retexo/ingest/share.hpp>
 
 #include <algorithm>
@@ -310,7 +311,7 @@ local_partition assemble_partition(const mpi::communicator& comm, node_share sha
     lp.owned_global = std::move(share.nodes);
     const auto& own = lp.owned_global;
     const node_t n_own = lp.num_owned();
-    const auto is_own = [&](node_t u) { return std::binary_search(own.begin(), own.end(), u); };
+    const id_index own_index(own, dir.num_nodes()); // (the directory holds these ids: in range)
 
     // Each node's global in-degree goes to the directory; the halo asks for its nodes'.
     std::vector<offset_t> degree(static_cast<std::size_t>(n_own));
@@ -319,7 +320,7 @@ local_partition assemble_partition(const mpi::communicator& comm, node_share sha
     dir.set_values(own, degree);
     std::vector<node_t> remote;
     for (node_t u : share.in_edges.sources)
-        if (!is_own(u)) remote.push_back(u);
+        if (!own_index.contains(u)) remote.push_back(u);
     std::sort(remote.begin(), remote.end());
     remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
     const auto owner = dir.owners(remote);
@@ -339,9 +340,9 @@ local_partition assemble_partition(const mpi::communicator& comm, node_share sha
     }
     lp.in_edges.offsets = std::move(share.in_edges.offsets);
     lp.in_edges.sources = std::move(share.in_edges.sources);
+    const id_index remote_index(remote, dir.num_nodes()); // (each has an owner: in range)
     for (auto& u : lp.in_edges.sources)
-        u = is_own(u) ? static_cast<node_t>(std::lower_bound(own.begin(), own.end(), u) - own.begin())
-                      : n_own + halo_pos[std::lower_bound(remote.begin(), remote.end(), u) - remote.begin()];
+        u = own_index.contains(u) ? own_index.position(u) : n_own + halo_pos[remote_index.position(u)];
 
     lp.part = static_cast<part_t>(comm.rank());
     lp.num_parts = static_cast<part_t>(comm.size());
