@@ -167,7 +167,9 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
                     std::vector<node_t> src, std::vector<node_t> dst, bool directed, const std::string& source)
 {
     std::ostringstream err;
-    const auto is_own = [&](node_t v) { return std::binary_search(nodes.begin(), nodes.end(), v); };
+    // (The directory holds the nodes: in range.  Unsorted, they are an error below.)
+    const id_index own(ascending(nodes) ? nodes : std::span<const node_t>{}, dir.num_nodes());
+    const auto is_own = [&](node_t v) { return own.contains(v); };
     // Which ends are this rank's own (one search each), and so how many arcs stay and leave:
     // the arrays below are reserved at their size, never regrown.
     std::vector<bool> own_src(src.size()), own_dst(dst.size());
@@ -195,14 +197,11 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     for (std::size_t e = 0; e < src.size(); ++e)
         if (own_dst[e] && src[e] != dst[e]) local.push_back(arc_key(dst[e], src[e]));
     sort_unique(local);
-    std::vector<std::uint64_t> extra, away; // local reverses not listed; arcs for other ranks
+    // Local reverses (the merge below keeps an arc listed twice once: sorting them with what
+    // is received is faster than looking each up in `local`); arcs for other ranks.
+    std::vector<std::uint64_t> extra, away;
     away.reserve(n_away);
-    const auto add = [&](node_t d, bool own_d, node_t u) {
-        if (!own_d)
-            away.push_back(arc_key(d, u));
-        else if (!std::binary_search(local.begin(), local.end(), arc_key(d, u)))
-            extra.push_back(arc_key(d, u));
-    };
+    const auto add = [&](node_t d, bool own_d, node_t u) { (own_d ? extra : away).push_back(arc_key(d, u)); };
     for (std::size_t e = 0; e < src.size(); ++e) {
         if (!own_dst[e]) add(dst[e], false, src[e]);
         if (!directed && src[e] != dst[e]) add(src[e], own_src[e], dst[e]);
