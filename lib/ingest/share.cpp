@@ -170,10 +170,10 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     // (The directory holds the nodes: in range.  Unsorted, they are an error below.)
     const id_index own(ascending(nodes) ? nodes : std::span<const node_t>{}, dir.num_nodes());
     const auto is_own = [&](node_t v) { return own.contains(v); };
-    // Which ends are this rank's own (one search each), and so how many arcs stay and leave:
+    // Which ends are this rank's own (one lookup each), and so how many arcs stay and leave:
     // the arrays below are reserved at their size, never regrown.
     std::vector<bool> own_src(src.size()), own_dst(dst.size());
-    std::size_t n_local = 0, n_away = 0;
+    std::size_t n_local = 0, n_away = 0, n_extra = 0;
     if (!ascending(nodes))
         err << "retexo::gather_in_edges: the nodes must be ascending";
     else if (src.size() != dst.size())
@@ -184,6 +184,7 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
             own_dst[e] = is_own(dst[e]);
             n_local += own_dst[e] ? 1 : 0;
             n_away += (own_dst[e] ? 0 : 1) + (!directed && !own_src[e] ? 1 : 0);
+            n_extra += !directed && own_src[e] && src[e] != dst[e] ? 1 : 0;
             if (err.str().empty() && !own_src[e] && !own_dst[e])
                 err << source << ": edge " << src[e] << " -> " << dst[e]
                     << " touches none of its own nodes (a shard lists the edges incident to the nodes it holds)";
@@ -200,6 +201,7 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     // Local reverses (the merge below keeps an arc listed twice once: sorting them with what
     // is received is faster than looking each up in `local`); arcs for other ranks.
     std::vector<std::uint64_t> extra, away;
+    extra.reserve(n_extra);
     away.reserve(n_away);
     const auto add = [&](node_t d, bool own_d, node_t u) { (own_d ? extra : away).push_back(arc_key(d, u)); };
     for (std::size_t e = 0; e < src.size(); ++e) {
