@@ -169,7 +169,6 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     std::ostringstream err;
     // (The directory holds the nodes: in range.  Unsorted, they are an error below.)
     const id_index own(ascending(nodes) ? nodes : std::span<const node_t>{}, dir.num_nodes());
-    const auto is_own = [&](node_t v) { return own.contains(v); };
     // Which ends are this rank's own (one lookup each), and so how many arcs stay and leave:
     // the arrays below are reserved at their size, never regrown.
     std::vector<bool> own_src(src.size()), own_dst(dst.size());
@@ -180,8 +179,8 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
         err << source << ": " << src.size() << " edge sources but " << dst.size() << " destinations";
     else
         for (std::size_t e = 0; e < src.size(); ++e) {
-            own_src[e] = is_own(src[e]);
-            own_dst[e] = is_own(dst[e]);
+            own_src[e] = own.contains(src[e]);
+            own_dst[e] = own.contains(dst[e]);
             n_local += own_dst[e] ? 1 : 0;
             n_away += (own_dst[e] ? 0 : 1) + (!directed && !own_src[e] ? 1 : 0);
             n_extra += !directed && own_src[e] && src[e] != dst[e] ? 1 : 0;

@@ -42,8 +42,8 @@ handle file::create_dataset(const std::string& name, std::span<const hsize_t> di
         row_values *= dims[d];
     // A parallel file's datasets stay contiguous unless asked (HDF5 1.10 writes filtered
     // chunks only collectively); every other non-empty dataset is chunked with a checksum.
-    if (parallel_ && chunk_rows == 0) row_values = 0;
-    if (!dims.empty() && dims[0] > 0 && row_values > 0) {
+    const bool chunked = !dims.empty() && dims[0] > 0 && row_values > 0 && (chunk_rows > 0 || !parallel_);
+    if (chunked) {
         std::vector<hsize_t> chunk(dims.begin(), dims.end());
         chunk[0] = std::min<hsize_t>(chunk_rows > 0 ? chunk_rows : chunk_rows_for(row_values, sizeof(T)), dims[0]);
         H5Pset_chunk(dcpl.get(), static_cast<int>(chunk.size()), chunk.data());
