@@ -19,7 +19,7 @@ packages=(
 )
 tests=(
   catch2
-  python3                               # tests compare metrics files; perf/ reports
+  python3 python3-h5py                  # tests compare metrics files, damage HDF5 files; perf/ reports
   slurmctld slurmd slurm-client munge slurm-wlm-basic-plugins  # test/cluster: Slurm on this host
   iproute2                              # mpi_scripts/local_cluster.sh: hosts as network namespaces
   doxygen                               # the API reference (docs target, api_docs test)
