@@ -434,13 +434,13 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
                   "--stop-after-stage needs --checkpoint-dir (it stops with a checkpoint)");
     RETEXO_ENSURE(std::isfinite(ro.checkpoint.max_hours) && ro.checkpoint.max_hours >= 0,
                   "--max-hours must be >= 0, got " << ro.checkpoint.max_hours);
-    if (a.wants(run_mode::retexo)) ro.validate();
+    // Every option's value is checked, whether its mode runs or not; how the values go
+    // together with the model, only for the modes that run.
+    auto b = so;
+    b.bns_p = a.bns_p;
+    a.wants(run_mode::retexo) ? ro.validate() : ro.validate_values();
+    a.wants(run_mode::bns) ? b.validate() : b.validate_values();
     if (a.wants(run_mode::standard)) so.validate();
-    if (a.wants(run_mode::bns)) {
-        auto b = so;
-        b.bns_p = a.bns_p;
-        b.validate();
-    }
 }
 
 /// Every option's value (command line, config file, defaults) as JSON.

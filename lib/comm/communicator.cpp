@@ -56,6 +56,17 @@ void communicator::barrier() const
     RETEXO_CHECK_MPI(MPI_Barrier(comm_));
 }
 
+int communicator::ranks_on_node() const
+{
+    MPI_Comm node = MPI_COMM_NULL;
+    RETEXO_CHECK_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
+    int size = 1;
+    const int rc = MPI_Comm_size(node, &size);
+    MPI_Comm_free(&node);
+    RETEXO_CHECK_MPI(rc);
+    return size;
+}
+
 void communicator::idle_barrier() const
 {
     MPI_Request request = MPI_REQUEST_NULL;

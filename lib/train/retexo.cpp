@@ -13,7 +13,7 @@
 
 namespace retexo::train {
 
-void retexo_options::validate() const
+void retexo_options::validate_values() const
 {
     RETEXO_ENSURE(!stages.empty(), "--stages must be at least 1");
     RETEXO_ENSURE(heads >= 1, "--heads must be at least 1, got " << heads);
@@ -29,21 +29,12 @@ void retexo_options::validate() const
         RETEXO_ENSURE(s.patience >= 0, "--patience: stage " << stage << " must be >= 0, got " << s.patience);
         RETEXO_ENSURE(s.pseudo_labels >= 0 && std::isfinite(s.pseudo_labels),
                       "--pseudo-labels: stage " << stage << " needs a number >= 0, got " << s.pseudo_labels);
-        RETEXO_ENSURE(model != nn::layer_kind::gat || s.hidden % heads == 0,
-                      "--hidden " << s.hidden << " must be divisible by --heads " << heads << " for GAT");
     }
     RETEXO_ENSURE(batch_size >= 0, "--batch-size must be >= 0, got " << batch_size);
     RETEXO_ENSURE(cross_fit >= 1, "--cross-fit must be >= 1, got " << cross_fit);
     RETEXO_ENSURE(cross_fit == 1 || batch_size == 0,
                   "--cross-fit " << cross_fit << " needs full-batch training, not --batch-size " << batch_size);
     RETEXO_ENSURE(exchange.columns >= 0, "--exchange-columns must be >= 0, got " << exchange.columns);
-    RETEXO_ENSURE(exchange.columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
-                  "--exchange-columns applies to gcn and sage: " << name_of(model)
-                                                                 << " trains on the exchanged rows every round");
-    RETEXO_ENSURE(!skips() || variant == retexo_variant::hidden ||
-                      (model != nn::layer_kind::gat && model != nn::layer_kind::sage_pool),
-                  "--skip with --variant logits needs gcn or sage: a "
-                      << name_of(model) << " stage would need the raw features' halo rows");
     RETEXO_ENSURE(checkpoint.dir.empty() || checkpoint.every_minutes >= 0,
                   "--checkpoint-every-min must be >= 0, got " << checkpoint.every_minutes);
     RETEXO_ENSURE(checkpoint.dir.empty() || checkpoint.max_hours >= 0,
@@ -53,15 +44,30 @@ void retexo_options::validate() const
                   "--search-parallel cannot run with --checkpoint-dir: a stop must be agreed every round, and "
                   "ranks training different candidates do not meet until the search ends");
     for (double v : search.lr)
-        RETEXO_ENSURE(v > 0, "--search-lr: every learning rate must be positive, got " << v);
+        RETEXO_ENSURE(v > 0 && std::isfinite(v), "--search-lr: every learning rate must be positive, got " << v);
     for (double v : search.dropout)
         RETEXO_ENSURE(v >= 0 && v < 1, "--search-dropout: every rate must be in [0, 1), got " << v);
     for (double v : search.weight_decay_axis())
-        RETEXO_ENSURE(v >= 0, "--search-weight-decay: every value must be >= 0, got " << v);
+        RETEXO_ENSURE(v >= 0 && std::isfinite(v), "--search-weight-decay: every value must be >= 0, got " << v);
     for (double v : search.pseudo_labels)
         RETEXO_ENSURE(v >= 0 && std::isfinite(v), "--search-pseudo-labels: every value must be >= 0, got " << v);
     smooth.validate();
     RETEXO_ENSURE(search.patience >= 0, "--search-patience must be >= 0, got " << search.patience);
+}
+
+void retexo_options::validate() const
+{
+    validate_values();
+    for (std::size_t stage = 0; stage < stages.size(); ++stage)
+        RETEXO_ENSURE(model != nn::layer_kind::gat || stages[stage].hidden % heads == 0,
+                      "--hidden " << stages[stage].hidden << " must be divisible by --heads " << heads << " for GAT");
+    RETEXO_ENSURE(exchange.columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
+                  "--exchange-columns applies to gcn and sage: " << name_of(model)
+                                                                 << " trains on the exchanged rows every round");
+    RETEXO_ENSURE(!skips() || variant == retexo_variant::hidden ||
+                      (model != nn::layer_kind::gat && model != nn::layer_kind::sage_pool),
+                  "--skip with --variant logits needs gcn or sage: a "
+                      << name_of(model) << " stage would need the raw features' halo rows");
 }
 
 bool retexo_options::replicates_rows(int ranks, std::int64_t rows, std::int64_t width, std::int64_t params,
@@ -268,6 +274,41 @@ std::uint64_t digest(const node_features& x)
     return h.value();
 }
 
+namespace {
+
+/// Refuses (every rank together), before any stage trains, stage widths this rank's node
+/// cannot hold.  What a stage takes at least: its transform's and head's weights, with their
+/// gradients and one optimiser moment (12 bytes each), its output over the owned rows and,
+/// after the first, its inputs there (4 bytes each).  A stage's inputs are at least the
+/// features, the last stage's hidden width, or (logits variant) the classes.
+void ensure_stages_fit(const rank_context& ctx, const retexo_options& o)
+{
+    const auto& g = ctx.part.global;
+    const double F = g.num_features, C = g.num_classes, own = static_cast<double>(ctx.part.num_owned());
+    const bool logits = o.variant == retexo_variant::logits;
+    double most = 0;
+    std::size_t widest = 0;
+    for (std::size_t k = 0; k < o.stages.size(); ++k) {
+        const double in = k == 0 ? F : logits ? C : o.stages[k - 1].hidden;
+        const bool head = logits || k + 1 < o.stages.size();
+        const double H = o.stages[k].hidden, out = head ? H : C;
+        const double bytes = 12 * (in * out + (head ? H * C : 0)) + 4 * own * (out + (k > 0 ? in : 0));
+        if (bytes > most) {
+            most = bytes;
+            widest = k;
+        }
+    }
+    std::ostringstream what;
+    what << "--hidden " << o.stages[widest].hidden << ": RETEXO's stage " << widest << " ("
+         << (widest == 0 ? g.num_features
+             : logits    ? g.num_classes
+                         : o.stages[widest - 1].hidden)
+         << " inputs, " << g.num_classes << " classes, " << ctx.part.num_owned() << " rows on this rank)";
+    ensure_memory(ctx, most, what.str());
+}
+
+} // namespace
+
 retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const progress_fn& progress)
     : ctx_(ctx), o_(o), progress_(progress), meter_(ctx), own_(ctx.part.num_owned()), C_(ctx.part.global.num_classes),
       mode_(ctx.reduce(o.deterministic)), local_mode_(mode_), loss_k_(-1),
@@ -277,6 +318,10 @@ retexo_run::retexo_run(const rank_context& ctx, const retexo_options& o, const p
     RETEXO_ENSURE_AGREED(o.cross_fit <= ctx.global_train, "--cross-fit " << o.cross_fit << ": the graph has "
                                                                          << ctx.global_train
                                                                          << " training nodes, fewer than the folds");
+    {
+        phase_timer::scope s(meter_.timer, "setup");
+        ensure_stages_fit(ctx, o);
+    }
     const auto& part = ctx.part;
     local_ids_ = part.owned_global;
     local_ids_.insert(local_ids_.end(), part.halo_global.begin(), part.halo_global.end());

@@ -8,10 +8,11 @@
 
 #include <cmath>
 #include <map>
+#include <sstream>
 
 namespace retexo::train {
 
-void standard_options::validate() const
+void standard_options::validate_values() const
 {
     RETEXO_ENSURE(layers >= 1, "--layers must be at least 1, got " << layers);
     RETEXO_ENSURE(hidden >= 1, "--std-hidden (default: the first --hidden) must be positive, got " << hidden);
@@ -23,6 +24,11 @@ void standard_options::validate() const
                   "--std-weight-decay must be >= 0, got " << optimizer.weight_decay);
     RETEXO_ENSURE(eval_every >= 1, "--eval-every must be positive, got " << eval_every);
     RETEXO_ENSURE(bns_p > 0 && bns_p <= 1, "--bns-p must be in (0, 1], got " << bns_p);
+}
+
+void standard_options::validate() const
+{
+    validate_values();
     RETEXO_ENSURE(bns_p == 1 || !deterministic,
                   "--deterministic is not available with boundary node sampling (--bns-p < 1)");
     RETEXO_ENSURE(model != nn::layer_kind::gat || hidden % heads == 0,
@@ -48,6 +54,23 @@ double global_feature_density(const rank_context& ctx)
 double sparse_input_density(const rank_context& ctx)
 {
     return ctx.part.features.is_sparse() ? std::max(global_feature_density(ctx), 1e-9) : 0;
+}
+
+/// Refuses (every rank together) a model this rank's node cannot hold.  What it takes at
+/// least: each layer's weights, with their gradients and one optimiser moment (12 bytes
+/// each), and each layer's output over the owned rows, kept for the backward pass (4 bytes).
+void ensure_model_fits(const rank_context& ctx, const standard_options& o)
+{
+    const auto& g = ctx.part.global;
+    const double F = g.num_features, C = g.num_classes, H = o.hidden, L = o.layers;
+    const auto rows = ctx.part.num_owned();
+    const double weights = L == 1 ? F * C : F * H + (L - 2) * H * H + H * C;
+    const double outputs = static_cast<double>(rows) * ((L - 1) * H + C);
+    std::ostringstream what;
+    what << "--layers " << o.layers << " and --std-hidden " << o.hidden << ": the standard " << name_of(o.model)
+         << " model (" << g.num_features << " features, " << g.num_classes << " classes, " << rows
+         << " rows on this rank)";
+    ensure_memory(ctx, 12 * weights + 4 * outputs, what.str());
 }
 
 /// The model of options o over this rank's partition.
@@ -103,6 +126,7 @@ public:
         : ctx_(ctx), o_(o), meter_(ctx), own_(ctx.part.num_owned()), local_(ctx.part.num_local()), L_(o.layers),
           model_([&] {
               phase_timer::scope s(meter_.timer, "setup");
+              ensure_model_fits(ctx, o);
               return make_model(ctx, o);
           }()),
           params_(model_.parameters()), opt_(o.optimizer, params_), mode_(ctx.reduce(o.deterministic)),

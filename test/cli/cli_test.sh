@@ -157,6 +157,11 @@ expect_mpi 1 "--heads must be at least 1, got 0" "$mpiexec" -n 2 "$apps/retexo_m
 expect_mpi 1 "--weight-decay: stage 0 must be >= 0, got -1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --weight-decay -1
 expect_mpi 1 "--std-lr must be positive, got -1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --std-lr -1
 expect_mpi 1 "--std-dropout must be in \[0, 1\), got 1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --std-dropout 1
+# ... whether their mode runs or not; how they go with the model, only where it runs.
+expect_mpi 1 "--std-lr must be positive, got nan" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode retexo --std-lr nan
+expect_mpi 1 "--bns-p must be in \(0, 1\], got 2" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --bns-p 2
+expect_mpi 1 "--search-dropout: every rate must be in \[0, 1\), got 1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode standard --search-dropout 0.5,1
+expect_mpi 0 "accuracy test" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --epochs 2 --mode standard --model gat --heads 3 --std-hidden 48
 expect_mpi 1 "--stages must be in \[1, 1000\], got 1000000000" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --stages 1000000000
 expect_mpi 1 "--cross-fit 100000: the graph has [0-9]+ training nodes, fewer than the folds" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --cross-fit 100000
 expect_mpi 1 "--config $tmp: is a directory" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --config "$tmp"
@@ -172,6 +177,9 @@ expect_mpi 1 "--stop-after-stage 9: there are 3 stages" "$mpiexec" -n 2 "$apps/r
 expect_mpi 1 "--stop-after-stage needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --stop-after-stage 1
 expect_mpi 2 "label-head" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --label-head maybe
 expect_mpi 1 "--max-hours must be >= 0, got nan" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --max-hours nan
+# A model no machine holds is refused before it is allocated (not SIGKILLed by the kernel).
+forbid="MPI_ABORT|aborting the job" expect_mpi 1 "--hidden 1000000000: RETEXO's stage 1 \(1000000000 inputs, 3 classes, [0-9]+ rows on this rank\) needs at least [0-9.]+ GB on rank [01], but [0-9.]+ GB of memory is available to the 2 ranks on its node" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --hidden 1000000000
+forbid="MPI_ABORT|aborting the job" expect_mpi 1 "--layers 100000000 and --std-hidden 256: the standard gcn model \(12 features, 3 classes, 600 rows on this rank\) needs at least" "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/small.h5" --mode standard --layers 100000000
 # Outputs are checked before any work: a missing directory, a directory, the input, each other.
 out=$(timeout 120 "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --metrics-out "$tmp/nodir/m.json" 2>&1)
 if [[ $? -eq 0 ]] || ! grep -q -- "--metrics-out $tmp/nodir/m.json: the directory $tmp/nodir does not exist" <<<"$out" ||
@@ -456,6 +464,26 @@ if [[ $EUID -eq 0 ]] && unshare -m true 2>/dev/null; then
     --predict-out "$tmp/full/p.h5"
 else
   echo "SKIPPED: full-disk checks (need root and unshare)"
+fi
+
+# The memory a model may take is what the node has left, or less under a memory cgroup (as
+# Slurm and containers set): stage 1 of --hidden 30000 on 12 features needs 10.9 GB.
+cgroup=()
+if [[ $EUID -eq 0 && -w /sys/fs/cgroup/memory ]]; then
+  cgroup=(/sys/fs/cgroup/memory/retexo-cli-$$ memory.limit_in_bytes)
+elif [[ $EUID -eq 0 && " $(cat /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null) " == *" memory "* ]]; then
+  cgroup=(/sys/fs/cgroup/retexo-cli-$$ memory.max)
+fi
+if [[ ${#cgroup[@]} -eq 2 ]] && mkdir "${cgroup[0]}" 2>/dev/null; then
+  if echo 2000000000 >"${cgroup[0]}/${cgroup[1]}"; then
+    expect_mpi 1 "--hidden 30000: RETEXO's stage 1 .* needs at least 10.9 GB on rank 0, but [12]\.[0-9] GB of memory is available to it" \
+      bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "${cgroup[0]}" "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/small.h5" --hidden 30000
+  else
+    echo "SKIPPED: memory cgroup check (cannot set a limit in ${cgroup[0]})"
+  fi
+  rmdir "${cgroup[0]}"
+else
+  echo "SKIPPED: memory cgroup check (needs root and a writable memory cgroup)"
 fi
 
 echo "$failures failure(s)"

@@ -114,6 +114,9 @@ public:
 
     /// Collective.
     void barrier() const;
+    /// How many of this communicator's ranks share this rank's node (its memory), by
+    /// MPI_Comm_split_type (collective; no bytes counted).
+    int ranks_on_node() const;
     /// A barrier that waits without a busy core: it polls a non-blocking barrier every
     /// millisecond (ranks done early, while others still compute, leave them the cores).
     void idle_barrier() const;

@@ -266,7 +266,12 @@ struct retexo_options {
     bool replicates_rows(int ranks, std::int64_t rows, std::int64_t width, std::int64_t params, int rounds) const;
     checkpoint_options checkpoint;
 
+    /// Throws a retexo::error naming the option if a value is out of its range, or if values
+    /// do not go together.
     void validate() const;
+    /// The values on their own, not how they combine with the model: what an application
+    /// checks of the options of a mode it does not run.
+    void validate_values() const;
     /// Every option that shapes the result, as text (what a checkpoint must match).
     std::string describe() const;
 };

@@ -36,7 +36,12 @@ struct standard_options {
     /// keyed by global id as their owners apply it (the same result bit for bit).  true:
     /// send them every epoch, as standard distributed training does.
     bool resend_features = false;
+    /// Throws a retexo::error naming the option if a value is out of its range, or if values
+    /// do not go together.
     void validate() const;
+    /// The values on their own, not how they combine with the model: what an application
+    /// checks of the options of a mode it does not run.
+    void validate_values() const;
 };
 
 /// Train (collective).  Returns the final accuracies of the best-validation model, the
