@@ -3,6 +3,7 @@
 #include <retexo/graph/local_partition.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 namespace retexo {
@@ -16,13 +17,15 @@ partition_structure build_partition_structure(const csr& global, std::span<const
                                                                    << " nodes");
     for (node_t v = 0; v < n; ++v)
         if (assignment[v] == part) s.owned_global.push_back(v);
-    // Halo: remote sources, ordered by (owner, global id).
-    std::vector<std::pair<part_t, node_t>> remote;
+    // Halo: remote sources (each marked once), ordered by (owner, global id).
+    std::vector<std::uint8_t> is_remote_source(static_cast<std::size_t>(n), 0);
     for (node_t v : s.owned_global)
         for (node_t u : global.row(v))
-            if (assignment[u] != part) remote.emplace_back(assignment[u], u);
+            if (assignment[u] != part) is_remote_source[u] = 1;
+    std::vector<std::pair<part_t, node_t>> remote;
+    for (node_t u = 0; u < n; ++u)
+        if (is_remote_source[u] != 0) remote.emplace_back(assignment[u], u);
     std::sort(remote.begin(), remote.end());
-    remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
     s.halo_owner.reserve(remote.size());
     s.halo_global.reserve(remote.size());
     s.halo_in_degree.reserve(remote.size());
@@ -31,8 +34,14 @@ partition_structure build_partition_structure(const csr& global, std::span<const
         s.halo_global.push_back(u);
         s.halo_in_degree.push_back(global.degree(u));
     }
-    // Local CSR: owned by binary search in owned_global, halo by search in (owner, id).
+    // Local CSR: a node's local id is its position in owned_global, or n_own plus its
+    // position in the halo's (owner, id) order; one lookup per edge in a map of every node.
     const node_t n_own = s.num_owned();
+    std::vector<node_t> local_of(static_cast<std::size_t>(n));
+    for (node_t i = 0; i < n_own; ++i)
+        local_of[s.owned_global[i]] = i;
+    for (std::size_t h = 0; h < remote.size(); ++h)
+        local_of[remote[h].second] = n_own + static_cast<node_t>(h);
     s.in_edges.offsets.assign(static_cast<std::size_t>(n_own) + 1, 0);
     s.in_edges.sources.reserve(
         static_cast<std::size_t>(std::accumulate(s.owned_global.begin(), s.owned_global.end(), offset_t{0},
@@ -40,18 +49,8 @@ partition_structure build_partition_structure(const csr& global, std::span<const
     // Rows keep the global CSR's order (ascending global source id), so a row is summed in
     // the same order on every partitioning: aggregation results do not depend on the split.
     for (node_t i = 0; i < n_own; ++i) {
-        for (node_t u : global.row(s.owned_global[i])) {
-            node_t local;
-            if (assignment[u] == part) {
-                local = static_cast<node_t>(std::lower_bound(s.owned_global.begin(), s.owned_global.end(), u) -
-                                            s.owned_global.begin());
-            } else {
-                local = n_own + static_cast<node_t>(
-                                    std::lower_bound(remote.begin(), remote.end(), std::make_pair(assignment[u], u)) -
-                                    remote.begin());
-            }
-            s.in_edges.sources.push_back(local);
-        }
+        for (node_t u : global.row(s.owned_global[i]))
+            s.in_edges.sources.push_back(local_of[u]);
         s.in_edges.offsets[i + 1] = static_cast<offset_t>(s.in_edges.sources.size());
     }
     return s;

@@ -113,28 +113,41 @@ partition_stats compute_partition_stats(const csr& in_edges, std::span<const spl
     partition_stats s;
     s.parts.resize(static_cast<std::size_t>(parts));
     const node_t n = in_edges.num_rows();
-    // Halo: distinct (partition, remote node) pairs; mark with a per-node stamp per partition.
-    std::vector<std::vector<node_t>> halo(static_cast<std::size_t>(parts));
-    for (node_t v = 0; v < n; ++v) {
-        auto& ps = s.parts[assignment[v]];
-        ++ps.owned;
-        if (!membership.empty()) {
-            ps.train += membership[v] == split::train;
-            ps.valid += membership[v] == split::valid;
-            ps.test += membership[v] == split::test;
-        }
-        ps.edges += in_edges.degree(v);
-        for (node_t u : in_edges.row(v))
-            if (assignment[u] != assignment[v]) {
-                ++ps.cut_edges;
-                halo[assignment[v]].push_back(u);
+    // Halo: distinct (partition, remote node) pairs, counted part by part with a stamp per
+    // node (the last part that counted it): the nodes in part order, then their in-edges.
+    std::vector<node_t> start(static_cast<std::size_t>(parts) + 1, 0), order(static_cast<std::size_t>(n));
+    for (node_t v = 0; v < n; ++v)
+        ++start[assignment[v] + 1];
+    std::partial_sum(start.begin(), start.end(), start.begin());
+    {
+        auto next = start;
+        for (node_t v = 0; v < n; ++v)
+            order[next[assignment[v]]++] = v;
+    }
+    std::vector<part_t> stamp(static_cast<std::size_t>(n), -1);
+    for (part_t p = 0; p < parts; ++p) {
+        auto& ps = s.parts[p];
+        for (node_t i = start[p]; i < start[p + 1]; ++i) {
+            const node_t v = order[i];
+            ++ps.owned;
+            if (!membership.empty()) {
+                ps.train += membership[v] == split::train;
+                ps.valid += membership[v] == split::valid;
+                ps.test += membership[v] == split::test;
             }
+            ps.edges += in_edges.degree(v);
+            for (node_t u : in_edges.row(v))
+                if (assignment[u] != p) {
+                    ++ps.cut_edges;
+                    if (stamp[u] != p) {
+                        stamp[u] = p;
+                        ++ps.halo;
+                    }
+                }
+        }
     }
     node_t max_owned = 0;
     for (part_t p = 0; p < parts; ++p) {
-        auto& h = halo[p];
-        std::sort(h.begin(), h.end());
-        s.parts[p].halo = static_cast<node_t>(std::unique(h.begin(), h.end()) - h.begin());
         s.total_halo += s.parts[p].halo;
         s.edge_cut += s.parts[p].cut_edges;
         max_owned = std::max(max_owned, s.parts[p].owned);

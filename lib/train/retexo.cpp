@@ -280,7 +280,7 @@ namespace {
 /// cannot hold.  What a stage takes at least: its transform's and head's weights, with their
 /// gradients and one optimiser moment (12 bytes each), its output over the owned rows and,
 /// after the first, its inputs there (4 bytes each).  A stage's inputs are at least the
-/// features, the last stage's hidden width, or (logits variant) the classes.
+/// features, the previous stage's hidden width, or (logits variant) the classes.
 void ensure_stages_fit(const rank_context& ctx, const retexo_options& o)
 {
     const auto& g = ctx.part.global;

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <limits>
+#include <set>
 
 using namespace retexo;
 namespace fs = std::filesystem;
@@ -101,6 +102,55 @@ TEST_CASE("partition structure: owned rows, halo grouped by owner, local CSR", "
     // node 2 (local 1) <- {1 (halo, local 5), 3 (local 2)}: global order 1, 3
     CHECK(t.in_edges.sources[t.in_edges.offsets[1]] == 5);
     CHECK(t.in_edges.sources[t.in_edges.offsets[1] + 1] == 2);
+}
+
+TEST_CASE("partition structure and statistics equal a set-based reference", "[partition]")
+{
+    const graph g = generate_csbm({.nodes = 700, .avg_degree = 9, .power_law = 2.5, .seed = 4});
+    const node_t n = g.num_nodes();
+    for (part_t parts : {1, 3, 8}) {
+        INFO(parts << " parts");
+        const auto a = partition_random(n, parts, 5);
+        const auto stats = compute_partition_stats(g, a, parts);
+        for (part_t p = 0; p < parts; ++p) {
+            std::vector<node_t> owned;
+            std::set<std::pair<part_t, node_t>> halo; // (owner, id): the halo's order
+            offset_t edges = 0, cut = 0;
+            for (node_t v = 0; v < n; ++v)
+                if (a[v] == p) {
+                    owned.push_back(v);
+                    edges += g.in_edges.degree(v);
+                    for (node_t u : g.in_edges.row(v))
+                        if (a[u] != p) {
+                            ++cut;
+                            halo.emplace(a[u], u);
+                        }
+                }
+            const auto& ps = stats.parts[static_cast<std::size_t>(p)];
+            CHECK(ps.owned == static_cast<node_t>(owned.size()));
+            CHECK(ps.edges == edges);
+            CHECK(ps.cut_edges == cut);
+            CHECK(ps.halo == static_cast<node_t>(halo.size()));
+            const auto s = build_partition_structure(g.in_edges, a, p);
+            CHECK(s.owned_global == owned);
+            std::vector<node_t> halo_ids;
+            for (const auto& [owner, u] : halo)
+                halo_ids.push_back(u);
+            CHECK(s.halo_global == halo_ids);
+            // Every local in-edge names the same global source, in the global row's order.
+            std::vector<node_t> local_to_global = owned;
+            local_to_global.insert(local_to_global.end(), halo_ids.begin(), halo_ids.end());
+            bool same_rows = true;
+            for (std::size_t i = 0; i < owned.size(); ++i) {
+                const auto row = g.in_edges.row(owned[i]);
+                const auto local = s.in_edges.row(static_cast<node_t>(i));
+                same_rows = same_rows && row.size() == local.size();
+                for (std::size_t k = 0; same_rows && k < row.size(); ++k)
+                    same_rows = local_to_global[static_cast<std::size_t>(local[k])] == row[k];
+            }
+            CHECK(same_rows);
+        }
+    }
 }
 
 TEST_CASE("partitioned directory: tampering is detected", "[partition][bad-input]")
