@@ -1,9 +1,11 @@
 // The MPI wrappers of comm/communicator.hpp: environment, datatypes, the byte-counting
 // collectives and the agreement on errors.
 #include <retexo/comm/communicator.hpp>
+#include <retexo/core/memory.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <iomanip>
 #include <thread>
 
 namespace retexo::mpi {
@@ -65,6 +67,30 @@ int communicator::ranks_on_node() const
     MPI_Comm_free(&node);
     RETEXO_CHECK_MPI(rc);
     return size;
+}
+
+void ensure_memory(const communicator& comm, double bytes, const std::string& what)
+{
+    const int sharing = comm.ranks_on_node();
+    std::string err;
+    if (const auto available = available_memory_bytes()) {
+        const double share = static_cast<double>(*available) / sharing;
+        if (bytes > share) {
+            const auto size = [](double b) {
+                std::ostringstream t;
+                t << std::fixed << std::setprecision(b < 1e9 ? 0 : 1) << (b < 1e9 ? b / 1e6 : b / 1e9)
+                  << (b < 1e9 ? " MB" : " GB");
+                return t.str();
+            };
+            std::ostringstream m;
+            m << what << " needs at least " << size(bytes) << " on rank " << comm.rank() << ", but "
+              << size(static_cast<double>(*available)) << " of memory is available "
+              << (sharing > 1 ? "to the " + std::to_string(sharing) + " ranks on its node" : std::string("to it"));
+            if (sharing > 1) m << " (" << size(share) << " each)";
+            err = m.str();
+        }
+    }
+    comm.agree(err, purpose::setup);
 }
 
 void communicator::idle_barrier() const

@@ -45,6 +45,7 @@ struct whole_graph {
     std::function<csr(node_t first, node_t count)> rows; ///< in-edges of rows [first, first + count)
     std::function<csr()> all_rows;                       ///< the whole CSR (for METIS)
     std::function<void(node_share&)> fill;               ///< features, labels, splits of the share's nodes
+    bool dense_features = false;                         ///< fill reads features stored dense
 };
 
 whole_graph graph_in_file(const std::shared_ptr<const graph_file_reader>& reader, bool read_features)
@@ -52,6 +53,7 @@ whole_graph graph_in_file(const std::shared_ptr<const graph_file_reader>& reader
     whole_graph g;
     g.source = reader->path();
     g.info = reader->info();
+    g.dense_features = read_features && reader->storage() == feature_storage::dense;
     g.rows = [reader](node_t first, node_t count) { return reader->read_csr_rows(first, count); };
     g.all_rows = [reader] { return reader->read_csr(); };
     g.fill = [reader, read_features](node_share& s) {
@@ -133,6 +135,18 @@ local_partition partition_whole_graph(const mpi::communicator& comm, const whole
 {
     const part_t parts = comm.size();
     const node_t n = g.info.num_nodes;
+    {
+        // What a rank holds at least: its share of the in-edges (4 bytes each) and of the
+        // dense feature values (4 bytes each); METIS reads the whole CSR on every rank.
+        const double E = static_cast<double>(g.info.num_edges), N = n, F = g.info.num_features;
+        const double need =
+            (4 * E + (g.dense_features ? 4 * N * F : 0)) / parts + (o.partition == "metis" ? 4 * E + 8 * N : 0);
+        std::ostringstream what;
+        what << g.source << ": loading its " << n << " nodes and " << g.info.num_edges << " in-edges";
+        if (g.dense_features) what << " with " << g.info.num_features << " dense features each";
+        what << " on " << parts << " rank(s) (--partition " << o.partition << ")";
+        mpi::ensure_memory(comm, need, what.str());
+    }
     // Not a structured binding: clang 14 (the fuzz build) cannot capture those in the lambdas below.
     const std::pair<node_t, node_t> my_rows = row_slice(n, comm.rank(), parts);
     const node_t first = my_rows.first, count = my_rows.second;

@@ -1,13 +1,10 @@
 // What both trainers share: the rank context, gradient sync, losses and accuracies, the run meter.
 #include <retexo/core/hash.hpp>
-#include <retexo/core/memory.hpp>
 #include <retexo/kernels/loss.hpp>
 #include <retexo/train/common.hpp>
 
 #include <algorithm>
 #include <cmath>
-#include <iomanip>
-#include <sstream>
 
 namespace retexo::train {
 
@@ -94,24 +91,6 @@ nn::reduce_mode rank_context::reduce(bool exact) const
     m.global_max = [c](std::span<double> v) { c->allreduce(v, MPI_MAX, purpose::control); };
     m.global_terms = static_cast<double>(global_nodes + global_edges + 1);
     return m;
-}
-
-void ensure_memory(const rank_context& ctx, double bytes, const std::string& what)
-{
-    const int sharing = ctx.comm.ranks_on_node();
-    std::string err;
-    if (const auto available = available_memory_bytes()) {
-        const double share = static_cast<double>(*available) / sharing;
-        if (bytes > share) {
-            std::ostringstream m;
-            m << std::fixed << std::setprecision(1) << what << " needs at least " << bytes / 1e9 << " GB on rank "
-              << ctx.comm.rank() << ", but " << static_cast<double>(*available) / 1e9 << " GB of memory is available "
-              << (sharing > 1 ? "to the " + std::to_string(sharing) + " ranks on its node" : std::string("to it"));
-            if (sharing > 1) m << " (" << share / 1e9 << " GB each)";
-            err = m.str();
-        }
-    }
-    ctx.comm.agree(err, purpose::setup);
 }
 
 void allreduce_gradients(const mpi::communicator& comm, const std::vector<parameter<float>*>& params, bool exact)

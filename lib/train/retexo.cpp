@@ -304,7 +304,7 @@ void ensure_stages_fit(const rank_context& ctx, const retexo_options& o)
              : logits    ? g.num_classes
                          : o.stages[widest - 1].hidden)
          << " inputs, " << g.num_classes << " classes, " << ctx.part.num_owned() << " rows on this rank)";
-    ensure_memory(ctx, most, what.str());
+    mpi::ensure_memory(ctx.comm, most, what.str());
 }
 
 } // namespace

@@ -70,7 +70,7 @@ void ensure_model_fits(const rank_context& ctx, const standard_options& o)
     what << "--layers " << o.layers << " and --std-hidden " << o.hidden << ": the standard " << name_of(o.model)
          << " model (" << g.num_features << " features, " << g.num_classes << " classes, " << rows
          << " rows on this rank)";
-    ensure_memory(ctx, 12 * weights + 4 * outputs, what.str());
+    mpi::ensure_memory(ctx.comm, 12 * weights + 4 * outputs, what.str());
 }
 
 /// The model of options o over this rank's partition.

@@ -466,25 +466,36 @@ else
   echo "SKIPPED: full-disk checks (need root and unshare)"
 fi
 
-# The memory a model may take is what the node has left, or less under a memory cgroup (as
-# Slurm and containers set): stage 1 of --hidden 30000 on 12 features needs 10.9 GB.
+# The memory a model or a load may take is what the node has left, or less under a memory
+# cgroup (as Slurm and containers set).
 cgroup=()
 if [[ $EUID -eq 0 && -w /sys/fs/cgroup/memory ]]; then
   cgroup=(/sys/fs/cgroup/memory/retexo-cli-$$ memory.limit_in_bytes)
 elif [[ $EUID -eq 0 && " $(cat /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null) " == *" memory "* ]]; then
   cgroup=(/sys/fs/cgroup/retexo-cli-$$ memory.max)
 fi
-if [[ ${#cgroup[@]} -eq 2 ]] && mkdir "${cgroup[0]}" 2>/dev/null; then
-  if echo 2000000000 >"${cgroup[0]}/${cgroup[1]}"; then
-    expect_mpi 1 "--hidden 30000: RETEXO's stage 1 .* needs at least 10.9 GB on rank 0, but [12]\.[0-9] GB of memory is available to it" \
-      bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "${cgroup[0]}" "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/small.h5" --hidden 30000
+expect_limited() { # BYTES REGEX COMMAND...: expect exit 1 and REGEX, COMMAND in a cgroup limited to BYTES
+  local bytes=$1 regex=$2
+  shift 2
+  if [[ ${#cgroup[@]} -eq 2 ]] && mkdir "${cgroup[0]}" 2>/dev/null; then
+    if echo "$bytes" >"${cgroup[0]}/${cgroup[1]}"; then
+      expect_mpi 1 "$regex" bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "${cgroup[0]}" "$@"
+    else
+      echo "SKIPPED: memory cgroup check (cannot set a limit in ${cgroup[0]})"
+    fi
+    rmdir "${cgroup[0]}"
   else
-    echo "SKIPPED: memory cgroup check (cannot set a limit in ${cgroup[0]})"
+    echo "SKIPPED: memory cgroup check (needs root and a writable memory cgroup)"
   fi
-  rmdir "${cgroup[0]}"
-else
-  echo "SKIPPED: memory cgroup check (needs root and a writable memory cgroup)"
-fi
+}
+# Stage 1 of --hidden 30000 on 12 features needs 10.9 GB.
+expect_limited 2000000000 "--hidden 30000: RETEXO's stage 1 .* needs at least 10.9 GB on rank 0, but [12]\.[0-9] GB of memory is available to it" \
+  "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/small.h5" --hidden 30000
+# 200,000 nodes of 300 dense features are 240 MB (before, the cgroup's OOM killer ended the load).
+"$apps/retexo_generate" --out "$tmp/wide.h5" --nodes 200000 --features 300 --classes 3 --avg-degree 4 --seed 1 >/dev/null
+expect_limited 200000000 "wide.h5: loading its 200000 nodes and [0-9]+ in-edges with 300 dense features each on 1 rank\(s\) \(--partition random\) needs at least 24[0-9] MB on rank 0, but 1[0-9][0-9] MB of memory is available to it" \
+  "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/wide.h5" --mode stats
+rm -f "$tmp/wide.h5"
 
 echo "$failures failure(s)"
 [[ $failures -eq 0 ]]

@@ -185,6 +185,13 @@ private:
     network_model network_;
 };
 
+/// Refuses, on every rank together, a step this rank's node cannot hold before it allocates:
+/// `bytes` is a lower bound of what the step takes on this rank, `what` names it and the
+/// options or file that size it.  Checked against this rank's share of its node's available
+/// memory (available_memory_bytes() over communicator::ranks_on_node()); where that is
+/// unknown, nothing is refused.  Collective (one communicator::agree(), setup traffic).
+void ensure_memory(const communicator& comm, double bytes, const std::string& what);
+
 } // namespace retexo::mpi
 
 #include <retexo/comm/communicator_impl.hpp>

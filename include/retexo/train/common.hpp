@@ -54,13 +54,6 @@ struct rank_context {
     nn::reduce_mode reduce(bool exact) const;
 };
 
-/// Refuses, on every rank together, a model this rank's node cannot hold, before it is
-/// allocated: `bytes` is a lower bound of what it takes on this rank, `what` names it and the
-/// options that size it.  Checked against this rank's share of its node's available memory
-/// (available_memory_bytes() over the ranks on the node); where that is unknown, nothing is
-/// refused.  Collective (one agreement, setup traffic).
-void ensure_memory(const rank_context& ctx, double bytes, const std::string& what);
-
 /// Sum the gradients of params over ranks (one all-reduce; int64 fixed point in exact
 /// mode, then converted; on one rank, no call).  Collective.
 void allreduce_gradients(const mpi::communicator& comm, const std::vector<parameter<float>*>& params, bool exact);
