@@ -134,6 +134,7 @@ TEST_CASE("partition structure and statistics equal a set-based reference", "[pa
             const auto s = build_partition_structure(g.in_edges, a, p);
             CHECK(s.owned_global == owned);
             std::vector<node_t> halo_ids;
+            halo_ids.reserve(halo.size());
             for (const auto& [owner, u] : halo)
                 halo_ids.push_back(u);
             CHECK(s.halo_global == halo_ids);
