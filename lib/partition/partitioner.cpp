@@ -115,9 +115,16 @@ partition_stats compute_partition_stats(const csr& in_edges, std::span<const spl
     const node_t n = in_edges.num_rows();
     // Halo: distinct (partition, remote node) pairs, counted part by part with a stamp per
     // node (the last part that counted it): the nodes in part order, then their in-edges.
+    RETEXO_ENSURE(static_cast<node_t>(assignment.size()) == n, "retexo::compute_partition_stats: assignment has "
+                                                                   << assignment.size() << " entries for " << n
+                                                                   << " nodes");
     std::vector<node_t> start(static_cast<std::size_t>(parts) + 1, 0), order(static_cast<std::size_t>(n));
-    for (node_t v = 0; v < n; ++v)
+    for (node_t v = 0; v < n; ++v) {
+        RETEXO_ENSURE(assignment[v] >= 0 && assignment[v] < parts, "retexo::compute_partition_stats: node "
+                                                                       << v << " is in part " << assignment[v] << " of "
+                                                                       << parts);
         ++start[assignment[v] + 1];
+    }
     std::partial_sum(start.begin(), start.end(), start.begin());
     {
         auto next = start;

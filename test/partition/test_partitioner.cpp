@@ -152,6 +152,11 @@ TEST_CASE("partition structure and statistics equal a set-based reference", "[pa
             CHECK(same_rows);
         }
     }
+    auto bad = partition_random(n, 3, 5);
+    bad[7] = 3;
+    CHECK_THROWS_WITH(compute_partition_stats(g, bad, 3), Catch::Contains("node 7 is in part 3 of 3"));
+    bad.pop_back();
+    CHECK_THROWS_WITH(compute_partition_stats(g, bad, 3), Catch::Contains("assignment has 699 entries for 700 nodes"));
 }
 
 TEST_CASE("partitioned directory: tampering is detected", "[partition][bad-input]")
