@@ -30,7 +30,16 @@ else
   echo "$0: no memory cgroup controller here" >&2
   exit 1
 fi
-cleanup() { rmdir "$cg" 2>/dev/null || true; }
+# A singleton MPI process leaves its helper daemon in the cgroup for a moment after it exits:
+# wait for the cgroup to empty (up to 5 s) rather than leave it behind.
+cleanup() {
+  local _
+  for _ in $(seq 50); do
+    rmdir "$cg" 2>/dev/null && return
+    sleep 0.1
+  done
+  echo "$0: could not remove $cg" >&2
+}
 trap cleanup EXIT
 rc=0
 # The command runs in the cgroup (a subshell joins it first); /usr/bin/time reports its peak RSS.

@@ -483,7 +483,7 @@ expect_limited() { # BYTES REGEX COMMAND...: expect exit 1 and REGEX, COMMAND in
     else
       echo "SKIPPED: memory cgroup check (cannot set a limit in ${cgroup[0]})"
     fi
-    rmdir "${cgroup[0]}"
+    for _ in $(seq 50); do rmdir "${cgroup[0]}" 2>/dev/null && break; sleep 0.1; done # once its processes are gone
   else
     echo "SKIPPED: memory cgroup check (needs root and a writable memory cgroup)"
   fi
