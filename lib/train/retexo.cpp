@@ -284,26 +284,25 @@ namespace {
 void ensure_stages_fit(const rank_context& ctx, const retexo_options& o)
 {
     const auto& g = ctx.part.global;
-    const double F = g.num_features, C = g.num_classes, own = static_cast<double>(ctx.part.num_owned());
+    const double own = static_cast<double>(ctx.part.num_owned());
     const bool logits = o.variant == retexo_variant::logits;
     double most = 0;
     std::size_t widest = 0;
+    int widest_in = 0;
     for (std::size_t k = 0; k < o.stages.size(); ++k) {
-        const double in = k == 0 ? F : logits ? C : o.stages[k - 1].hidden;
+        const int in = k == 0 ? g.num_features : logits ? g.num_classes : o.stages[k - 1].hidden;
         const bool head = logits || k + 1 < o.stages.size();
-        const double H = o.stages[k].hidden, out = head ? H : C;
+        const double H = o.stages[k].hidden, C = g.num_classes, out = head ? H : C;
         const double bytes = 12 * (in * out + (head ? H * C : 0)) + 4 * own * (out + (k > 0 ? in : 0));
         if (bytes > most) {
             most = bytes;
             widest = k;
+            widest_in = in;
         }
     }
     std::ostringstream what;
-    what << "--hidden " << o.stages[widest].hidden << ": RETEXO's stage " << widest << " ("
-         << (widest == 0 ? g.num_features
-             : logits    ? g.num_classes
-                         : o.stages[widest - 1].hidden)
-         << " inputs, " << g.num_classes << " classes, " << ctx.part.num_owned() << " rows on this rank)";
+    what << "--hidden " << o.stages[widest].hidden << ": RETEXO's stage " << widest << " (" << widest_in << " inputs, "
+         << g.num_classes << " classes, " << ctx.part.num_owned() << " rows on this rank)";
     mpi::ensure_memory(ctx.comm, most, what.str());
 }
 
