@@ -185,7 +185,8 @@ local_partition partition_whole_graph(const mpi::communicator& comm, const whole
 local_partition partition_from_owners(const mpi::communicator& comm, const std::string& dir_path)
 {
     const auto path = owner_shard_path(dir_path, comm.rank());
-    owner_shard s;
+    node_share s;
+    edge_blocks edges; // read from the file as gather_in_edges asks, never held whole
     comm.checked([&] {
         RETEXO_ENSURE(fs::exists(path), dir_path << ": not a partitioned directory (no manifest.json) and no owner "
                                                     "shard for rank "
@@ -196,15 +197,15 @@ local_partition partition_from_owners(const mpi::communicator& comm, const std::
         RETEXO_ENSURE(comm.rank() != 0 || !fs::exists(extra), dir_path << ": holds " << extra
                                                                        << ", more shards than the job's " << comm.size()
                                                                        << " ranks (run one rank per shard)");
-        s = read_owner_shard(path);
+        s = read_owner_shard_nodes(path);
+        edges = read_owner_shard_edges(path);
     });
-    const auto info = agree_on_graph(comm, s.nodes);
-    node_directory dir(comm, info.num_nodes, s.nodes.nodes, path);
-    sort_by_id(s.nodes);
-    s.nodes.in_edges =
-        gather_in_edges(comm, dir, s.nodes.nodes, std::move(s.src), std::move(s.dst), info.directed, path);
-    s.nodes.info = info;
-    return assemble_partition(comm, std::move(s.nodes), dir);
+    const auto info = agree_on_graph(comm, s);
+    node_directory dir(comm, info.num_nodes, s.nodes, path);
+    sort_by_id(s);
+    s.in_edges = gather_in_edges(comm, dir, s.nodes, edges, info.directed, path);
+    s.info = info;
+    return assemble_partition(comm, std::move(s), dir);
 }
 
 /// The part files' owned ids must partition the nodes (each part file checks its own ids

@@ -20,26 +20,43 @@ std::vector<std::int64_t> widen_ids(std::span<const node_t> ids)
     return {ids.begin(), ids.end()};
 }
 
-/// A 64-bit id dataset read as 32-bit ids, in blocks (never a 64-bit copy of it all).
-std::vector<node_t> read_ids(const h5::file& file, const std::string& name, std::int64_t expected = -1)
+/// Rows [at, at + out.size()) of a 64-bit id dataset, as 32-bit ids.
+void read_id_block(const h5::file& file, const h5::handle& ds, const std::string& name, std::size_t at,
+                   std::vector<std::int64_t>& buf, std::vector<node_t>& out)
+{
+    buf.resize(out.size());
+    file.read_rows<std::int64_t>(ds, name, at, buf.size(), 1, buf.data());
+    for (std::size_t i = 0; i < buf.size(); ++i) {
+        RETEXO_ENSURE(buf[i] >= 0 && buf[i] < (std::int64_t{1} << 31), file.path() << ": " << name << ": global id "
+                                                                                   << buf[i] << " (entry " << at + i
+                                                                                   << ") is outside [0, 2^31)");
+        out[i] = static_cast<node_t>(buf[i]);
+    }
+}
+
+/// The length of a 1-D dataset, checked against `expected` unless that is negative.
+std::size_t id_count(const h5::file& file, const std::string& name, std::int64_t expected = -1)
 {
     const auto d = file.dims(name);
     RETEXO_ENSURE(d.size() == 1 && (expected < 0 || d[0] == static_cast<hsize_t>(expected)),
                   file.path() << ": dataset " << name << " must be 1-D"
                               << (expected < 0 ? std::string() : " with " + std::to_string(expected) + " entries"));
-    std::vector<node_t> out(static_cast<std::size_t>(d[0]));
+    return static_cast<std::size_t>(d[0]);
+}
+
+constexpr std::size_t id_block = 1 << 20;
+
+/// A 64-bit id dataset read as 32-bit ids, in blocks (never a 64-bit copy of it all).
+std::vector<node_t> read_ids(const h5::file& file, const std::string& name, std::int64_t expected = -1)
+{
+    std::vector<node_t> out(id_count(file, name, expected));
     const auto ds = file.open_dataset(name);
-    constexpr std::size_t block = 1 << 20;
     std::vector<std::int64_t> buf;
-    for (std::size_t at = 0; at < out.size(); at += block) {
-        buf.resize(std::min(block, out.size() - at));
-        file.read_rows<std::int64_t>(ds, name, at, buf.size(), 1, buf.data());
-        for (std::size_t i = 0; i < buf.size(); ++i) {
-            RETEXO_ENSURE(buf[i] >= 0 && buf[i] < (std::int64_t{1} << 31), file.path() << ": " << name << ": global id "
-                                                                                       << buf[i] << " (entry " << at + i
-                                                                                       << ") is outside [0, 2^31)");
-            out[at + i] = static_cast<node_t>(buf[i]);
-        }
+    std::vector<node_t> block;
+    for (std::size_t at = 0; at < out.size(); at += id_block) {
+        block.resize(std::min(id_block, out.size() - at));
+        read_id_block(file, ds, name, at, buf, block);
+        std::copy(block.begin(), block.end(), out.begin() + static_cast<std::ptrdiff_t>(at));
     }
     return out;
 }
@@ -130,7 +147,7 @@ void write_owner_shard(const std::string& path, const node_share& nodes, std::sp
     w.commit();
 }
 
-owner_shard read_owner_shard(const std::string& path)
+node_share read_owner_shard_nodes(const std::string& path)
 {
     const auto file = h5::file::open(path);
     RETEXO_ENSURE(file.has_attr("retexo_format") && file.attr_string("retexo_format") == owner_shard_format_name,
@@ -139,8 +156,7 @@ owner_shard read_owner_shard(const std::string& path)
     RETEXO_ENSURE(version == owner_shard_format_version, path << ": owner shard format version " << version
                                                               << " is not supported (expected "
                                                               << owner_shard_format_version << ")");
-    owner_shard s;
-    auto& n = s.nodes;
+    node_share n;
     n.source = path;
     n.info.name = file.attr_string("name");
     n.info.directed = file.attr_int("directed") != 0;
@@ -163,8 +179,36 @@ owner_shard read_owner_shard(const std::string& path)
     }
     n.features =
         feature_reader(file, "nodes/features", count, n.info.num_features, {.noun = "node", .ids = n.nodes}).read_all();
-    s.src = read_ids(file, "edges/src");
-    s.dst = read_ids(file, "edges/dst", static_cast<std::int64_t>(s.src.size()));
+    return n;
+}
+
+edge_blocks read_owner_shard_edges(const std::string& path)
+{
+    const auto file = std::make_shared<const h5::file>(h5::file::open(path));
+    const auto count = id_count(*file, "edges/src");
+    id_count(*file, "edges/dst", static_cast<std::int64_t>(count));
+    return {[file, count](const edge_blocks::visitor& visit) {
+        const auto src_ds = file->open_dataset("edges/src"), dst_ds = file->open_dataset("edges/dst");
+        std::vector<std::int64_t> buf;
+        std::vector<node_t> src, dst;
+        for (std::size_t at = 0; at < count; at += id_block) {
+            src.resize(std::min(id_block, count - at));
+            dst.resize(src.size());
+            read_id_block(*file, src_ds, "edges/src", at, buf, src);
+            read_id_block(*file, dst_ds, "edges/dst", at, buf, dst);
+            visit(src, dst);
+        }
+    }};
+}
+
+owner_shard read_owner_shard(const std::string& path)
+{
+    owner_shard s;
+    s.nodes = read_owner_shard_nodes(path);
+    read_owner_shard_edges(path).for_each([&](std::span<const node_t> src, std::span<const node_t> dst) {
+        s.src.insert(s.src.end(), src.begin(), src.end());
+        s.dst.insert(s.dst.end(), dst.begin(), dst.end());
+    });
     return s;
 }
 

@@ -5,6 +5,7 @@
 #include <retexo/ingest/share.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <numeric>
 #include <sstream>
 
@@ -139,6 +140,11 @@ node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nod
     return out;
 }
 
+edge_blocks edge_blocks::of(std::span<const node_t> src, std::span<const node_t> dst)
+{
+    return {[src, dst](const visitor& visit) { visit(src, dst); }};
+}
+
 namespace {
 
 /// An arc as one sortable word: destination in the high half, source in the low half.
@@ -155,97 +161,169 @@ node_t arc_src(std::uint64_t key)
     return static_cast<node_t>(key & 0xffffffffU);
 }
 
-void sort_unique(std::vector<std::uint64_t>& v)
+/// The ids of a bitmap's set bits, ascending.
+std::vector<node_t> set_bits(std::span<const std::uint64_t> bits)
 {
-    std::sort(v.begin(), v.end());
-    v.erase(std::unique(v.begin(), v.end()), v.end());
+    std::vector<node_t> ids;
+    for (std::size_t w = 0; w < bits.size(); ++w)
+        for (auto word = bits[w]; word != 0; word &= word - 1)
+            ids.push_back(static_cast<node_t>(w * 64 + static_cast<std::size_t>(std::countr_zero(word))));
+    return ids;
+}
+
+/// The arcs that one rank's edge list gives, and where each goes: an edge u -> v is the arc into
+/// v from u and, for an undirected graph, the arc into u from v; self loops give none (as
+/// retexo_convert drops them).  Reading the edges again must give the same arcs.
+class arc_reader {
+public:
+    arc_reader(const edge_blocks& edges, std::span<const node_t> nodes, node_t n, bool directed,
+               const std::string& source)
+        : edges_(edges), own_(nodes, n), n_(n), directed_(directed), source_(source)
+    {
+    }
+
+    const id_index& own() const noexcept { return own_; }
+
+    /// Call arc(to, from, ours) for every arc (ours: `to` is one of the rank's nodes).  The
+    /// first edge that is not valid, or an exception of the edges' reader, ends it with its
+    /// message (the edges are then left unread).
+    template <typename F>
+    std::string visit(F&& arc) const
+    {
+        std::ostringstream err;
+        try {
+            edges_.for_each([&](std::span<const node_t> src, std::span<const node_t> dst) {
+                if (!err.str().empty()) return;
+                if (src.size() != dst.size()) {
+                    err << source_ << ": " << src.size() << " edge sources but " << dst.size() << " destinations";
+                    return;
+                }
+                for (std::size_t e = 0; e < src.size(); ++e) {
+                    const node_t u = src[e], v = dst[e];
+                    if (u < 0 || u >= n_ || v < 0 || v >= n_) {
+                        err << source_ << ": edge " << u << " -> " << v << ": node id " << (u < 0 || u >= n_ ? u : v)
+                            << " is outside [0, " << n_ << "): no owner holds it";
+                        return;
+                    }
+                    const bool own_u = own_.contains(u), own_v = own_.contains(v);
+                    if (!own_u && !own_v) {
+                        err << source_ << ": edge " << u << " -> " << v
+                            << " touches none of its own nodes (a shard lists the edges incident to the nodes it "
+                               "holds)";
+                        return;
+                    }
+                    if (u == v) continue;
+                    arc(v, u, own_v);
+                    if (!directed_) arc(u, v, own_u);
+                }
+            });
+        } catch (const std::exception& e) {
+            if (err.str().empty()) err << e.what();
+        }
+        return err.str();
+    }
+
+private:
+    const edge_blocks& edges_;
+    id_index own_;
+    node_t n_;
+    bool directed_;
+    const std::string& source_;
+};
+
+/// Sort each row of g and keep each source once; the storage shrinks to fit.
+void merge_repeats(csr& g)
+{
+    offset_t kept = 0;
+    for (std::size_t r = 0; r + 1 < g.offsets.size(); ++r) {
+        const auto first = g.sources.begin() + g.offsets[r], last = g.sources.begin() + g.offsets[r + 1];
+        std::sort(first, last);
+        g.offsets[r] = kept;
+        for (auto it = first; it != last; ++it)
+            if (it == first || *it != *(it - 1)) g.sources[kept++] = *it;
+    }
+    g.offsets.back() = kept;
+    g.sources.resize(static_cast<std::size_t>(kept));
+    g.sources.shrink_to_fit();
 }
 
 } // namespace
 
 csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, std::span<const node_t> nodes,
-                    std::vector<node_t> src, std::vector<node_t> dst, bool directed, const std::string& source)
+                    const edge_blocks& edges, bool directed, const std::string& source)
 {
-    std::ostringstream err;
+    const node_t n = dir.num_nodes();
+    const bool sorted = ascending(nodes);
     // (The directory holds the nodes: in range.  Unsorted, they are an error below.)
-    const id_index own(ascending(nodes) ? nodes : std::span<const node_t>{}, dir.num_nodes());
-    // Which ends are this rank's own (one lookup each), and so how many arcs stay and leave:
-    // the arrays below are reserved at their size, never regrown.
-    std::vector<bool> own_src(src.size()), own_dst(dst.size());
-    std::size_t n_local = 0, n_away = 0, n_extra = 0;
-    if (!ascending(nodes))
-        err << "retexo::gather_in_edges: the nodes must be ascending";
-    else if (src.size() != dst.size())
-        err << source << ": " << src.size() << " edge sources but " << dst.size() << " destinations";
-    else
-        for (std::size_t e = 0; e < src.size(); ++e) {
-            own_src[e] = own.contains(src[e]);
-            own_dst[e] = own.contains(dst[e]);
-            n_local += own_dst[e] ? 1 : 0;
-            n_away += (own_dst[e] ? 0 : 1) + (!directed && !own_src[e] ? 1 : 0);
-            n_extra += !directed && own_src[e] && src[e] != dst[e] ? 1 : 0;
-            if (err.str().empty() && !own_src[e] && !own_dst[e])
-                err << source << ": edge " << src[e] << " -> " << dst[e]
-                    << " touches none of its own nodes (a shard lists the edges incident to the nodes it holds)";
-        }
-    comm.agree(err.str(), purpose::setup);
-    // Arcs into this rank's nodes stay here (self loops dropped, as retexo_convert drops them); the others (an
-    // undirected edge's reverse, or a directed edge listed by its source's owner) go to their destination's owner, who
-    // may have it already (an undirected edge listed by both owners): repeats are merged there.
-    std::vector<std::uint64_t> local;
-    local.reserve(n_local);
-    for (std::size_t e = 0; e < src.size(); ++e)
-        if (own_dst[e] && src[e] != dst[e]) local.push_back(arc_key(dst[e], src[e]));
-    sort_unique(local);
-    // Local reverses (the merge below keeps an arc listed twice once: sorting them with what
-    // is received is faster than looking each up in `local`); arcs for other ranks.
-    std::vector<std::uint64_t> extra, away;
-    extra.reserve(n_extra);
-    away.reserve(n_away);
-    const auto add = [&](node_t d, bool own_d, node_t u) { (own_d ? extra : away).push_back(arc_key(d, u)); };
-    for (std::size_t e = 0; e < src.size(); ++e) {
-        if (!own_dst[e]) add(dst[e], false, src[e]);
-        if (!directed && src[e] != dst[e]) add(src[e], own_src[e], dst[e]);
-    }
-    release(src);
-    release(dst);
-    release(own_src);
-    release(own_dst);
-    sort_unique(away);
-    std::vector<node_t> remote;
-    for (auto k : away)
-        if (remote.empty() || remote.back() != arc_dst(k)) remote.push_back(arc_dst(k));
-    const auto remote_owner = dir.owners(remote);
-    std::vector<part_t> dest(away.size());
-    for (std::size_t k = 0, r = 0; k < away.size(); ++k) {
-        while (remote[r] != arc_dst(away[k]))
-            ++r;
-        dest[k] = remote_owner[r];
-    }
-    const auto [order, offsets] = group_by(dest, comm.size());
-    auto received = comm.exchange<std::uint64_t>(pick<std::uint64_t>(away, order), offsets, purpose::setup);
-    release(away);
-    received.reserve(received.size() + extra.size());
-    received.insert(received.end(), extra.begin(), extra.end());
-    release(extra);
-    sort_unique(received);
-    // The in-edges of each node (ascending): the merge of the two sorted lists, repeats once.
+    const arc_reader arcs(edges, sorted ? nodes : std::span<const node_t>{}, n, directed, source);
+    const auto& own = arcs.own();
+    // 1. Check the edges; count the arcs into each of this rank's nodes; mark the other ranks'
+    //    nodes that arcs go to.
     csr out;
     out.offsets.assign(nodes.size() + 1, 0);
-    out.sources.reserve(local.size() + received.size());
-    std::size_t i = 0, j = 0, row = 0;
-    while (i < local.size() || j < received.size()) {
-        const bool from_local = j == received.size() || (i < local.size() && local[i] <= received[j]);
-        const auto k = from_local ? local[i] : received[j];
-        if (from_local && j < received.size() && received[j] == k) ++j; // listed on both sides
-        from_local ? ++i : ++j;
-        while (row < nodes.size() && nodes[row] != arc_dst(k))
-            out.offsets[++row] = static_cast<offset_t>(out.sources.size());
-        RETEXO_ENSURE(row < nodes.size(), "internal: arc into node " << arc_dst(k) << " reached a rank not owning it");
-        out.sources.push_back(arc_src(k));
+    std::vector<std::uint64_t> remote_bits((static_cast<std::size_t>(n) + 63) / 64, 0);
+    std::size_t n_away = 0;
+    const auto err = !sorted ? std::string("retexo::gather_in_edges: the nodes must be ascending")
+                             : arcs.visit([&](node_t to, node_t, bool ours) {
+                                   if (ours) {
+                                       ++out.offsets[static_cast<std::size_t>(own.position(to)) + 1];
+                                   } else {
+                                       remote_bits[static_cast<std::size_t>(to) / 64] |= std::uint64_t{1} << (to % 64);
+                                       ++n_away;
+                                   }
+                               });
+    comm.agree(err, purpose::setup);
+    // 2. The arcs into other ranks' nodes go to their owners (who may have them already: an
+    //    undirected edge listed by both owners).  Keyed by (slot, source), where the slots number
+    //    those nodes by (owner, id), sorting groups them by owner and each group as arc_key does.
+    const auto remote = set_bits(remote_bits);
+    release(remote_bits);
+    const auto owner = dir.owners(remote);
+    auto [by_owner, owner_slots] = group_by(owner, comm.size());
+    std::vector<node_t> slot(remote.size());
+    for (std::size_t k = 0; k < by_owner.size(); ++k)
+        slot[static_cast<std::size_t>(by_owner[k])] = static_cast<node_t>(k);
+    const id_index remote_index(remote, n);
+    std::string late_err; // the edges read again differ: agreed after the exchange
+    std::vector<std::uint64_t> away;
+    away.reserve(n_away);
+    late_err = arcs.visit([&](node_t to, node_t from, bool ours) {
+        if (ours) return;
+        if (!remote_index.contains(to)) RETEXO_THROW(source << ": the edges changed while they were read");
+        away.push_back(arc_key(slot[static_cast<std::size_t>(remote_index.position(to))], from));
+    });
+    std::sort(away.begin(), away.end());
+    away.erase(std::unique(away.begin(), away.end()), away.end());
+    std::vector<std::int64_t> send_offsets(owner_slots.size(), 0);
+    for (std::size_t r = 1; r < owner_slots.size(); ++r)
+        send_offsets[r] =
+            std::lower_bound(away.begin(), away.end(), arc_key(static_cast<node_t>(owner_slots[r]), 0)) - away.begin();
+    for (auto& k : away)
+        k = arc_key(remote[static_cast<std::size_t>(by_owner[static_cast<std::size_t>(arc_dst(k))])], arc_src(k));
+    release(slot);
+    release(by_owner);
+    auto received = comm.exchange<std::uint64_t>(away, send_offsets, purpose::setup);
+    release(away);
+    // 3. Every row: the arcs received, then those listed here; sorted, each source once.
+    for (auto k : received) {
+        RETEXO_ENSURE(own.contains(arc_dst(k)),
+                      "internal: arc into node " << arc_dst(k) << " reached a rank not owning it");
+        ++out.offsets[static_cast<std::size_t>(own.position(arc_dst(k))) + 1];
     }
-    while (row < nodes.size())
-        out.offsets[++row] = static_cast<offset_t>(out.sources.size());
+    std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
+    out.sources.resize(static_cast<std::size_t>(out.offsets.back()));
+    auto next = out.offsets;
+    for (auto k : received)
+        out.sources[static_cast<std::size_t>(next[static_cast<std::size_t>(own.position(arc_dst(k)))]++)] = arc_src(k);
+    release(received);
+    const auto fill_err = arcs.visit([&](node_t to, node_t from, bool ours) {
+        if (!ours) return;
+        const auto row = static_cast<std::size_t>(own.position(to));
+        if (next[row] == out.offsets[row + 1]) RETEXO_THROW(source << ": the edges changed while they were read");
+        out.sources[static_cast<std::size_t>(next[row]++)] = from;
+    });
+    comm.agree(late_err.empty() ? fill_err : late_err, purpose::setup);
+    merge_repeats(out);
     return out;
 }
 

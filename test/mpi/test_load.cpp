@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <random>
 #include <set>
 
 using namespace retexo;
@@ -259,6 +260,92 @@ TEST_CASE("the node directory answers owners and hashes the assignment slice by 
     CHECK(by_slice.owners(ask) == owners);
     CHECK(by_slice.assignment_hash() == dir.assignment_hash());
     CHECK_THROWS_WITH(dir.owners(std::vector<node_t>{comm.rank() == 0 ? n : 0}), Catch::Contains("no owner holds it"));
+}
+
+namespace {
+
+/// Edges in blocks of `block` (the last one shorter), as a file is read.
+edge_blocks in_blocks(const std::vector<node_t>& src, const std::vector<node_t>& dst, std::size_t block)
+{
+    return {[&src, &dst, block](const edge_blocks::visitor& visit) {
+        for (std::size_t at = 0; at < src.size(); at += block) {
+            const auto len = std::min(block, src.size() - at);
+            visit(std::span(src).subspan(at, len), std::span(dst).subspan(at, len));
+        }
+    }};
+}
+
+} // namespace
+
+TEST_CASE("gather_in_edges gives each owner the in-edges of its nodes: against a set of all ranks' edges",
+          "[mpi][load][owners]")
+{
+    const mpi::communicator comm;
+    const node_t n = 500;
+    const auto a = partition_random(n, comm.size(), 5);
+    std::vector<node_t> mine;
+    for (node_t v = 0; v < n; ++v)
+        if (a[v] == comm.rank()) mine.push_back(v);
+    const node_directory dir(comm, n, mine, "test");
+    // Each rank lists edges touching its nodes: repeats, both directions, self loops, hubs.
+    std::mt19937 rng(static_cast<std::uint32_t>(17 + comm.rank()));
+    std::vector<node_t> src, dst;
+    for (int e = 0; e < 3000; ++e) {
+        const node_t own = mine[rng() % mine.size()];
+        const node_t other = e % 7 == 0 ? own : static_cast<node_t>(e % 5 == 0 ? rng() % 8 : rng() % n);
+        const bool out = rng() % 2 == 0;
+        src.push_back(out ? own : other);
+        dst.push_back(out ? other : own);
+        if (e % 11 == 0) { // listed twice
+            src.push_back(src.back());
+            dst.push_back(dst.back());
+        }
+    }
+    const auto all_src = comm.allgatherv(std::span<const node_t>(src), purpose::setup);
+    const auto all_dst = comm.allgatherv(std::span<const node_t>(dst), purpose::setup);
+    for (const bool directed : {false, true}) {
+        std::vector<std::set<node_t>> expected(static_cast<std::size_t>(n));
+        for (std::size_t e = 0; e < all_src.size(); ++e)
+            if (all_src[e] != all_dst[e]) {
+                expected[all_dst[e]].insert(all_src[e]);
+                if (!directed) expected[all_src[e]].insert(all_dst[e]);
+            }
+        for (const std::size_t block : {std::size_t{1} << 20, std::size_t{97}}) {
+            INFO("directed " << directed << ", blocks of " << block);
+            const csr got = gather_in_edges(comm, dir, mine, in_blocks(src, dst, block), directed, "test");
+            REQUIRE(got.num_rows() == static_cast<node_t>(mine.size()));
+            bool rows_ok = true;
+            for (std::size_t i = 0; i < mine.size(); ++i) {
+                const auto row = got.row(static_cast<node_t>(i));
+                rows_ok = rows_ok && std::vector<node_t>(row.begin(), row.end()) ==
+                                         std::vector<node_t>(expected[mine[i]].begin(), expected[mine[i]].end());
+            }
+            CHECK(rows_ok);
+            CHECK(got.sources.capacity() == got.sources.size());
+        }
+    }
+    SECTION("edges that read differently the second time fail every rank")
+    {
+        int reads = 0;
+        const edge_blocks changing{[&](const edge_blocks::visitor& visit) {
+            std::vector<node_t> s = src, d = dst;
+            if (++reads > 1 && comm.rank() == comm.size() - 1) { // one more edge into a node of this rank
+                s.push_back(mine[0] == n - 1 ? 0 : n - 1);
+                d.push_back(mine[0]);
+            }
+            visit(s, d);
+        }};
+        CHECK_THROWS_WITH(gather_in_edges(comm, dir, mine, changing, false, "f.h5"),
+                          Catch::Contains("f.h5: the edges changed while they were read"));
+    }
+    SECTION("a reader's error fails every rank")
+    {
+        const edge_blocks failing{[&](const edge_blocks::visitor& visit) {
+            visit(src, dst);
+            RETEXO_ENSURE(comm.rank() != 0, "f.h5: edges/src: global id -3 (entry 9) is outside [0, 2^31)");
+        }};
+        CHECK_THROWS_AS(gather_in_edges(comm, dir, mine, failing, false, "f.h5"), mpi::agreed_error);
+    }
 }
 
 TEST_CASE("owner shards that disagree fail on every rank and say why", "[mpi][load][owners][bad-input]")

@@ -63,6 +63,11 @@ struct owner_shard {
 
 /// Read and check one shard file.
 owner_shard read_owner_shard(const std::string& path);
+/// Read and check a shard's nodes (in_edges left empty).
+node_share read_owner_shard_nodes(const std::string& path);
+/// A shard's edges, read from the file in blocks of 2^20 each time they are visited (the file
+/// stays open while the result lives); ids are checked as they are read.
+edge_blocks read_owner_shard_edges(const std::string& path);
 
 /// An owner's own rows as text (plain or .gz): `nodes`, one line per node,
 /// `global_id,label,split,f_1,...,f_F` (split: train | valid | test | none; the label may be

@@ -16,6 +16,8 @@
 #include <retexo/graph/local_partition.hpp>
 #include <retexo/ingest/directory.hpp>
 
+#include <functional>
+
 namespace retexo {
 
 /// The nodes one rank holds before it has its partition.
@@ -46,13 +48,28 @@ node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nod
 /// in-edge rows, when there are as many) with them; sort each in-edge row.
 void sort_by_id(node_share& s);
 
+/// Edges u -> v (global ids) that can be read more than once: each call of for_each calls
+/// visit(src, dst) for consecutive blocks of them, the same blocks every call, so that a
+/// loader can read them from a file block by block instead of holding them all.
+struct edge_blocks {
+    using visitor = std::function<void(std::span<const node_t> src, std::span<const node_t> dst)>;
+    std::function<void(const visitor&)> for_each;
+
+    /// Edges in memory, as one block (the spans must outlive the result).
+    static edge_blocks of(std::span<const node_t> src, std::span<const node_t> dst);
+};
+
 /// Collective: turn the edges each rank knows into the complete in-edge lists of its own nodes
 /// (`nodes`, ascending).  An edge u -> v (global ids; for an undirected graph both u -> v and
-/// v -> u) goes to the owner of v, found in `dir`; repeated edges count once; rows come out
-/// ascending.  Every edge must touch a node of `nodes`, else the error names `source`.  Memory:
-/// the edges as 8-byte words once, plus those that go to or come from other ranks.
+/// v -> u) goes to the owner of v, found in `dir`; repeated edges count once; self loops are
+/// dropped; rows come out ascending.  Every edge must touch a node of `nodes`, else the error
+/// names `source`.  Reads the edges three times (to count, to send, to fill the rows) instead of
+/// holding them.  Memory, besides O(nodes) and an N-bit map: the arcs sent and those received
+/// as 8-byte words, then the rows with their repeats (4 bytes an arc) beside the words
+/// received, then beside the rows without repeats.  A different second reading of the edges
+/// is an error on every rank.
 csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, std::span<const node_t> nodes,
-                    std::vector<node_t> src, std::vector<node_t> dst, bool directed, const std::string& source);
+                    const edge_blocks& edges, bool directed, const std::string& source);
 
 /// Collective: this rank's partition from its share (nodes it owns, complete in-edges) and the
 /// directory of owners of all shares: owned rows ascending by global id, halo grouped by
