@@ -185,8 +185,7 @@ local_partition partition_whole_graph(const mpi::communicator& comm, const whole
 local_partition partition_from_owners(const mpi::communicator& comm, const std::string& dir_path)
 {
     const auto path = owner_shard_path(dir_path, comm.rank());
-    node_share s;
-    edge_blocks edges; // read from the file as gather_in_edges asks, never held whole
+    owner_shard_extent extent;
     comm.checked([&] {
         RETEXO_ENSURE(fs::exists(path), dir_path << ": not a partitioned directory (no manifest.json) and no owner "
                                                     "shard for rank "
@@ -197,6 +196,22 @@ local_partition partition_from_owners(const mpi::communicator& comm, const std::
         RETEXO_ENSURE(comm.rank() != 0 || !fs::exists(extra), dir_path << ": holds " << extra
                                                                        << ", more shards than the job's " << comm.size()
                                                                        << " ranks (run one rank per shard)");
+        extent = read_owner_shard_extent(path);
+    });
+    {
+        // What the rank holds at least: its features (4 bytes a dense value) and, once in rows, an
+        // arc (4 bytes) or a word sent away (8) for each edge its shard lists.
+        const double need = 4.0 * static_cast<double>(extent.edges) +
+                            (extent.dense ? 4.0 * static_cast<double>(extent.nodes) * extent.num_features : 0.0);
+        std::ostringstream what;
+        what << path << ": loading its " << extent.nodes << " nodes";
+        if (extent.dense) what << " with " << extent.num_features << " dense features each";
+        what << " and " << extent.edges << " edges";
+        mpi::ensure_memory(comm, need, what.str());
+    }
+    node_share s;
+    edge_blocks edges; // read from the file as gather_in_edges asks, never held whole
+    comm.checked([&] {
         s = read_owner_shard_nodes(path);
         edges = read_owner_shard_edges(path);
     });

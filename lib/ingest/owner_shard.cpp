@@ -147,25 +147,49 @@ void write_owner_shard(const std::string& path, const node_share& nodes, std::sp
     w.commit();
 }
 
-node_share read_owner_shard_nodes(const std::string& path)
+namespace {
+
+/// A shard file, its format checked, and its graph's name, directedness, feature and class counts.
+std::pair<h5::file, graph_info> open_owner_shard(const std::string& path)
 {
-    const auto file = h5::file::open(path);
+    auto file = h5::file::open(path);
     RETEXO_ENSURE(file.has_attr("retexo_format") && file.attr_string("retexo_format") == owner_shard_format_name,
                   path << ": not a retexo owner shard (attribute retexo_format != " << owner_shard_format_name << ")");
     const auto version = file.attr_int("format_version");
     RETEXO_ENSURE(version == owner_shard_format_version, path << ": owner shard format version " << version
                                                               << " is not supported (expected "
                                                               << owner_shard_format_version << ")");
-    node_share n;
-    n.source = path;
-    n.info.name = file.attr_string("name");
-    n.info.directed = file.attr_int("directed") != 0;
+    graph_info info;
+    info.name = file.attr_string("name");
+    info.directed = file.attr_int("directed") != 0;
     const auto features = file.attr_int("num_features");
     const auto classes = file.attr_int("num_classes");
     RETEXO_ENSURE(features >= 0 && features < (std::int64_t{1} << 31) && classes > 0 && classes < (1 << 30),
                   path << ": invalid feature count " << features << " or class count " << classes);
-    n.info.num_features = static_cast<int>(features);
-    n.info.num_classes = static_cast<int>(classes);
+    info.num_features = static_cast<int>(features);
+    info.num_classes = static_cast<int>(classes);
+    return {std::move(file), info};
+}
+
+} // namespace
+
+owner_shard_extent read_owner_shard_extent(const std::string& path)
+{
+    const auto [file, info] = open_owner_shard(path);
+    owner_shard_extent e;
+    e.nodes = static_cast<std::int64_t>(id_count(file, "nodes/global_ids"));
+    e.edges = static_cast<std::int64_t>(id_count(file, "edges/src"));
+    e.num_features = info.num_features;
+    e.dense = feature_reader(file, "nodes/features", e.nodes, info.num_features).storage() == feature_storage::dense;
+    return e;
+}
+
+node_share read_owner_shard_nodes(const std::string& path)
+{
+    const auto [file, info] = open_owner_shard(path);
+    node_share n;
+    n.source = path;
+    n.info = info;
     n.nodes = read_ids(file, "nodes/global_ids");
     const auto count = static_cast<std::int64_t>(n.nodes.size());
     n.labels = file.read_vector<std::int32_t>("nodes/labels", count);

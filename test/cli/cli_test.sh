@@ -495,7 +495,11 @@ expect_limited 2000000000 "--hidden 30000: RETEXO's stage 1 .* needs at least 10
 "$apps/retexo_generate" --out "$tmp/wide.h5" --nodes 200000 --features 300 --classes 3 --avg-degree 4 --seed 1 >/dev/null
 expect_limited 200000000 "wide.h5: loading its 200000 nodes and [0-9]+ in-edges with 300 dense features each on 1 rank\(s\) \(--partition random\) needs at least 24[0-9] MB on rank 0, but 1[0-9][0-9] MB of memory is available to it" \
   "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/wide.h5" --mode stats
-rm -f "$tmp/wide.h5"
+# The same nodes in an owner shard.
+"$apps/retexo_shard" --graph "$tmp/wide.h5" --parts 1 --method random --out "$tmp/wide-owners" >/dev/null
+expect_limited 200000000 "wide-owners/shard0.h5: loading its 200000 nodes with 300 dense features each and [0-9]+ edges needs at least 24[0-9] MB on rank 0, but 1[0-9][0-9] MB of memory is available to it" \
+  "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/wide-owners" --mode stats
+rm -rf "$tmp/wide.h5" "$tmp/wide-owners"
 
 echo "$failures failure(s)"
 [[ $failures -eq 0 ]]

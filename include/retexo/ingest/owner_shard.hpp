@@ -63,6 +63,14 @@ struct owner_shard {
 
 /// Read and check one shard file.
 owner_shard read_owner_shard(const std::string& path);
+/// What a shard holds, from its header and its datasets' shapes (no data read): what loading
+/// it will take, before it is loaded.
+struct owner_shard_extent {
+    std::int64_t nodes = 0, edges = 0;
+    int num_features = 0;
+    bool dense = true; ///< features stored dense
+};
+owner_shard_extent read_owner_shard_extent(const std::string& path);
 /// Read and check a shard's nodes (in_edges left empty).
 node_share read_owner_shard_nodes(const std::string& path);
 /// A shard's edges, read from the file in blocks of 2^20 each time they are visited (the file
