@@ -17,6 +17,13 @@ case $limit in
 esac
 rank=${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}}
 name=retexo-mem-$$-$rank
+# A rank that mpirun kills (another rank failed) cannot remove its cgroup: remove those of
+# earlier runs whose script is gone (rmdir removes only an empty cgroup).
+for old in /sys/fs/cgroup/memory/retexo-mem-* /sys/fs/cgroup/retexo-mem-*; do
+  [[ -d $old ]] || continue
+  pid=${old##*/retexo-mem-}
+  kill -0 "${pid%-*}" 2>/dev/null || rmdir "$old" 2>/dev/null || true
+done
 if [[ -d /sys/fs/cgroup/memory ]]; then # v1
   cg=/sys/fs/cgroup/memory/$name
   mkdir "$cg"

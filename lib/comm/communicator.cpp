@@ -1,6 +1,7 @@
 // The MPI wrappers of comm/communicator.hpp: environment, datatypes, the byte-counting
 // collectives and the agreement on errors.
 #include <retexo/comm/communicator.hpp>
+#include <retexo/core/hash.hpp>
 #include <retexo/core/memory.hpp>
 
 #include <algorithm>
@@ -58,23 +59,35 @@ void communicator::barrier() const
     RETEXO_CHECK_MPI(MPI_Barrier(comm_));
 }
 
-int communicator::ranks_on_node() const
+std::pair<int, int> communicator::ranks_on_node(const std::string& group) const
 {
-    MPI_Comm node = MPI_COMM_NULL;
+    MPI_Comm node = MPI_COMM_NULL, same = MPI_COMM_NULL;
     RETEXO_CHECK_MPI(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node));
-    int size = 1;
-    const int rc = MPI_Comm_size(node, &size);
+    fnv1a h;
+    for (char c : group)
+        h.feed(static_cast<std::uint8_t>(c));
+    const auto color = static_cast<int>(h.value() & 0x7fffffffU);
+    int rc = MPI_Comm_split(node, color, rank_, &same);
+    int sizes[2] = {1, 1};
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(node, &sizes[0]);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_size(same, &sizes[1]);
+    if (same != MPI_COMM_NULL) MPI_Comm_free(&same);
     MPI_Comm_free(&node);
     RETEXO_CHECK_MPI(rc);
-    return size;
+    return {sizes[0], sizes[1]};
 }
 
 void ensure_memory(const communicator& comm, double bytes, const std::string& what)
 {
-    const int sharing = comm.ranks_on_node();
+    const auto room = available_memory();
+    const auto [on_node, in_cgroup] = comm.ranks_on_node(room ? room->cgroup_path : std::string());
     std::string err;
-    if (const auto available = available_memory_bytes()) {
-        const double share = static_cast<double>(*available) / sharing;
+    if (room) {
+        const double node_share = static_cast<double>(room->node) / on_node;
+        const bool by_cgroup = room->cgroup && static_cast<double>(*room->cgroup) / in_cgroup < node_share;
+        const int sharing = by_cgroup ? in_cgroup : on_node;
+        const double available = by_cgroup ? static_cast<double>(*room->cgroup) : static_cast<double>(room->node);
+        const double share = available / sharing;
         if (bytes > share) {
             const auto size = [](double b) {
                 std::ostringstream t;
@@ -82,10 +95,12 @@ void ensure_memory(const communicator& comm, double bytes, const std::string& wh
                   << (b < 1e9 ? " MB" : " GB");
                 return t.str();
             };
+            const std::string where =
+                by_cgroup ? " in its memory cgroup " + room->cgroup_path : std::string(" on its node");
             std::ostringstream m;
-            m << what << " needs at least " << size(bytes) << " on rank " << comm.rank() << ", but "
-              << size(static_cast<double>(*available)) << " of memory is available "
-              << (sharing > 1 ? "to the " + std::to_string(sharing) + " ranks on its node" : std::string("to it"));
+            m << what << " needs at least " << size(bytes) << " on rank " << comm.rank() << ", but " << size(available)
+              << " of memory is available "
+              << (sharing > 1 ? "to the " + std::to_string(sharing) + " ranks" + where : "to it" + where);
             if (sharing > 1) m << " (" << size(share) << " each)";
             err = m.str();
         }

@@ -48,19 +48,20 @@ std::optional<std::uint64_t> field(const std::filesystem::path& file, const std:
 }
 
 /// The least headroom of the cgroup at `leaf` under `mount` and of its parents (the mount's
-/// root included): its limit less its anonymous memory (the page cache it also counts is
-/// reclaimed before anything is killed).
-std::optional<std::uint64_t> cgroup_headroom(const std::filesystem::path& mount, std::filesystem::path leaf,
-                                             const char* limit_file, const char* anon_key)
+/// root included), and the level that has it: its limit less its anonymous memory (the page
+/// cache it also counts is reclaimed before anything is killed).
+std::optional<std::pair<std::uint64_t, std::string>> cgroup_headroom(const std::filesystem::path& mount,
+                                                                     std::filesystem::path leaf, const char* limit_file,
+                                                                     const char* anon_key)
 {
-    std::optional<std::uint64_t> least;
+    std::optional<std::pair<std::uint64_t, std::string>> least;
     for (;;) {
         const auto dir = mount / leaf.relative_path();
         const auto limit = read_number(dir / limit_file);
         const auto usage = field(dir / "memory.stat", anon_key);
         if (limit && usage) {
             const std::uint64_t room = *limit > *usage ? *limit - *usage : 0;
-            least = least ? std::min(*least, room) : room;
+            if (!least || room < least->first) least.emplace(room, dir.string());
         }
         if (!leaf.has_relative_path()) return least;
         leaf = leaf.parent_path();
@@ -69,11 +70,12 @@ std::optional<std::uint64_t> cgroup_headroom(const std::filesystem::path& mount,
 
 } // namespace
 
-std::optional<std::uint64_t> available_memory_bytes()
+std::optional<memory_room> available_memory()
 {
-    auto available = field("/proc/meminfo", "MemAvailable");
+    const auto available = field("/proc/meminfo", "MemAvailable");
     if (!available) return std::nullopt;
-    *available = (*available + field("/proc/meminfo", "SwapFree").value_or(0)) * 1024; // kB
+    memory_room r;
+    r.node = (*available + field("/proc/meminfo", "SwapFree").value_or(0)) * 1024; // kB
     // /proc/self/cgroup: "0::/path" (v2), "N:memory:/path" or "N:...,memory,...:/path" (v1).
     std::ifstream groups("/proc/self/cgroup");
     std::string line;
@@ -83,14 +85,17 @@ std::optional<std::uint64_t> available_memory_bytes()
         if (a == std::string::npos || b == std::string::npos) continue;
         const std::string controllers = "," + line.substr(a + 1, b - a - 1) + ",";
         const std::filesystem::path leaf = line.substr(b + 1);
-        std::optional<std::uint64_t> room;
+        std::optional<std::pair<std::uint64_t, std::string>> room;
         if (line.starts_with("0::"))
             room = cgroup_headroom("/sys/fs/cgroup", leaf, "memory.max", "anon");
         else if (controllers.find(",memory,") != std::string::npos)
             room = cgroup_headroom("/sys/fs/cgroup/memory", leaf, "memory.limit_in_bytes", "total_rss");
-        if (room) available = std::min(*available, *room);
+        if (room && room->first < r.bytes()) {
+            r.cgroup = room->first;
+            r.cgroup_path = room->second;
+        }
     }
-    return available;
+    return r;
 }
 
 } // namespace retexo

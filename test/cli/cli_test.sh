@@ -178,7 +178,7 @@ expect_mpi 1 "--stop-after-stage needs --checkpoint-dir" "$mpiexec" -n 2 "$apps/
 expect_mpi 2 "label-head" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --label-head maybe
 expect_mpi 1 "--max-hours must be >= 0, got nan" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --max-hours nan
 # A model no machine holds is refused before it is allocated (not SIGKILLed by the kernel).
-forbid="MPI_ABORT|aborting the job" expect_mpi 1 "--hidden 1000000000: RETEXO's stage 1 \(1000000000 inputs, 3 classes, [0-9]+ rows on this rank\) needs at least [0-9.]+ GB on rank [01], but [0-9.]+ GB of memory is available to the 2 ranks on its node" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --hidden 1000000000
+forbid="MPI_ABORT|aborting the job" expect_mpi 1 "--hidden 1000000000: RETEXO's stage 1 \(1000000000 inputs, 3 classes, [0-9]+ rows on this rank\) needs at least [0-9.]+ GB on rank [01], but [0-9.]+ GB of memory is available to the 2 ranks (on its node|in its memory cgroup [^ ]+)" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --hidden 1000000000
 forbid="MPI_ABORT|aborting the job" expect_mpi 1 "--layers 100000000 and --std-hidden 256: the standard gcn model \(12 features, 3 classes, 600 rows on this rank\) needs at least" "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/small.h5" --mode standard --layers 100000000
 # Outputs are checked before any work: a missing directory, a directory, the input, each other.
 out=$(timeout 120 "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --metrics-out "$tmp/nodir/m.json" 2>&1)
@@ -488,9 +488,31 @@ expect_limited() { # BYTES REGEX COMMAND...: expect exit 1 and REGEX, COMMAND in
     echo "SKIPPED: memory cgroup check (needs root and a writable memory cgroup)"
   fi
 }
+expect_limited_each() { # BYTES REGEX COMMAND...: expect exit 1 and REGEX, COMMAND on 2 ranks, each in a cgroup of its own limited to BYTES
+  local bytes=$1 regex=$2
+  shift 2
+  if [[ ${#cgroup[@]} -eq 2 ]] && mkdir "${cgroup[0]}" 2>/dev/null; then
+    [[ ${cgroup[1]} != memory.max ]] || echo +memory >"${cgroup[0]}/cgroup.subtree_control"
+    # shellcheck disable=SC2016 # expanded by the ranks' shells
+    expect_mpi 1 "$regex" "$mpiexec" -n 2 bash -c 'g=$0/r$OMPI_COMM_WORLD_RANK && mkdir "$g" && echo "$1" >"$g/$2" &&
+      echo $$ >"$g/cgroup.procs" && exec "${@:3}"' "${cgroup[0]}" "$bytes" "${cgroup[1]}" "$@"
+    for _ in $(seq 50); do
+      rmdir "${cgroup[0]}"/r* 2>/dev/null
+      rmdir "${cgroup[0]}" 2>/dev/null && break
+      sleep 0.1
+    done
+  else
+    echo "SKIPPED: memory cgroup check (needs root and a writable memory cgroup)"
+  fi
+}
 # Stage 1 of --hidden 30000 on 12 features needs 10.9 GB.
-expect_limited 2000000000 "--hidden 30000: RETEXO's stage 1 .* needs at least 10.9 GB on rank 0, but [12]\.[0-9] GB of memory is available to it" \
+expect_limited 2000000000 "--hidden 30000: RETEXO's stage 1 .* needs at least 10.9 GB on rank 0, but [12]\.[0-9] GB of memory is available to it in its memory cgroup" \
   "$mpiexec" -n 1 "$apps/retexo_mpi" --data "$tmp/small.h5" --hidden 30000
+# Two ranks in one cgroup share its room; two ranks each in a cgroup of its own have each its own.
+expect_limited 2000000000 "--hidden 30000: RETEXO's stage 1 .* needs at least [0-9.]+ GB on rank [01], but [12]\.[0-9] GB of memory is available to the 2 ranks in its memory cgroup [^ ]+ \([0-9.]+ [MG]B each\)" \
+  "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --hidden 30000
+expect_limited_each 2000000000 "--hidden 30000: RETEXO's stage 1 .* needs at least [0-9.]+ GB on rank [01], but [12]\.[0-9] GB of memory is available to it in its memory cgroup [^ ]+/r[01]$" \
+  "$apps/retexo_mpi" --data "$tmp/small.h5" --hidden 30000
 # 200,000 nodes of 300 dense features are 240 MB (before, the cgroup's OOM killer ended the load).
 "$apps/retexo_generate" --out "$tmp/wide.h5" --nodes 200000 --features 300 --classes 3 --avg-degree 4 --seed 1 >/dev/null
 expect_limited 200000000 "wide.h5: loading its 200000 nodes and [0-9]+ in-edges with 300 dense features each on 1 rank\(s\) \(--partition random\) needs at least 24[0-9] MB on rank 0, but 1[0-9][0-9] MB of memory is available to it" \

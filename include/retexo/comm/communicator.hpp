@@ -115,8 +115,9 @@ public:
     /// Collective.
     void barrier() const;
     /// How many of this communicator's ranks share this rank's node (its memory), by
-    /// MPI_Comm_split_type (collective; no bytes counted).
-    int ranks_on_node() const;
+    /// MPI_Comm_split_type, and of those, how many passed the same `group` (a memory cgroup's
+    /// path, say) as this rank (collective; no bytes counted).
+    std::pair<int, int> ranks_on_node(const std::string& group = {}) const;
     /// A barrier that waits without a busy core: it polls a non-blocking barrier every
     /// millisecond (ranks done early, while others still compute, leave them the cores).
     void idle_barrier() const;
@@ -187,9 +188,11 @@ private:
 
 /// Refuses, on every rank together, a step this rank's node cannot hold before it allocates:
 /// `bytes` is a lower bound of what the step takes on this rank, `what` names it and the
-/// options or file that size it.  Checked against this rank's share of its node's available
-/// memory (available_memory_bytes() over communicator::ranks_on_node()); where that is
-/// unknown, nothing is refused.  Collective (one communicator::agree(), setup traffic).
+/// options or file that size it.  Checked against this rank's share of its memory room
+/// (available_memory()): the node's available memory over the ranks on the node, or a memory
+/// cgroup's room over the ranks on the node in that cgroup (one per rank, as a launcher may
+/// set, or one for the job), whichever is less; where that is unknown, nothing is refused.
+/// Collective (one communicator::agree(), setup traffic).
 void ensure_memory(const communicator& comm, double bytes, const std::string& what);
 
 } // namespace retexo::mpi
