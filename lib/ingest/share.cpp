@@ -396,11 +396,18 @@ local_partition assemble_partition(const mpi::communicator& comm, node_share sha
     for (node_t i = 0; i < n_own; ++i)
         degree[i] = share.in_edges.degree(i);
     dir.set_values(own, degree);
-    std::vector<node_t> remote;
+    // The distinct in-neighbours of other ranks, ascending: an N-bit map instead of sorting
+    // every cut edge.  An id outside 0..N-1 goes on to the directory, which refuses it.
+    std::vector<std::uint64_t> remote_bits((static_cast<std::size_t>(dir.num_nodes()) + 63) / 64, 0);
+    std::vector<node_t> stray;
     for (node_t u : share.in_edges.sources)
-        if (!own_index.contains(u)) remote.push_back(u);
-    std::sort(remote.begin(), remote.end());
-    remote.erase(std::unique(remote.begin(), remote.end()), remote.end());
+        if (u < 0 || u >= dir.num_nodes())
+            stray.push_back(u);
+        else if (!own_index.contains(u))
+            remote_bits[static_cast<std::size_t>(u) / 64] |= std::uint64_t{1} << (u % 64);
+    auto remote = set_bits(remote_bits);
+    release(remote_bits);
+    remote.insert(remote.end(), stray.begin(), stray.end());
     const auto owner = dir.owners(remote);
     const auto remote_degree = dir.values(remote);
 
