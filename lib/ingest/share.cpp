@@ -184,9 +184,10 @@ public:
 
     const id_index& own() const noexcept { return own_; }
 
-    /// Call arc(to, from, ours) for every arc (ours: `to` is one of the rank's nodes).  The
-    /// first edge that is not valid, or an exception of the edges' reader, ends it with its
-    /// message (the edges are then left unread).
+    /// Call arc(to, from, ours, listed) for every arc (ours: `to` is one of the rank's nodes;
+    /// listed: the arc as the edge is listed, u -> v, not its reverse).  The first edge that is
+    /// not valid, or an exception of the edges' reader, ends it with its message (the edges
+    /// are then left unread).
     template <typename F>
     std::string visit(F&& arc) const
     {
@@ -213,8 +214,8 @@ public:
                         return;
                     }
                     if (u == v) continue;
-                    arc(v, u, own_v);
-                    if (!directed_) arc(u, v, own_u);
+                    arc(v, u, own_v, true);
+                    if (!directed_) arc(u, v, own_u, false);
                 }
             });
         } catch (const std::exception& e) {
@@ -231,7 +232,7 @@ private:
     const std::string& source_;
 };
 
-/// Sort each row of g and keep each source once; the storage shrinks to fit.
+/// Sort each row of g and keep each source once (the storage keeps its capacity).
 void merge_repeats(csr& g)
 {
     offset_t kept = 0;
@@ -244,38 +245,23 @@ void merge_repeats(csr& g)
     }
     g.offsets.back() = kept;
     g.sources.resize(static_cast<std::size_t>(kept));
-    g.sources.shrink_to_fit();
 }
 
-} // namespace
-
-csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, std::span<const node_t> nodes,
-                    const edge_blocks& edges, bool directed, const std::string& source)
+[[noreturn]] void changed_while_read(const std::string& source)
 {
-    const node_t n = dir.num_nodes();
-    const bool sorted = ascending(nodes);
-    // (The directory holds the nodes: in range.  Unsorted, they are an error below.)
-    const arc_reader arcs(edges, sorted ? nodes : std::span<const node_t>{}, n, directed, source);
-    const auto& own = arcs.own();
-    // 1. Check the edges; count the arcs into each of this rank's nodes; mark the other ranks'
-    //    nodes that arcs go to.
-    csr out;
-    out.offsets.assign(nodes.size() + 1, 0);
-    std::vector<std::uint64_t> remote_bits((static_cast<std::size_t>(n) + 63) / 64, 0);
-    std::size_t n_away = 0;
-    const auto err = !sorted ? std::string("retexo::gather_in_edges: the nodes must be ascending")
-                             : arcs.visit([&](node_t to, node_t, bool ours) {
-                                   if (ours) {
-                                       ++out.offsets[static_cast<std::size_t>(own.position(to)) + 1];
-                                   } else {
-                                       remote_bits[static_cast<std::size_t>(to) / 64] |= std::uint64_t{1} << (to % 64);
-                                       ++n_away;
-                                   }
-                               });
-    comm.agree(err, purpose::setup);
-    // 2. The arcs into other ranks' nodes go to their owners (who may have them already: an
-    //    undirected edge listed by both owners).  Keyed by (slot, source), where the slots number
-    //    those nodes by (owner, id), sorting groups them by owner and each group as arc_key does.
+    RETEXO_THROW(source << ": the edges changed while they were read");
+}
+
+/// Step 2 of gather_in_edges: the arcs into other ranks' nodes (marked in `remote_bits`,
+/// `count` of them) go to their owners, who may have them already (an undirected edge listed
+/// by both owners).  Keyed by (slot, source), where the slots number those nodes by (owner,
+/// id), sorting groups them by owner and each group as arc_key does.  Returns the arcs
+/// received and the error of reading the edges again (empty if none).
+std::pair<std::vector<std::uint64_t>, std::string> send_away(const mpi::communicator& comm, const node_directory& dir,
+                                                             const arc_reader& arcs,
+                                                             std::vector<std::uint64_t> remote_bits, std::size_t count,
+                                                             const std::string& source)
+{
     const auto remote = set_bits(remote_bits);
     release(remote_bits);
     const auto owner = dir.owners(remote);
@@ -283,13 +269,12 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     std::vector<node_t> slot(remote.size());
     for (std::size_t k = 0; k < by_owner.size(); ++k)
         slot[static_cast<std::size_t>(by_owner[k])] = static_cast<node_t>(k);
-    const id_index remote_index(remote, n);
-    std::string late_err; // the edges read again differ: agreed after the exchange
+    const id_index remote_index(remote, dir.num_nodes());
     std::vector<std::uint64_t> away;
-    away.reserve(n_away);
-    late_err = arcs.visit([&](node_t to, node_t from, bool ours) {
+    away.reserve(count);
+    auto err = arcs.visit([&](node_t to, node_t from, bool ours, bool) {
         if (ours) return;
-        if (!remote_index.contains(to)) RETEXO_THROW(source << ": the edges changed while they were read");
+        if (!remote_index.contains(to)) changed_while_read(source);
         away.push_back(arc_key(slot[static_cast<std::size_t>(remote_index.position(to))], from));
     });
     std::sort(away.begin(), away.end());
@@ -303,27 +288,115 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     release(slot);
     release(by_owner);
     auto received = comm.exchange<std::uint64_t>(away, send_offsets, purpose::setup);
-    release(away);
-    // 3. Every row: the arcs received, then those listed here; sorted, each source once.
-    for (auto k : received) {
+    const auto& own = arcs.own();
+    for (auto k : received)
         RETEXO_ENSURE(own.contains(arc_dst(k)),
                       "internal: arc into node " << arc_dst(k) << " reached a rank not owning it");
-        ++out.offsets[static_cast<std::size_t>(own.position(arc_dst(k))) + 1];
+    return {std::move(received), std::move(err)};
+}
+
+/// Step 4 of gather_in_edges: add to `rows` (each sorted, each source once) the arcs into
+/// this rank's nodes it lacks of those received and of the reverses of the edges listed (an
+/// undirected graph's), two readings of the edges: to count, to add.  Returns the error of
+/// reading them (empty if none).
+std::string add_lacking(csr& rows, std::vector<std::uint64_t> received, const arc_reader& arcs, bool directed,
+                        const std::string& source)
+{
+    const auto& own = arcs.own();
+    const auto row_of = [&](node_t v) { return static_cast<std::size_t>(own.position(v)); };
+    const auto lacks = [&](const csr& g, std::size_t r, offset_t end, node_t from) {
+        return !std::binary_search(g.sources.begin() + g.offsets[r], g.sources.begin() + end, from);
+    };
+    std::vector<offset_t> more(rows.offsets.size(), 0);
+    for (auto k : received)
+        if (lacks(rows, row_of(arc_dst(k)), rows.offsets[row_of(arc_dst(k)) + 1], arc_src(k)))
+            ++more[row_of(arc_dst(k)) + 1];
+    const auto each_reverse = [&](const auto& f) {
+        return directed ? std::string() : arcs.visit([&](node_t to, node_t from, bool ours, bool listed) {
+            if (ours && !listed) f(row_of(to), from);
+        });
+    };
+    auto err = each_reverse([&](std::size_t r, node_t from) {
+        if (lacks(rows, r, rows.offsets[r + 1], from)) ++more[r + 1];
+    });
+    if (std::all_of(more.begin(), more.end(), [](offset_t m) { return m == 0; })) {
+        release(received);
+        rows.sources.shrink_to_fit();
+        return err;
     }
+    // Each row: the rows' own sources (searched), then the arcs it lacks (repeats merged after).
+    csr all;
+    all.offsets.resize(rows.offsets.size(), 0);
+    for (std::size_t r = 0; r + 1 < rows.offsets.size(); ++r)
+        all.offsets[r + 1] = all.offsets[r] + rows.offsets[r + 1] - rows.offsets[r] + more[r + 1];
+    all.sources.resize(static_cast<std::size_t>(all.offsets.back()));
+    auto next = all.offsets;
+    for (std::size_t r = 0; r + 1 < rows.offsets.size(); ++r) {
+        std::copy(rows.sources.begin() + rows.offsets[r], rows.sources.begin() + rows.offsets[r + 1],
+                  all.sources.begin() + next[r]);
+        next[r] += rows.offsets[r + 1] - rows.offsets[r];
+    }
+    release(rows.sources);
+    const auto searched_end = next; // each row's own sources end here
+    const auto add = [&](std::size_t r, node_t from) {
+        if (!lacks(all, r, searched_end[r], from)) return;
+        if (next[r] == all.offsets[r + 1]) changed_while_read(source);
+        all.sources[static_cast<std::size_t>(next[r]++)] = from;
+    };
+    for (auto k : received)
+        add(row_of(arc_dst(k)), arc_src(k));
+    release(received);
+    const auto add_err = each_reverse(add);
+    merge_repeats(all);
+    all.sources.shrink_to_fit();
+    rows = std::move(all);
+    return err.empty() ? add_err : err;
+}
+
+} // namespace
+
+csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, std::span<const node_t> nodes,
+                    const edge_blocks& edges, bool directed, const std::string& source)
+{
+    const node_t n = dir.num_nodes();
+    const bool sorted = ascending(nodes);
+    // (The directory holds the nodes: in range.  Unsorted, they are an error below.)
+    const arc_reader arcs(edges, sorted ? nodes : std::span<const node_t>{}, n, directed, source);
+    const auto& own = arcs.own();
+    // 1. Check the edges; count the arcs as listed (u -> v: into v) into each of this rank's
+    //    nodes; mark the other ranks' nodes that arcs go to.
+    csr out;
+    out.offsets.assign(nodes.size() + 1, 0);
+    std::vector<std::uint64_t> remote_bits((static_cast<std::size_t>(n) + 63) / 64, 0);
+    std::size_t n_away = 0;
+    const auto err = !sorted ? std::string("retexo::gather_in_edges: the nodes must be ascending")
+                             : arcs.visit([&](node_t to, node_t, bool ours, bool listed) {
+                                   if (!ours) {
+                                       remote_bits[static_cast<std::size_t>(to) / 64] |= std::uint64_t{1} << (to % 64);
+                                       ++n_away;
+                                   } else if (listed) {
+                                       ++out.offsets[static_cast<std::size_t>(own.position(to)) + 1];
+                                   }
+                               });
+    comm.agree(err, purpose::setup);
+    // 2. The arcs into other ranks' nodes go to their owners.
+    auto [received, late_err] = send_away(comm, dir, arcs, std::move(remote_bits), n_away, source);
+    // 3. The rows of the arcs as listed, sorted, each source once.  Shards that list every
+    //    in-edge of their nodes (retexo_shard writes them so) have every row complete here.
     std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
     out.sources.resize(static_cast<std::size_t>(out.offsets.back()));
     auto next = out.offsets;
-    for (auto k : received)
-        out.sources[static_cast<std::size_t>(next[static_cast<std::size_t>(own.position(arc_dst(k)))]++)] = arc_src(k);
-    release(received);
-    const auto fill_err = arcs.visit([&](node_t to, node_t from, bool ours) {
-        if (!ours) return;
+    const auto fill_err = arcs.visit([&](node_t to, node_t from, bool ours, bool listed) {
+        if (!ours || !listed) return;
         const auto row = static_cast<std::size_t>(own.position(to));
-        if (next[row] == out.offsets[row + 1]) RETEXO_THROW(source << ": the edges changed while they were read");
+        if (next[row] == out.offsets[row + 1]) changed_while_read(source);
         out.sources[static_cast<std::size_t>(next[row]++)] = from;
     });
-    comm.agree(late_err.empty() ? fill_err : late_err, purpose::setup);
+    release(next);
     merge_repeats(out);
+    // 4. What the rows lack of the arcs received and of the listed edges' reverses.
+    const auto add_err = add_lacking(out, std::move(received), arcs, directed, source);
+    comm.agree(!late_err.empty() ? late_err : !fill_err.empty() ? fill_err : add_err, purpose::setup);
     return out;
 }
 

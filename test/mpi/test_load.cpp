@@ -241,28 +241,16 @@ TEST_CASE("owner shards of a directed graph: an edge listed by its source's owne
     comm.barrier();
 }
 
-TEST_CASE("the node directory answers owners and hashes the assignment slice by slice", "[mpi][load][owners]")
-{
-    const mpi::communicator comm;
-    const node_t n = 1001;
-    const auto a = partition_random(n, comm.size(), 3);
-    std::vector<node_t> mine;
-    for (node_t v = 0; v < n; ++v)
-        if (a[v] == comm.rank()) mine.push_back(v);
-    node_directory dir(comm, n, mine, "test");
-    std::vector<node_t> ask = {n - 1, 0, 17, 17, static_cast<node_t>(comm.rank() * 3)};
-    const auto owners = dir.owners(ask);
-    for (std::size_t i = 0; i < ask.size(); ++i)
-        CHECK(owners[i] == a[ask[i]]);
-    CHECK(dir.assignment_hash() == assignment_hash(a, comm.size()));
-    const auto [first, count] = row_slice(n, comm.rank(), comm.size());
-    node_directory by_slice(comm, n, std::span<const part_t>(a).subspan(first, count));
-    CHECK(by_slice.owners(ask) == owners);
-    CHECK(by_slice.assignment_hash() == dir.assignment_hash());
-    CHECK_THROWS_WITH(dir.owners(std::vector<node_t>{comm.rank() == 0 ? n : 0}), Catch::Contains("no owner holds it"));
-}
-
 namespace {
+
+/// The nodes an assignment gives part p, ascending.
+std::vector<node_t> nodes_of(const std::vector<part_t>& a, part_t p)
+{
+    std::vector<node_t> out;
+    for (std::size_t v = 0; v < a.size(); ++v)
+        if (a[v] == p) out.push_back(static_cast<node_t>(v));
+    return out;
+}
 
 /// Edges in blocks of `block` (the last one shorter), as a file is read.
 edge_blocks in_blocks(const std::vector<node_t>& src, const std::vector<node_t>& dst, std::size_t block)
@@ -277,15 +265,32 @@ edge_blocks in_blocks(const std::vector<node_t>& src, const std::vector<node_t>&
 
 } // namespace
 
+TEST_CASE("the node directory answers owners and hashes the assignment slice by slice", "[mpi][load][owners]")
+{
+    const mpi::communicator comm;
+    const node_t n = 1001;
+    const auto a = partition_random(n, comm.size(), 3);
+    const auto mine = nodes_of(a, comm.rank());
+    node_directory dir(comm, n, mine, "test");
+    std::vector<node_t> ask = {n - 1, 0, 17, 17, static_cast<node_t>(comm.rank() * 3)};
+    const auto owners = dir.owners(ask);
+    for (std::size_t i = 0; i < ask.size(); ++i)
+        CHECK(owners[i] == a[ask[i]]);
+    CHECK(dir.assignment_hash() == assignment_hash(a, comm.size()));
+    const auto [first, count] = row_slice(n, comm.rank(), comm.size());
+    node_directory by_slice(comm, n, std::span<const part_t>(a).subspan(first, count));
+    CHECK(by_slice.owners(ask) == owners);
+    CHECK(by_slice.assignment_hash() == dir.assignment_hash());
+    CHECK_THROWS_WITH(dir.owners(std::vector<node_t>{comm.rank() == 0 ? n : 0}), Catch::Contains("no owner holds it"));
+}
+
 TEST_CASE("gather_in_edges gives each owner the in-edges of its nodes: against a set of all ranks' edges",
           "[mpi][load][owners]")
 {
     const mpi::communicator comm;
     const node_t n = 500;
     const auto a = partition_random(n, comm.size(), 5);
-    std::vector<node_t> mine;
-    for (node_t v = 0; v < n; ++v)
-        if (a[v] == comm.rank()) mine.push_back(v);
+    const auto mine = nodes_of(a, comm.rank());
     const node_directory dir(comm, n, mine, "test");
     // Each rank lists edges touching its nodes: repeats, both directions, self loops, hubs.
     std::mt19937 rng(static_cast<std::uint32_t>(17 + comm.rank()));
