@@ -22,7 +22,7 @@ std::vector<std::int64_t> widen_ids(std::span<const node_t> ids)
 
 /// Rows [at, at + out.size()) of a 64-bit id dataset, as 32-bit ids.
 void read_id_block(const h5::file& file, const h5::handle& ds, const std::string& name, std::size_t at,
-                   std::vector<std::int64_t>& buf, std::vector<node_t>& out)
+                   std::vector<std::int64_t>& buf, std::span<node_t> out)
 {
     buf.resize(out.size());
     file.read_rows<std::int64_t>(ds, name, at, buf.size(), 1, buf.data());
@@ -52,12 +52,8 @@ std::vector<node_t> read_ids(const h5::file& file, const std::string& name, std:
     std::vector<node_t> out(id_count(file, name, expected));
     const auto ds = file.open_dataset(name);
     std::vector<std::int64_t> buf;
-    std::vector<node_t> block;
-    for (std::size_t at = 0; at < out.size(); at += id_block) {
-        block.resize(std::min(id_block, out.size() - at));
-        read_id_block(file, ds, name, at, buf, block);
-        std::copy(block.begin(), block.end(), out.begin() + static_cast<std::ptrdiff_t>(at));
-    }
+    for (std::size_t at = 0; at < out.size(); at += id_block)
+        read_id_block(file, ds, name, at, buf, std::span(out).subspan(at, std::min(id_block, out.size() - at)));
     return out;
 }
 
@@ -229,10 +225,9 @@ owner_shard read_owner_shard(const std::string& path)
 {
     owner_shard s;
     s.nodes = read_owner_shard_nodes(path);
-    read_owner_shard_edges(path).for_each([&](std::span<const node_t> src, std::span<const node_t> dst) {
-        s.src.insert(s.src.end(), src.begin(), src.end());
-        s.dst.insert(s.dst.end(), dst.begin(), dst.end());
-    });
+    const auto file = h5::file::open(path);
+    s.src = read_ids(file, "edges/src");
+    s.dst = read_ids(file, "edges/dst", static_cast<std::int64_t>(s.src.size()));
     return s;
 }
 

@@ -161,6 +161,12 @@ node_t arc_src(std::uint64_t key)
     return static_cast<node_t>(key & 0xffffffffU);
 }
 
+/// Set bit `id` of a bitmap.
+void set_bit(std::vector<std::uint64_t>& bits, node_t id)
+{
+    bits[static_cast<std::size_t>(id) / 64] |= std::uint64_t{1} << (id % 64);
+}
+
 /// The ids of a bitmap's set bits, ascending.
 std::vector<node_t> set_bits(std::span<const std::uint64_t> bits)
 {
@@ -372,7 +378,7 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     const auto err = !sorted ? std::string("retexo::gather_in_edges: the nodes must be ascending")
                              : arcs.visit([&](node_t to, node_t, bool ours, bool listed) {
                                    if (!ours) {
-                                       remote_bits[static_cast<std::size_t>(to) / 64] |= std::uint64_t{1} << (to % 64);
+                                       set_bit(remote_bits, to);
                                        ++n_away;
                                    } else if (listed) {
                                        ++out.offsets[static_cast<std::size_t>(own.position(to)) + 1];
@@ -477,7 +483,7 @@ local_partition assemble_partition(const mpi::communicator& comm, node_share sha
         if (u < 0 || u >= dir.num_nodes())
             stray.push_back(u);
         else if (!own_index.contains(u))
-            remote_bits[static_cast<std::size_t>(u) / 64] |= std::uint64_t{1} << (u % 64);
+            set_bit(remote_bits, u);
     auto remote = set_bits(remote_bits);
     release(remote_bits);
     remote.insert(remote.end(), stray.begin(), stray.end());
