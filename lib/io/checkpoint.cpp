@@ -212,7 +212,7 @@ std::int64_t count_attr(const h5::file& f, const std::string& path, const std::s
 
 bool finite(const matrix_f& m)
 {
-    return m.allFinite();
+    return all_finite({m.data(), static_cast<std::size_t>(m.size())});
 }
 
 /// What a checkpoint must hold whatever the run: its counts in range, its tensors finite,
