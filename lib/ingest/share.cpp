@@ -5,6 +5,7 @@
 #include <retexo/ingest/share.hpp>
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <numeric>
 #include <sstream>
@@ -197,6 +198,14 @@ public:
     template <typename F>
     std::string visit(F&& arc) const
     {
+        return visit(arc, [] {});
+    }
+
+    /// As visit(arc), and block_read() after each block of edges (its exception ends it as
+    /// the arcs' do).
+    template <typename F, typename G>
+    std::string visit(F&& arc, G&& block_read) const
+    {
         std::ostringstream err;
         try {
             edges_.for_each([&](std::span<const node_t> src, std::span<const node_t> dst) {
@@ -223,6 +232,7 @@ public:
                     arc(v, u, own_v, true);
                     if (!directed_) arc(u, v, own_u, false);
                 }
+                block_read();
             });
         } catch (const std::exception& e) {
             if (err.str().empty()) err << e.what();
@@ -301,6 +311,50 @@ std::pair<std::vector<std::uint64_t>, std::string> send_away(const mpi::communic
     return {std::move(received), std::move(err)};
 }
 
+/// Arcs keyed as arc_key(row, source), gathered into batches and handed out each batch grouped
+/// by blocks of rows (a counting sort on the row's high bits): cheaper than sorting, and near
+/// enough to row order for the rows' memory to be read in order.
+class row_batches {
+public:
+    explicit row_batches(std::size_t rows)
+        : shift_(static_cast<unsigned>(std::max(0, static_cast<int>(std::bit_width(rows)) - block_bits)))
+    {
+        keys_.reserve(batch);
+    }
+
+    /// Add an arc; true when the batch is full (flush it then).
+    bool add(std::uint64_t key)
+    {
+        keys_.push_back(key);
+        return keys_.size() == batch;
+    }
+
+    /// Call f(key) for the batch's arcs, grouped by blocks of rows, and empty it.
+    template <typename F>
+    void flush(F&& f)
+    {
+        std::array<std::size_t, (1U << block_bits) + 1> start{};
+        for (auto k : keys_)
+            ++start[block(k) + 1];
+        std::partial_sum(start.begin(), start.end(), start.begin());
+        grouped_.resize(keys_.size());
+        for (auto k : keys_)
+            grouped_[start[block(k)]++] = k;
+        keys_.clear();
+        for (auto k : grouped_)
+            f(k);
+    }
+
+private:
+    static constexpr int block_bits = 10;                      // 1024 blocks of rows
+    static constexpr std::size_t batch = std::size_t{1} << 20; // arcs: 8 MB of keys, twice
+
+    std::size_t block(std::uint64_t key) const noexcept { return static_cast<std::size_t>(arc_dst(key)) >> shift_; }
+
+    unsigned shift_;
+    std::vector<std::uint64_t> keys_, grouped_;
+};
+
 /// Step 4 of gather_in_edges: add to `rows` (each sorted, each source once) the arcs into
 /// this rank's nodes it lacks of those received and of the reverses of the edges listed (an
 /// undirected graph's), two readings of the edges: to count, to add.  Returns the error of
@@ -317,10 +371,20 @@ std::string add_lacking(csr& rows, std::vector<std::uint64_t> received, const ar
     for (auto k : received)
         if (lacks(rows, row_of(arc_dst(k)), rows.offsets[row_of(arc_dst(k)) + 1], arc_src(k)))
             ++more[row_of(arc_dst(k)) + 1];
+    // The reverses come in the order of the edges, into rows all over the rank's nodes; each
+    // batch (a block of edges at most) is put in the order of its rows' blocks first, so that
+    // the rows searched one after another lie near each other in memory.
     const auto each_reverse = [&](const auto& f) {
-        return directed ? std::string() : arcs.visit([&](node_t to, node_t from, bool ours, bool listed) {
-            if (ours && !listed) f(row_of(to), from);
-        });
+        if (directed) return std::string();
+        row_batches batches(rows.offsets.size() - 1);
+        const auto flush = [&] {
+            batches.flush([&](std::uint64_t k) { f(static_cast<std::size_t>(arc_dst(k)), arc_src(k)); });
+        };
+        return arcs.visit(
+            [&](node_t to, node_t from, bool ours, bool listed) {
+                if (ours && !listed && batches.add(arc_key(static_cast<node_t>(row_of(to)), from))) flush();
+            },
+            flush);
     };
     auto err = each_reverse([&](std::size_t r, node_t from) {
         if (lacks(rows, r, rows.offsets[r + 1], from)) ++more[r + 1];
