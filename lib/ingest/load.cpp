@@ -228,18 +228,13 @@ local_partition partition_from_owners(const mpi::communicator& comm, const std::
 /// equal that of 0..N-1, which each rank computes for its slice of rows (collective, O(owned)).
 void check_ownership(const mpi::communicator& comm, const local_partition& lp, const std::string& dir)
 {
-    const auto mix = [](std::uint64_t v) { // splitmix64's finaliser
-        v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ULL;
-        v = (v ^ (v >> 27)) * 0x94d049bb133111ebULL;
-        return v ^ (v >> 31);
-    };
     const node_t n = lp.global.num_nodes;
     std::uint64_t sums[3] = {static_cast<std::uint64_t>(lp.num_owned()), 0, 0};
     for (node_t v : lp.owned_global)
-        sums[1] += mix(static_cast<std::uint64_t>(v));
+        sums[1] += splitmix64(static_cast<std::uint64_t>(v));
     const auto [first, count] = row_slice(n, comm.rank(), comm.size());
     for (node_t v = first; v < first + count; ++v)
-        sums[2] += mix(static_cast<std::uint64_t>(v));
+        sums[2] += splitmix64(static_cast<std::uint64_t>(v));
     comm.allreduce(std::span<std::uint64_t>(sums, 3), MPI_SUM, purpose::setup);
     // Every rank has the sums, so every rank throws the same (agreed) error.
     RETEXO_ENSURE_AGREED(

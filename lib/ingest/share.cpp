@@ -8,6 +8,7 @@
 #include <array>
 #include <bit>
 #include <numeric>
+#include <random>
 #include <sstream>
 
 namespace retexo {
@@ -263,9 +264,13 @@ void merge_repeats(csr& g)
     g.sources.resize(static_cast<std::size_t>(kept));
 }
 
+std::string changed(const std::string& source)
+{
+    return source + ": the edges changed while they were read";
+}
 [[noreturn]] void changed_while_read(const std::string& source)
 {
-    RETEXO_THROW(source << ": the edges changed while they were read");
+    RETEXO_THROW(changed(source));
 }
 
 /// Step 2 of gather_in_edges: the arcs into other ranks' nodes (marked in `remote_bits`,
@@ -293,6 +298,7 @@ std::pair<std::vector<std::uint64_t>, std::string> send_away(const mpi::communic
         if (!remote_index.contains(to)) changed_while_read(source);
         away.push_back(arc_key(slot[static_cast<std::size_t>(remote_index.position(to))], from));
     });
+    if (err.empty() && away.size() != count) err = changed(source);
     std::sort(away.begin(), away.end());
     away.erase(std::unique(away.begin(), away.end()), away.end());
     std::vector<std::int64_t> send_offsets(owner_slots.size(), 0);
@@ -355,11 +361,29 @@ private:
     std::vector<std::uint64_t> keys_, grouped_;
 };
 
+/// Whether every arc in `rows` between two of the rank's nodes (`nodes`, ascending) has its
+/// reverse there too, but for a chance of 2^-64: the sum of a hash, keyed afresh each call,
+/// over those arcs equals its sum over their reverses.  One pass through the rows in order,
+/// where an exact check would jump to another row for each arc.
+bool own_arcs_symmetric(const csr& rows, std::span<const node_t> nodes, const id_index& own)
+{
+    std::random_device seed;
+    const std::uint64_t key = (static_cast<std::uint64_t>(seed()) << 32) ^ seed();
+    std::uint64_t arcs = 0, reverses = 0;
+    for (std::size_t r = 0; r < nodes.size(); ++r)
+        for (const node_t u : rows.row(static_cast<node_t>(r)))
+            if (own.contains(u)) {
+                arcs += splitmix64(key ^ arc_key(nodes[r], u));
+                reverses += splitmix64(key ^ arc_key(u, nodes[r]));
+            }
+    return arcs == reverses;
+}
+
 /// Step 4 of gather_in_edges: add to `rows` (each sorted, each source once) the arcs into
-/// this rank's nodes it lacks of those received and of the reverses of the edges listed (an
-/// undirected graph's), two readings of the edges: to count, to add.  Returns the error of
-/// reading them (empty if none).
-std::string add_lacking(csr& rows, std::vector<std::uint64_t> received, const arc_reader& arcs, bool directed,
+/// this rank's nodes it lacks of those received and, unless `reverses_held`, of the reverses
+/// of the edges listed (an undirected graph's), two readings of the edges: to count, to add.
+/// Returns the error of reading them (empty if none).
+std::string add_lacking(csr& rows, std::vector<std::uint64_t> received, const arc_reader& arcs, bool reverses_held,
                         const std::string& source)
 {
     const auto& own = arcs.own();
@@ -375,7 +399,7 @@ std::string add_lacking(csr& rows, std::vector<std::uint64_t> received, const ar
     // batch (a block of edges at most) is put in the order of its rows' blocks first, so that
     // the rows searched one after another lie near each other in memory.
     const auto each_reverse = [&](const auto& f) {
-        if (directed) return std::string();
+        if (reverses_held) return std::string();
         row_batches batches(rows.offsets.size() - 1);
         const auto flush = [&] {
             batches.flush([&](std::uint64_t k) { f(static_cast<std::size_t>(arc_dst(k)), arc_src(k)); });
@@ -438,12 +462,13 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     csr out;
     out.offsets.assign(nodes.size() + 1, 0);
     std::vector<std::uint64_t> remote_bits((static_cast<std::size_t>(n) + 63) / 64, 0);
-    std::size_t n_away = 0;
+    std::size_t n_away = 0, listed_away = 0;
     const auto err = !sorted ? std::string("retexo::gather_in_edges: the nodes must be ascending")
                              : arcs.visit([&](node_t to, node_t, bool ours, bool listed) {
                                    if (!ours) {
                                        set_bit(remote_bits, to);
                                        ++n_away;
+                                       if (listed) ++listed_away;
                                    } else if (listed) {
                                        ++out.offsets[static_cast<std::size_t>(own.position(to)) + 1];
                                    }
@@ -456,16 +481,21 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());
     out.sources.resize(static_cast<std::size_t>(out.offsets.back()));
     auto next = out.offsets;
-    const auto fill_err = arcs.visit([&](node_t to, node_t from, bool ours, bool listed) {
+    auto fill_err = arcs.visit([&](node_t to, node_t from, bool ours, bool listed) {
         if (!ours || !listed) return;
         const auto row = static_cast<std::size_t>(own.position(to));
         if (next[row] == out.offsets[row + 1]) changed_while_read(source);
         out.sources[static_cast<std::size_t>(next[row]++)] = from;
     });
+    for (std::size_t r = 0; r < nodes.size() && fill_err.empty(); ++r)
+        if (next[r] != out.offsets[r + 1]) fill_err = changed(source); // fewer arcs than counted
     release(next);
     merge_repeats(out);
     // 4. What the rows lack of the arcs received and of the listed edges' reverses.
-    const auto add_err = add_lacking(out, std::move(received), arcs, directed, source);
+    //    An undirected graph's shard that lists only arcs into its nodes, each pair of its
+    //    own nodes both ways (as retexo_shard writes them), holds every reverse already.
+    const bool reverses_held = directed || (listed_away == 0 && own_arcs_symmetric(out, nodes, own));
+    const auto add_err = add_lacking(out, std::move(received), arcs, reverses_held, source);
     comm.agree(!late_err.empty() ? late_err : !fill_err.empty() ? fill_err : add_err, purpose::setup);
     return out;
 }

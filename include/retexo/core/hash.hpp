@@ -40,6 +40,14 @@ private:
     std::uint64_t h_ = 0xcbf29ce484222325ULL;
 };
 
+/// splitmix64's finaliser: a bijection of 64-bit words that mixes every bit into every other.
+constexpr std::uint64_t splitmix64(std::uint64_t v) noexcept
+{
+    v = (v ^ (v >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    v = (v ^ (v >> 27)) * 0x94d049bb133111ebULL;
+    return v ^ (v >> 31);
+}
+
 /// FNV-1a 64-bit hash of (parts, num_nodes, assignment): identifies an assignment so that a
 /// run, a checkpoint or a partition file made for another one is detected.
 std::uint64_t assignment_hash(std::span<const part_t> assignment, part_t parts);
