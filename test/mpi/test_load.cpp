@@ -263,6 +263,18 @@ edge_blocks in_blocks(const std::vector<node_t>& src, const std::vector<node_t>&
     }};
 }
 
+/// Whether row i of `got` holds want[mine[i]], ascending, for every i.
+bool rows_are(const csr& got, std::span<const node_t> mine, const std::vector<std::set<node_t>>& want)
+{
+    bool ok = got.num_rows() == static_cast<node_t>(mine.size());
+    for (std::size_t i = 0; ok && i < mine.size(); ++i) {
+        const auto row = got.row(static_cast<node_t>(i));
+        const auto& w = want[static_cast<std::size_t>(mine[i])];
+        ok = std::vector<node_t>(row.begin(), row.end()) == std::vector<node_t>(w.begin(), w.end());
+    }
+    return ok;
+}
+
 } // namespace
 
 TEST_CASE("the node directory answers owners and hashes the assignment slice by slice", "[mpi][load][owners]")
@@ -318,15 +330,47 @@ TEST_CASE("gather_in_edges gives each owner the in-edges of its nodes: against a
         for (const std::size_t block : {std::size_t{1} << 20, std::size_t{97}}) {
             INFO("directed " << directed << ", blocks of " << block);
             const csr got = gather_in_edges(comm, dir, mine, in_blocks(src, dst, block), directed, "test");
-            REQUIRE(got.num_rows() == static_cast<node_t>(mine.size()));
-            bool rows_ok = true;
-            for (std::size_t i = 0; i < mine.size(); ++i) {
-                const auto row = got.row(static_cast<node_t>(i));
-                rows_ok = rows_ok && std::vector<node_t>(row.begin(), row.end()) ==
-                                         std::vector<node_t>(expected[mine[i]].begin(), expected[mine[i]].end());
-            }
-            CHECK(rows_ok);
+            CHECK(rows_are(got, mine, expected));
             CHECK(got.sources.capacity() == got.sources.size());
+        }
+    }
+    SECTION("shards that list the arcs into their nodes, each pair of their own nodes both ways or not")
+    {
+        std::mt19937 same(29); // the same undirected graph on every rank
+        std::vector<std::set<node_t>> in(static_cast<std::size_t>(n));
+        for (int e = 0; e < 3000; ++e) {
+            const auto u = static_cast<node_t>(same() % n), v = static_cast<node_t>(e % 9 == 0 ? 3 : same() % n);
+            if (u == v) continue;
+            in[static_cast<std::size_t>(v)].insert(u);
+            in[static_cast<std::size_t>(u)].insert(v);
+        }
+        for (const bool both_ways : {true, false}) {
+            // Each rank lists the arcs into its nodes (as retexo_shard writes them); without
+            // both_ways, an arc from one of its own nodes u to another v is left out when u < v
+            // and u + v is even (its reverse, listed, says the edge is there).
+            std::vector<node_t> into_src, into_dst;
+            for (const node_t v : mine)
+                for (const node_t u : in[static_cast<std::size_t>(v)])
+                    if (both_ways || a[static_cast<std::size_t>(u)] != comm.rank() || u > v || (u + v) % 2 != 0) {
+                        into_src.push_back(u);
+                        into_dst.push_back(v);
+                    }
+            int reads = 0;
+            const auto blocks = in_blocks(into_src, into_dst, 97);
+            const edge_blocks counted{[&](const edge_blocks::visitor& visit) {
+                ++reads;
+                blocks.for_each(visit);
+            }};
+            INFO("both ways " << both_ways);
+            CHECK(rows_are(gather_in_edges(comm, dir, mine, counted, false, "test"), mine, in));
+            // Every pair both ways: the rows hold every reverse after the third reading (check,
+            // send, fill); else two more readings count and add what the rows lack.
+            std::size_t arcs_in = 0;
+            for (const node_t v : mine)
+                arcs_in += in[static_cast<std::size_t>(v)].size();
+            const bool left_out = into_src.size() < arcs_in;
+            CHECK(left_out == !both_ways); // the graph has such pairs on every rank
+            CHECK(reads == (left_out ? 5 : 3));
         }
     }
     SECTION("edges that read differently the second time fail every rank")
@@ -360,60 +404,6 @@ TEST_CASE("gather_in_edges gives each owner the in-edges of its nodes: against a
             RETEXO_ENSURE(comm.rank() != 0, "f.h5: edges/src: global id -3 (entry 9) is outside [0, 2^31)");
         }};
         CHECK_THROWS_AS(gather_in_edges(comm, dir, mine, failing, false, "f.h5"), mpi::agreed_error);
-    }
-}
-
-TEST_CASE("gather_in_edges: shards that list the arcs into their nodes, each pair both ways or not",
-          "[mpi][load][owners]")
-{
-    const mpi::communicator comm;
-    const node_t n = 400;
-    const auto a = partition_random(n, comm.size(), 7);
-    const auto mine = nodes_of(a, comm.rank());
-    const node_directory dir(comm, n, mine, "test");
-    std::mt19937 rng(29); // the same undirected graph on every rank
-    std::vector<std::set<node_t>> in(static_cast<std::size_t>(n));
-    for (int e = 0; e < 2500; ++e) {
-        const auto u = static_cast<node_t>(rng() % n), v = static_cast<node_t>(e % 9 == 0 ? 3 : rng() % n);
-        if (u == v) continue;
-        in[static_cast<std::size_t>(v)].insert(u);
-        in[static_cast<std::size_t>(u)].insert(v);
-    }
-    for (const bool both_ways : {true, false}) {
-        // Each rank lists the arcs into its nodes (as retexo_shard writes them); without
-        // both_ways, an arc from one of its own nodes u to another v is left out when u < v
-        // and u + v is even (its reverse, listed, says the edge is there).
-        std::vector<node_t> src, dst;
-        for (const node_t v : mine)
-            for (const node_t u : in[static_cast<std::size_t>(v)])
-                if (both_ways || a[static_cast<std::size_t>(u)] != comm.rank() || u > v || (u + v) % 2 != 0) {
-                    src.push_back(u);
-                    dst.push_back(v);
-                }
-        int reads = 0;
-        const auto counted = in_blocks(src, dst, 97);
-        const edge_blocks edges{[&](const edge_blocks::visitor& visit) {
-            ++reads;
-            counted.for_each(visit);
-        }};
-        INFO("both ways " << both_ways);
-        const csr got = gather_in_edges(comm, dir, mine, edges, false, "test");
-        bool rows_ok = true;
-        for (std::size_t i = 0; i < mine.size(); ++i) {
-            const auto row = got.row(static_cast<node_t>(i));
-            const auto& want = in[static_cast<std::size_t>(mine[i])];
-            rows_ok =
-                rows_ok && std::vector<node_t>(row.begin(), row.end()) == std::vector<node_t>(want.begin(), want.end());
-        }
-        CHECK(rows_ok);
-        // Every pair both ways: the rows hold every reverse after the third reading (check,
-        // send, fill); else two more readings count and add what the rows lack.
-        std::size_t arcs_in = 0;
-        for (const node_t v : mine)
-            arcs_in += in[static_cast<std::size_t>(v)].size();
-        const bool left_out = src.size() < arcs_in;
-        CHECK(left_out == !both_ways); // the graph has such pairs on every rank
-        CHECK(reads == (left_out ? 5 : 3));
     }
 }
 
