@@ -394,9 +394,10 @@ std::string add_lacking(csr& rows, std::vector<std::uint64_t> received, const ar
         return !std::binary_search(g.sources.begin() + g.offsets[r], g.sources.begin() + end, from);
     };
     std::vector<offset_t> more(rows.offsets.size(), 0);
-    for (auto k : received)
-        if (lacks(rows, row_of(arc_dst(k)), rows.offsets[row_of(arc_dst(k)) + 1], arc_src(k)))
-            ++more[row_of(arc_dst(k)) + 1];
+    for (auto k : received) {
+        const auto r = row_of(arc_dst(k));
+        if (lacks(rows, r, rows.offsets[r + 1], arc_src(k))) ++more[r + 1];
+    }
     // The reverses come in the order of the edges, into rows all over the rank's nodes; each
     // batch (a block of edges at most) is put in the order of its rows' blocks first, so that
     // the rows searched one after another lie near each other in memory.

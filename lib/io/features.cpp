@@ -124,9 +124,8 @@ node_features feature_reader::read(std::int64_t row0, std::int64_t n) const
         if (x.size() > 0)
             f_.read_rows<float>(dense_, base_, static_cast<hsize_t>(row0), static_cast<hsize_t>(n),
                                 static_cast<hsize_t>(cols_), x.data());
-        if (!all_finite(
-                {x.data(), static_cast<std::size_t>(
-                               x.size())})) { // the first one, row-major: value k is row k / cols_, column k % cols_
+        // The first non-finite one, row-major: value k is row k / cols_, column k % cols_.
+        if (!all_finite({x.data(), static_cast<std::size_t>(x.size())})) {
             const float* v = x.data();
             for (Eigen::Index k = 0; k < x.size(); ++k)
                 if (!std::isfinite(v[k]))
