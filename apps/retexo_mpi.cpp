@@ -310,6 +310,10 @@ po::options_description declare_options(option_text& t, app_options& a)
         "skip", po::value<bool>()->implicit_value(true),
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
         "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
+        "own-embedding", po::value<bool>()->implicit_value(true),
+        "RETEXO, sage: each later stage reads the node's own embedding from the stage before beside its "
+        "neighbours' mean; default: only with --skip=false (the skip carries the node's own inputs, and a "
+        "training node's own embedding was fitted to its label)")(
         "label-head",
         po::value(&ro.label_head)->default_value(ro.label_head, ro.label_head ? "true" : "false")->implicit_value(true),
         "RETEXO, gcn and sage: stage 0's candidates train again with label inputs, one more output candidate")(
@@ -366,6 +370,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     ro.model = so.model = cli::option_value<nn::layer_kind>(t.model, "--model");
     ro.variant = cli::option_value<train::retexo_variant>(t.variant, "--variant");
     if (vm.count("skip") != 0U) ro.skip = vm["skip"].as<bool>();
+    if (vm.count("own-embedding") != 0U) ro.own_embedding = vm["own-embedding"].as<bool>();
     if (vm.count("replicate-train") != 0U) ro.replicate_train = vm["replicate-train"].as<bool>();
     if (vm.count("gat-inputs-first") != 0U) ro.gat_inputs_first = vm["gat-inputs-first"].as<bool>();
     if (vm.count("search-parallel") != 0U) ro.search_parallel = vm["search-parallel"].as<bool>();
@@ -551,6 +556,7 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     a.config = config_json(vm, a.mode);
     a.config["std-hidden"] = a.standard.hidden; // the width used: --hidden's first value unless given
     a.config["skip"] = a.retexo.skips();        // unset: on where it can apply
+    a.config["own-embedding"] = a.retexo.reads_own_embedding();
     a.config["label-head"] = a.retexo.label_head_applies();
     // The axes searched (unset: the model's default)
     const train::stage_search search = a.retexo.searches();

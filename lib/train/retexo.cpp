@@ -195,7 +195,8 @@ std::string retexo_options::describe() const
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
       << " deterministic=" << deterministic << " batch-size=" << batch_size << " select=" << name_of(select)
       << " exchange-precision=" << name_of(exchange.precision) << " exchange-columns=" << exchange.columns
-      << " skip=" << skips() << " cross-fit=" << cross_fit << " label-head=" << label_head_applies()
+      << " skip=" << skips() << " own-embedding=" << reads_own_embedding() << " cross-fit=" << cross_fit
+      << " label-head=" << label_head_applies()
       << " replicate-train=" << (replicate_train ? (*replicate_train ? "true" : "false") : "auto");
     if (gat_inputs_first) d << " gat-inputs-first=" << (*gat_inputs_first ? "true" : "false");
     if (const stage_search axes = searches(); axes.active()) {
@@ -526,15 +527,16 @@ void retexo_run::exchange_inputs(retexo_stage& s)
         return;
     }
     // GCN's aggregate includes the node itself; GraphSAGE keeps the node's own input beside
-    // its neighbours' mean, and so does the logits variant for every model (the reference
-    // prototype's GCN: a mean of the neighbours' class probabilities; GCN's symmetric
-    // weights would not keep them a distribution).
+    // its neighbours' mean (after the first stage: with reads_own_embedding()), and so does
+    // the logits variant for every model (the reference prototype's GCN: a mean of the
+    // neighbours' class probabilities; GCN's symmetric weights would not keep them a
+    // distribution).
     const bool logits_variant = o_.variant == retexo_variant::logits;
     const bool self_apart = o_.model != nn::layer_kind::gcn || logits_variant;
     const aggregator kind = o_.model == nn::layer_kind::gcn && !logits_variant ? aggregator::gcn : aggregator::mean;
     auto input = [&](const nn::local_graph& g, const node_features& h, std::span<const node_t> zero) {
         node_features a = exchange.aggregate(h, g, kind, zero);
-        if (!self_apart) return a;
+        if (!self_apart || (!logits_variant && s.index > 0 && !o_.reads_own_embedding())) return a;
         return beside(h, std::move(a));
     };
     s.x.all = input(ctx_.graph, carry_.h.all, {});

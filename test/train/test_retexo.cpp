@@ -331,7 +331,8 @@ TEST_CASE("retexo --pseudo-labels: later stages add at most the quota of unlabel
     CHECK(all.res.stages[2].pseudo == unlabelled);
 }
 
-TEST_CASE("retexo --skip: later stages read the previous inputs too, at no byte's cost", "[mpi][retexo][bytes]")
+TEST_CASE("retexo --skip: later stages read the previous inputs too (SAGE: not its own embedding), at no byte's cost",
+          "[mpi][retexo][bytes]")
 {
     const mpi::communicator world;
     const graph g = small_graph();
@@ -356,11 +357,21 @@ TEST_CASE("retexo --skip: later stages read the previous inputs too, at no byte'
                 CHECK(in_width(skip.res, "stage1.transform.weight") == 16 + 20);
                 CHECK(in_width(skip.res, "stage2.transform.weight") == 16 + 16 + 20);
             } else {
-                // Stage inputs: GCN the aggregate (20 raw, then 16), SAGE [self | mean].
+                // Stage inputs: GCN the aggregate (20 raw, then 16), SAGE [self | mean], but
+                // with --skip a later SAGE stage reads its neighbours' mean embedding only
+                // (the node's own inputs come with the skip).
                 const int m = model == nn::layer_kind::sage_mean ? 2 : 1;
                 CHECK(in_width(plain.res, "stage1.transform.weight") == m * 16);
-                CHECK(in_width(skip.res, "stage1.transform.weight") == m * 16 + m * 20);
-                CHECK(in_width(skip.res, "stage2.transform.weight") == m * 16 + m * 16 + m * 20);
+                CHECK(in_width(skip.res, "stage1.transform.weight") == 16 + m * 20);
+                CHECK(in_width(skip.res, "stage2.transform.weight") == 16 + 16 + m * 20);
+                if (model == nn::layer_kind::sage_mean) {
+                    o.own_embedding = true;
+                    const run_with own(world, g, a, o);
+                    for (auto p : {purpose::halo_forward, purpose::halo_backward, purpose::halo_eval})
+                        CHECK(own.res.bytes.sent_for(p) == plain.res.bytes.sent_for(p));
+                    CHECK(in_width(own.res, "stage1.transform.weight") == 2 * 16 + 2 * 20);
+                    CHECK(in_width(own.res, "stage2.transform.weight") == 2 * 16 + 2 * 16 + 2 * 20);
+                }
             }
         }
     }
