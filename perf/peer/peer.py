@@ -15,7 +15,8 @@ Models (as lib/train/standard.cpp, lib/nn/layers.cpp, lib/train/retexo.cpp, lib/
     wider than its output transforms first and aggregates the narrower rows, as retexo does.
   retexo gcn / sage / gat (hidden variant, `stages` stages): stage k's input is, with H the raw
     features (k = 0) or stage k-1's hidden embedding, A_hat H (gcn) or [H | mean of the
-    in-neighbours' H] (sage), aggregated once; or H itself (gat, whose attention layer
+    in-neighbours' H] (sage; after stage 0 with `skip`, the mean alone unless
+    `own-embedding`), aggregated once; or H itself (gat, whose attention layer
     aggregates every round, from the messages of a pass's rows and their in-neighbours
     only, or from their inputs, summed before the product by W, where that times faster, as
     retexo's aggregates_inputs_first); with `skip`, stage k-1's input beside it.
@@ -587,8 +588,9 @@ class Settings:
     (every stage) or one per stage."""
 
     # Options the peer implements whose defaults are not plain values: the standard trainer's
-    # width is the first stage's --hidden; --skip is on for the hidden variant (the peer's).
-    EXTRA = {"std-hidden", "skip"}
+    # width is the first stage's --hidden; --skip is on for the hidden variant (the peer's);
+    # --own-embedding is on without --skip.
+    EXTRA = {"std-hidden", "skip", "own-embedding"}
 
     def __init__(self, path):
         self.table = read_config(DEFAULTS)
@@ -951,11 +953,11 @@ class BlockLinear:
         return y + self.b if self.b is not None else y
 
 
-def stage_blocks(d, k, model, h, prev, A, M, out, opts, split):
-    """The blocks of stage k's input: A_hat H (gcn), [H | mean H] (sage) or H (gat, which
-    aggregates every round), with H the raw features (stage 0) or the previous stage's hidden
-    embedding; then the previous stage's blocks (skip).  Sparse raw features are multiplied
-    sparse x sparse."""
+def stage_blocks(d, k, model, h, prev, A, M, out, opts, split, own_embedding=True):
+    """The blocks of stage k's input: A_hat H (gcn), [H | mean H] (sage; mean H alone unless
+    `own_embedding`) or H (gat, which aggregates every round), with H the raw features (stage 0) or the
+    previous stage's hidden embedding; then the previous stage's blocks (skip).  Sparse raw
+    features are multiplied sparse x sparse."""
     tr, va = split["train"], split["valid"]
     x = d.X if k == 0 else h
     sparse_x = k == 0 and d.density < opts.density_threshold and opts.sparse != "never"
@@ -967,7 +969,7 @@ def stage_blocks(d, k, model, h, prev, A, M, out, opts, split):
         S = sparse_product(Adj, Xs)
         return Block(S.to_dense(), out, opts, tr, va, S=S)
 
-    own = [] if model == "gcn" else [Block(x, out, opts, tr, va, S=Xs)]
+    own = [] if model == "gcn" or (model == "sage" and not own_embedding) else [Block(x, out, opts, tr, va, S=Xs)]
     new = [aggregated(A)] if model == "gcn" else own + ([aggregated(M)] if model == "sage" else [])
     return new + prev
 
@@ -1050,6 +1052,7 @@ def run_retexo(d, st, opts):
     stage_settings = retexo_settings(st, opts)
     model, H, N, C = opts.model, st.value("heads", int), d.N, d.C
     skip, output = st.value("skip", bool), st.value("output-stage", str)
+    own_embedding = st.value("own-embedding", bool) if st.given("own-embedding") else not skip
     if output not in ("last", "best", "best-smoothed"):
         raise SystemExit(f"peer.py: --output-stage: '{output}' is not a valid value")
     alphas = [float(a) for a in st.value("smooth-alpha", str).split(",")]
@@ -1097,7 +1100,8 @@ def run_retexo(d, st, opts):
         hidden = s["hidden"]
         out = C if last else hidden
         ta = time.perf_counter()
-        blocks = stage_blocks(d, k, model, h, prev if skip else [], A, M, out, opts, split)
+        blocks = stage_blocks(d, k, model, h, prev if skip else [], A, M, out, opts, split,
+                              own_embedding or k == 0)
         times["aggregate"] += time.perf_counter() - ta
         # The last stage has no hidden layer to normalise: its normalisation candidates repeat
         # (retexo's stage_search::trained).
