@@ -311,9 +311,9 @@ po::options_description declare_options(option_text& t, app_options& a)
         "RETEXO: each later stage also reads the previous stage's inputs (the rank's own rows: no bytes); "
         "default: on, except with --variant logits and gat or sage-pool, which cannot; --skip=false: off")(
         "own-embedding", po::value<bool>()->implicit_value(true),
-        "RETEXO, sage: each later stage reads the node's own embedding from the stage before beside its "
-        "neighbours' mean; default: only with --skip=false (the skip carries the node's own inputs, and a "
-        "training node's own embedding was fitted to its label)")(
+        "RETEXO, sage (hidden variant): each later stage reads the node's own embedding from the stage "
+        "before beside its neighbours' mean; default: only with --skip=false (the skip carries the node's "
+        "own inputs, and a training node's own embedding was fitted to its label)")(
         "label-head",
         po::value(&ro.label_head)->default_value(ro.label_head, ro.label_head ? "true" : "false")->implicit_value(true),
         "RETEXO, gcn and sage: stage 0's candidates train again with label inputs, one more output candidate")(

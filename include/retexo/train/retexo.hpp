@@ -201,8 +201,8 @@ struct retexo_options {
     /// GraphSAGE stages after the first read each node's own embedding from the stage before
     /// beside its neighbours' mean (hidden variant).  That stage fitted its training nodes'
     /// embeddings to their labels, so a later stage learns to read a training node's label
-    /// from its own embedding, which no other node's carries as well.  With skips() the node's
-    /// own inputs reach the stage anyway.  Unset: only without skips().
+    /// from its own embedding, where another node's carries only the stage before's guess.
+    /// With skips() the node's own inputs reach the stage anyway.  Unset: only without skips().
     std::optional<bool> own_embedding;
     bool reads_own_embedding() const { return own_embedding.value_or(!skips()); }
     /// Cross-fitting: every stage but the last trains `cross_fit` models, model f on the
