@@ -532,11 +532,12 @@ void retexo_run::exchange_inputs(retexo_stage& s)
     // neighbours' class probabilities; GCN's symmetric weights would not keep them a
     // distribution).
     const bool logits_variant = o_.variant == retexo_variant::logits;
-    const bool self_apart = o_.model != nn::layer_kind::gcn || logits_variant;
+    const bool self_apart = (o_.model != nn::layer_kind::gcn || logits_variant) &&
+                            (logits_variant || s.index == 0 || o_.reads_own_embedding());
     const aggregator kind = o_.model == nn::layer_kind::gcn && !logits_variant ? aggregator::gcn : aggregator::mean;
     auto input = [&](const nn::local_graph& g, const node_features& h, std::span<const node_t> zero) {
         node_features a = exchange.aggregate(h, g, kind, zero);
-        if (!self_apart || (!logits_variant && s.index > 0 && !o_.reads_own_embedding())) return a;
+        if (!self_apart) return a;
         return beside(h, std::move(a));
     };
     s.x.all = input(ctx_.graph, carry_.h.all, {});

@@ -954,10 +954,10 @@ class BlockLinear:
 
 
 def stage_blocks(d, k, model, h, prev, A, M, out, opts, split, own_embedding=True):
-    """The blocks of stage k's input: A_hat H (gcn), [H | mean H] (sage; mean H alone unless
-    `own_embedding`) or H (gat, which aggregates every round), with H the raw features (stage 0) or the
-    previous stage's hidden embedding; then the previous stage's blocks (skip).  Sparse raw
-    features are multiplied sparse x sparse."""
+    """The blocks of stage k's input: A_hat H (gcn), [H | mean H] (sage; after stage 0, mean H
+    alone unless `own_embedding`) or H (gat, which aggregates every round), with H the raw
+    features (stage 0) or the previous stage's hidden embedding; then the previous stage's
+    blocks (skip).  Sparse raw features are multiplied sparse x sparse."""
     tr, va = split["train"], split["valid"]
     x = d.X if k == 0 else h
     sparse_x = k == 0 and d.density < opts.density_threshold and opts.sparse != "never"
@@ -969,7 +969,8 @@ def stage_blocks(d, k, model, h, prev, A, M, out, opts, split, own_embedding=Tru
         S = sparse_product(Adj, Xs)
         return Block(S.to_dense(), out, opts, tr, va, S=S)
 
-    own = [] if model == "gcn" or (model == "sage" and not own_embedding) else [Block(x, out, opts, tr, va, S=Xs)]
+    keep_own = model == "gat" or (model == "sage" and (k == 0 or own_embedding))
+    own = [Block(x, out, opts, tr, va, S=Xs)] if keep_own else []
     new = [aggregated(A)] if model == "gcn" else own + ([aggregated(M)] if model == "sage" else [])
     return new + prev
 
@@ -1100,8 +1101,7 @@ def run_retexo(d, st, opts):
         hidden = s["hidden"]
         out = C if last else hidden
         ta = time.perf_counter()
-        blocks = stage_blocks(d, k, model, h, prev if skip else [], A, M, out, opts, split,
-                              own_embedding or k == 0)
+        blocks = stage_blocks(d, k, model, h, prev if skip else [], A, M, out, opts, split, own_embedding)
         times["aggregate"] += time.perf_counter() - ta
         # The last stage has no hidden layer to normalise: its normalisation candidates repeat
         # (retexo's stage_search::trained).
