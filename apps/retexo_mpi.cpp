@@ -314,6 +314,12 @@ po::options_description declare_options(option_text& t, app_options& a)
         "RETEXO, sage (hidden variant): each later stage reads the node's own embedding from the stage "
         "before beside its neighbours' mean; default: only with --skip=false (the skip carries the node's "
         "own inputs, and a training node's own embedding was fitted to its label)")(
+        "neighbour-offset",
+        po::value(&ro.neighbour_offset)
+            ->default_value(ro.neighbour_offset, ro.neighbour_offset ? "true" : "false")
+            ->implicit_value(true),
+        "RETEXO, sage: weight the neighbours' mean by the node's own weights plus a trained offset, "
+        "so that weight decay pulls the two together (false: an independent matrix, GraphSAGE's)")(
         "label-head",
         po::value(&ro.label_head)->default_value(ro.label_head, ro.label_head ? "true" : "false")->implicit_value(true),
         "RETEXO, gcn and sage: stage 0's candidates train again with label inputs, one more output candidate")(
@@ -557,6 +563,7 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     a.config["std-hidden"] = a.standard.hidden; // the width used: --hidden's first value unless given
     a.config["skip"] = a.retexo.skips();        // unset: on where it can apply
     a.config["own-embedding"] = a.retexo.reads_own_embedding();
+    a.config["neighbour-offset"] = a.retexo.neighbour_offset && a.retexo.model == nn::layer_kind::sage_mean;
     a.config["label-head"] = a.retexo.label_head_applies();
     // The axes searched (unset: the model's default)
     const train::stage_search search = a.retexo.searches();

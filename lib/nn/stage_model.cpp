@@ -2,6 +2,9 @@
 #include <retexo/kernels/sparse.hpp>
 #include <retexo/nn/stage_model.hpp>
 
+#include <algorithm>
+#include <functional>
+
 namespace retexo::nn {
 
 namespace {
@@ -31,8 +34,41 @@ stage_model::stage_model(const stage_spec& s) : spec_(s)
     } else {
         dense_.emplace(s.in, out, s.seed, init, name + ".transform");
     }
+    for (const auto& pr : s.offset_pairs)
+        RETEXO_ENSURE(!s.graph && pr.width > 0 && pr.self >= 0 && pr.neighbours >= 0 &&
+                          std::max(pr.self, pr.neighbours) + pr.width <= s.in &&
+                          (pr.self + pr.width <= pr.neighbours || pr.neighbours + pr.width <= pr.self),
+                      "retexo::stage_model: offset pair (" << pr.self << ", " << pr.neighbours << ", " << pr.width
+                                                           << ") does not fit a dense stage of " << s.in
+                                                           << " input columns");
     if (s.head && s.layer_norm) norm_.emplace(s.hidden, name + ".norm");
     if (s.head) head_.emplace(s.hidden, s.classes, s.seed, init + 1, name + ".head");
+}
+
+const matrix_f& stage_model::transform_weights()
+{
+    const auto& w = dense_->w.value;
+    if (spec_.offset_pairs.empty()) return w;
+    weights_ = w;
+    for (const auto& pr : spec_.offset_pairs)
+        weights_.middleRows(pr.neighbours, pr.width) += w.middleRows(pr.self, pr.width);
+    return weights_;
+}
+
+void stage_model::offset_gradients(const reduce_mode& mode)
+{
+    auto& w = dense_->w;
+    for (const auto& pr : spec_.offset_pairs) {
+        if (!mode.exact) {
+            w.grad.middleRows(pr.self, pr.width) += w.grad.middleRows(pr.neighbours, pr.width);
+            continue;
+        }
+        const auto row = static_cast<std::size_t>(w.value.cols());
+        const auto n = static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(pr.width));
+        auto self = w.exact.begin() + static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(pr.self));
+        auto neighbours = w.exact.begin() + static_cast<std::ptrdiff_t>(row * static_cast<std::size_t>(pr.neighbours));
+        std::transform(self, self + n, neighbours, self, std::plus<>());
+    }
 }
 
 std::vector<parameter<float>*> stage_model::parameters()
@@ -104,7 +140,7 @@ void stage_model::transform(stage_pass& p, const X& x, X& x_rows, X& x_all, std:
         if (!gathered) {
             gather_dropout_rows(x, p.rows, p.ids, rate, input_key(step), x_rows);
         }
-        dense_->forward(x_rows, p.t);
+        dense_->kernel.forward(x_rows, transform_weights(), dense_->b.value, p.t);
         return;
     }
     const auto& support = p.plan->support;
@@ -168,6 +204,7 @@ void stage_model::transform_backward(stage_pass& p, const X& x_rows, const X& x_
 {
     if (dense_) {
         dense_->backward(x_rows, p.d_t, nullptr, mode);
+        offset_gradients(mode);
         return;
     }
     if (p.used_inputs_first) {

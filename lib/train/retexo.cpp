@@ -189,14 +189,42 @@ stage_search retexo_options::searches() const
     return s;
 }
 
+bool retexo_options::reads_own_input(int stage) const
+{
+    // GCN's aggregate includes the node itself.  The logits variant keeps it apart for every
+    // model (the reference prototype's GCN: a mean of the neighbours' class probabilities;
+    // GCN's symmetric weights would not keep them a distribution).
+    const bool logits_variant = variant == retexo_variant::logits;
+    return (model != nn::layer_kind::gcn || logits_variant) && (logits_variant || stage == 0 || reads_own_embedding());
+}
+
+stage_input_layout retexo_options::input_layout(int stage, int raw_width, int classes) const
+{
+    RETEXO_ENSURE(stage >= 0 && static_cast<std::size_t>(stage) < stages.size(),
+                  "retexo_options::input_layout: no stage " << stage << " of " << stages.size());
+    // Stage k's inputs: [own | mean] or the aggregate alone of the stage before's output (of
+    // width w), then with skips() stage k-1's inputs; stage 0's come from the raw features.
+    const bool logits_variant = variant == retexo_variant::logits;
+    const bool graph = model == nn::layer_kind::gat || model == nn::layer_kind::sage_pool;
+    stage_input_layout l;
+    for (int k = stage; k >= 0; --k) {
+        const int w = k == 0 ? raw_width : logits_variant ? classes : stages[static_cast<std::size_t>(k - 1)].hidden;
+        const bool apart = !graph && !(k == 0 && logits_variant) && reads_own_input(k);
+        if (apart) l.pairs.push_back({.self = l.width, .neighbours = l.width + w, .width = w});
+        l.width += apart ? 2 * w : w;
+        if (!skips()) break;
+    }
+    return l;
+}
+
 std::string retexo_options::describe() const
 {
     std::ostringstream d;
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
       << " deterministic=" << deterministic << " batch-size=" << batch_size << " select=" << name_of(select)
       << " exchange-precision=" << name_of(exchange.precision) << " exchange-columns=" << exchange.columns
-      << " skip=" << skips() << " own-embedding=" << reads_own_embedding() << " cross-fit=" << cross_fit
-      << " label-head=" << label_head_applies()
+      << " skip=" << skips() << " own-embedding=" << reads_own_embedding() << " neighbour-offset=" << neighbour_offset
+      << " cross-fit=" << cross_fit << " label-head=" << label_head_applies()
       << " replicate-train=" << (replicate_train ? (*replicate_train ? "true" : "false") : "auto");
     if (gat_inputs_first) d << " gat-inputs-first=" << (*gat_inputs_first ? "true" : "false");
     if (const stage_search axes = searches(); axes.active()) {
@@ -526,22 +554,22 @@ void retexo_run::exchange_inputs(retexo_stage& s)
         if (ctx_.inductive) s.x.train = exchange.local_rows(carry_.h.train, hidden);
         return;
     }
-    // GCN's aggregate includes the node itself; GraphSAGE keeps the node's own input beside
-    // its neighbours' mean (after the first stage: with reads_own_embedding()), and so does
-    // the logits variant for every model (the reference prototype's GCN: a mean of the
-    // neighbours' class probabilities; GCN's symmetric weights would not keep them a
-    // distribution).
     const bool logits_variant = o_.variant == retexo_variant::logits;
-    const bool self_apart = (o_.model != nn::layer_kind::gcn || logits_variant) &&
-                            (logits_variant || s.index == 0 || o_.reads_own_embedding());
+    const bool apart = o_.reads_own_input(s.index);
     const aggregator kind = o_.model == nn::layer_kind::gcn && !logits_variant ? aggregator::gcn : aggregator::mean;
     auto input = [&](const nn::local_graph& g, const node_features& h, std::span<const node_t> zero) {
         node_features a = exchange.aggregate(h, g, kind, zero);
-        if (!self_apart) return a;
+        if (!apart) return a;
         return beside(h, std::move(a));
     };
     s.x.all = input(ctx_.graph, carry_.h.all, {});
     if (ctx_.inductive) s.x.train = input(ctx_.train_graph, carry_.h.train, hidden);
+}
+
+std::vector<nn::input_pair> retexo_run::offset_pairs(const retexo_stage& s) const
+{
+    if (s.graph || o_.model != nn::layer_kind::sage_mean || !o_.neighbour_offset) return {};
+    return o_.input_layout(s.index, static_cast<int>(ctx_.part.features.cols()), C_).pairs;
 }
 
 namespace {
@@ -641,6 +669,7 @@ void retexo_run::build_model(retexo_stage& s)
                                              .head = has_head(s),
                                              .layer_norm = so.norm == normalization::layer,
                                              .heads = o_.heads,
+                                             .offset_pairs = offset_pairs(s),
                                              .dropout = so.dropout,
                                              .seed = o_.seed,
                                              .fold = folds > 1 ? f : -1,

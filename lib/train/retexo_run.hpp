@@ -147,6 +147,9 @@ private:
     /// Forget the stage's model, optimiser and round selection (not its inputs).
     static void reset_model(retexo_stage& s);
     void exchange_inputs(retexo_stage& s);
+    /// The (own input, neighbours' mean) pairs of stage s's inputs whose weights are an
+    /// offset apart (retexo_options::neighbour_offset).
+    std::vector<nn::input_pair> offset_pairs(const retexo_stage& s) const;
     /// x (and the gathered training rows) with the label inputs as the last block while the
     /// stage trains its label head, else without.  Collective where they were not computed
     /// or gathered yet (an exchange, a gather of the training rows'); else local.

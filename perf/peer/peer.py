@@ -899,6 +899,7 @@ def retexo_settings(st, opts):
     missing = [text for text, ok in (
         ("cross-fit = 1", st.value("cross-fit", int) == 1),
         ("pseudo-labels = 0", st.value("pseudo-labels", float) == 0),
+        ("neighbour-offset = false", opts.model != "sage" or not st.value("neighbour-offset", bool)),
         ("optimizer = adam", set(st.per_stage("optimizer", str)) == {"adam"}),
         ("lr-schedule = constant", set(st.per_stage("lr-schedule", str)) == {"constant"})) if not ok]
     if missing:

@@ -300,16 +300,18 @@ expect 0 "wrote 2 owner shards" "$apps/retexo_shard" --graph "$tmp/small.h5" --p
 expect 0 "hash [0-9a-f]{16}" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/o2" --mode stats
 # --skip is on by default, --skip=false turns it off, and it is off by default where it cannot
 # apply (the logits variant's GAT); asked for there, it is refused.  A later SAGE stage reads the
-# node's own embedding only without --skip, or with --own-embedding.
-config_of() { /usr/bin/python3 -c "import json, sys; c = json.load(open(sys.argv[1]))['config']; print(c['skip'], c['own-embedding'])" "$1"; }
-for args in "True False:--model sage" "False True:--model sage --skip=false" "True True:--model sage --own-embedding" \
-  "False True:--variant logits --model gat --heads 2"; do
+# node's own embedding only without --skip, or with --own-embedding.  --neighbour-offset is off
+# by default and applies to sage only.
+config_of() { /usr/bin/python3 -c "import json, sys; c = json.load(open(sys.argv[1]))['config']; print(c['skip'], c['own-embedding'], c['neighbour-offset'])" "$1"; }
+for args in "True False False:--model sage" "False True False:--model sage --skip=false" \
+  "True True False:--model sage --own-embedding" "False True False:--variant logits --model gat --heads 2" \
+  "True False True:--model sage --neighbour-offset" "True False False:--model gcn --neighbour-offset"; do
   want=${args%%:*}
   read -ra extra <<<"${args#*:}"
   rm -f "$tmp/skip.json"
   "$mpiexec" -n 1 "$apps/retexo_mpi" "${small[@]}" --mode retexo "${extra[@]}" --metrics-out "$tmp/skip.json" >/dev/null 2>&1
   got=$(config_of "$tmp/skip.json" 2>/dev/null)
-  if [[ $got != "$want" ]]; then echo "FAIL: skip, own-embedding with '${extra[*]}' are '$got', expected $want"; failures=$((failures + 1)); else echo "ok: skip, own-embedding $want with '${extra[*]}'"; fi
+  if [[ $got != "$want" ]]; then echo "FAIL: skip, own-embedding, neighbour-offset with '${extra[*]}' are '$got', expected $want"; failures=$((failures + 1)); else echo "ok: skip, own-embedding, neighbour-offset $want with '${extra[*]}'"; fi
 done
 expect_mpi 1 "--skip with --variant logits needs gcn or sage" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --variant logits --model gat --heads 2 --skip
 # The axes searched by default are the model's in data/defaults.cfg: GCN and GAT stages search

@@ -4,6 +4,7 @@
 #include "support/test_support.hpp"
 #include "support/toy_graph.hpp"
 
+#include <retexo/nn/reduce.hpp>
 #include <retexo/nn/stage_model.hpp>
 
 using namespace retexo;
@@ -164,6 +165,20 @@ TEST_CASE("stage model: gradients match central differences", "[nn][stage]")
     {
         check_stage(s, inputs::blocks);
     }
+    // GraphSAGE's (own, neighbours') pairs with the neighbours' weights an offset from the own.
+    for (auto storage : {inputs::dense, inputs::sparse, inputs::blocks})
+        for (bool head : {true, false})
+            DYNAMIC_SECTION("dense, offset pairs, " << (storage == inputs::dense    ? "dense"
+                                                        : storage == inputs::sparse ? "sparse"
+                                                                                    : "column-block")
+                                                    << " inputs" << (head ? ", head" : ", logits"))
+            {
+                s.offset_pairs = {{.self = 0, .neighbours = 2, .width = 2}, {.self = 5, .neighbours = 4, .width = 1}};
+                s.head = head;
+                // Dropout could leave a sparse row all zero: on ReLU's kink (check_stage).
+                if (storage == inputs::dense) s.dropout = 0.3;
+                check_stage(s, storage);
+            }
     // GAT with dropout: the masks of sparse rows and column blocks are those of the dense form.
     for (auto kind : {layer_kind::gat, layer_kind::sage_pool})
         for (auto storage : {inputs::sparse, inputs::blocks})
@@ -226,4 +241,54 @@ TEST_CASE("stage model: names, shapes and dropout keyed by global id", "[nn][sta
     d.rows = a.rows;
     model.forward(d, x, t.ids, false, 1);
     CHECK(c.logits == d.logits);
+}
+
+TEST_CASE("stage model: offset pairs compute independent weights W_s, W_s + D", "[nn][stage]")
+{
+    // The offset model against a plain one whose neighbours' rows hold W_s + D: the same
+    // logits; the parameter gradients are the plain one's with d W_s += d W_n, in fast and
+    // exact mode alike.
+    const stage_spec plain_spec{.stage = 0, .in = 5, .hidden = 4, .classes = 3, .dropout = 0.3, .seed = 4};
+    stage_spec offset_spec = plain_spec;
+    offset_spec.offset_pairs = {{.self = 0, .neighbours = 2, .width = 2}};
+    stage_model plain(plain_spec), offset(offset_spec);
+    auto& w = offset.parameters()[0]->value;
+    plain.parameters()[0]->value = w;
+    plain.parameters()[0]->value.middleRows(2, 2) += w.middleRows(0, 2);
+    const test::toy_graph t(5);
+    const matrix_f x = test::random_matrix(12, 5, 1).cast<float>();
+    const matrix_f r = test::random_matrix(6, 3, 2).cast<float>();
+    reduce_mode exact_mode;
+    exact_mode.exact = true;
+    exact_mode.global_terms = 1000;
+    std::vector<matrix_f> grads;
+    for (const reduce_mode& mode : {reduce_mode{}, exact_mode})
+        for (stage_model* m : {&plain, &offset}) {
+            stage_pass p;
+            p.rows = {0, 2, 3, 5, 8, 11};
+            m->forward(p, x, t.ids, true, 3);
+            stage_pass q;
+            q.rows = p.rows;
+            plain.forward(q, x, t.ids, true, 3);
+            CHECK(p.logits.isApprox(q.logits, 1e-6F));
+            p.d_logits = r;
+            for (auto* param : m->parameters())
+                param->zero_grad();
+            m->backward(p, 3, mode, [](std::int64_t*, int) {});
+            auto* weight = m->parameters()[0];
+            if (mode.exact) finish_exact_gradient(*weight);
+            grads.push_back(weight->grad);
+        }
+    for (std::size_t i : {0U, 2U}) {
+        matrix_f expected = grads[i];
+        expected.middleRows(0, 2) += grads[i].middleRows(2, 2);
+        CHECK(grads[i + 1].isApprox(expected, 1e-5F));
+    }
+    CHECK((grads[2] - grads[0]).cwiseAbs().maxCoeff() < 1e-5F); // exact against fast
+    CHECK((grads[3] - grads[1]).cwiseAbs().maxCoeff() < 1e-5F);
+    stage_spec bad = offset_spec;
+    bad.offset_pairs = {{.self = 0, .neighbours = 1, .width = 2}}; // overlapping
+    CHECK_THROWS_WITH(stage_model(bad), Catch::Contains("offset pair (0, 1, 2) does not fit"));
+    bad.offset_pairs = {{.self = 0, .neighbours = 4, .width = 2}}; // past the last column
+    CHECK_THROWS_WITH(stage_model(bad), Catch::Contains("5 input columns"));
 }

@@ -10,6 +10,7 @@
 #include <retexo/partition/partitioner.hpp>
 #include <retexo/train/retexo.hpp>
 
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -119,11 +120,13 @@ TEST_CASE("retexo: every rank count reproduces the single-process run exactly", 
          {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::sage_pool, nn::layer_kind::gat}) {
         for (auto variant : {train::retexo_variant::hidden, train::retexo_variant::logits}) {
             for (int batch : {0, 150}) {
-                // Mini-batches run with LayerNorm off in stage 0, full batches with it on.
+                // Mini-batches run with LayerNorm off in stage 0 and GraphSAGE's neighbours'
+                // weights an offset from the node's own, full batches with LayerNorm on and not.
                 DYNAMIC_SECTION(name_of(model) << " " << name_of(variant) << " batch " << batch)
                 {
                     auto o = exact_options(model, variant, batch);
                     o.stages[0].norm = batch == 0 ? train::normalization::layer : train::normalization::none;
+                    o.neighbour_offset = batch != 0;
                     const auto [single, dist] = single_and_distributed(g, o);
                     REQUIRE(single.history.size() == dist.history.size());
                     for (std::size_t e = 0; e < single.history.size(); ++e) {
@@ -149,7 +152,9 @@ TEST_CASE("retexo cross-fitting and --skip: every rank count reproduces the sing
         for (auto variant : {train::retexo_variant::hidden, train::retexo_variant::logits}) {
             DYNAMIC_SECTION(name_of(model) << " " << name_of(variant))
             {
-                const auto [single, dist] = single_and_distributed(g, three_stage_options(model, variant, 0));
+                auto o = three_stage_options(model, variant, 0);
+                o.neighbour_offset = true; // GraphSAGE: the skip's pairs too
+                const auto [single, dist] = single_and_distributed(g, o);
                 check_identical(single, dist);
                 CHECK(dist.final_acc.valid == single.final_acc.valid);
             }
@@ -352,6 +357,23 @@ TEST_CASE("retexo --skip: later stages read the previous inputs too (SAGE: not i
                     if (t.name == name) return static_cast<int>(t.value.rows());
                 return -1;
             };
+            // The layout the options give is the width each stage's transform reads.
+            auto check_layout = [&](const train::run_result& r, const train::retexo_options& opts) {
+                for (int k = 0; k < 3; ++k)
+                    CHECK(opts.input_layout(k, 20, 3).width ==
+                          in_width(r, "stage" + std::to_string(k) + ".transform.weight"));
+            };
+            auto pairs = [&](const train::retexo_options& opts, int k) {
+                std::vector<std::array<int, 3>> v;
+                for (const auto& pr : opts.input_layout(k, 20, 3).pairs)
+                    v.push_back({pr.self, pr.neighbours, pr.width});
+                return v;
+            };
+            using pair_list = std::vector<std::array<int, 3>>;
+            check_layout(skip.res, o);
+            o.skip = false;
+            check_layout(plain.res, o);
+            o.skip = true;
             if (model == nn::layer_kind::gat) {
                 // A graph stage reads every local row's [embedding | previous input].
                 CHECK(in_width(skip.res, "stage1.transform.weight") == 16 + 20);
@@ -364,6 +386,8 @@ TEST_CASE("retexo --skip: later stages read the previous inputs too (SAGE: not i
                 CHECK(in_width(plain.res, "stage1.transform.weight") == m * 16);
                 CHECK(in_width(skip.res, "stage1.transform.weight") == 16 + m * 20);
                 CHECK(in_width(skip.res, "stage2.transform.weight") == 16 + 16 + m * 20);
+                // SAGE's pairs of (own, neighbours' mean) blocks: [mean h1 | mean h0 | x | mean x].
+                CHECK(pairs(o, 2) == (m == 2 ? pair_list{{32, 52, 20}} : pair_list{}));
                 if (model == nn::layer_kind::sage_mean) {
                     o.own_embedding = true;
                     const run_with own(world, g, a, o);
@@ -371,6 +395,10 @@ TEST_CASE("retexo --skip: later stages read the previous inputs too (SAGE: not i
                         CHECK(own.res.bytes.sent_for(p) == plain.res.bytes.sent_for(p));
                     CHECK(in_width(own.res, "stage1.transform.weight") == 2 * 16 + 2 * 20);
                     CHECK(in_width(own.res, "stage2.transform.weight") == 2 * 16 + 2 * 16 + 2 * 20);
+                    check_layout(own.res, o);
+                    // [h1 | mean h1 | h0 | mean h0 | x | mean x]
+                    CHECK(pairs(o, 2) == pair_list{{0, 16, 16}, {32, 48, 16}, {64, 84, 20}});
+                    CHECK(pairs(o, 0) == pair_list{{0, 20, 20}});
                 }
             }
         }

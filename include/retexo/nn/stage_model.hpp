@@ -20,6 +20,14 @@
 
 namespace retexo::nn {
 
+/// Two column blocks of a stage's input of one width: a node's own input and its neighbours'
+/// mean (GraphSAGE), at these first columns.
+struct input_pair {
+    int self = 0;
+    int neighbours = 0;
+    int width = 0;
+};
+
 /// The shape of a stage model.
 struct stage_spec {
     int stage = 0; ///< k: names "stage<k>.*", initialisation and dropout streams
@@ -31,6 +39,11 @@ struct stage_spec {
     bool head = true;       ///< transform -> [LayerNorm] -> ReLU -> head; else the transform gives the logits
     bool layer_norm = true; ///< LayerNorm before the ReLU
     int heads = 8;          ///< GAT attention heads
+    /// Dense stages: for each pair, the transform's weights of the neighbours' block are those
+    /// of the node's own block plus an offset (W_n = W_s + D), and the parameters are W_s and
+    /// D: weight decay pulls a node's and its neighbours' weights together instead of both
+    /// toward zero.  The same functions as independent W_s and W_n, another regulariser.
+    std::vector<input_pair> offset_pairs;
     double dropout = 0;
     std::uint64_t seed = 42;
     /// Cross-fitting: which of the stage's fold models this is ("stage<k>.fold<f>.*", its own
@@ -105,12 +118,18 @@ private:
     dropout_key input_key(std::int64_t step) const;
     dropout_key hidden_key(std::int64_t step) const;
     std::uint64_t mask_stream(int which) const; ///< 0: input, 1: hidden
+    /// The dense transform's weights as the pass multiplies them: W_s and W_s + D (offset_pairs).
+    const matrix_f& transform_weights();
+    /// The parameters' gradients from those of the weights multiplied (offset_pairs): d W_s
+    /// += d W_n (in fixed point too; both are under 2^62, so their sum fits).
+    void offset_gradients(const reduce_mode& mode);
 
     stage_spec spec_;
     std::optional<dense_layer<float>> dense_;
     std::optional<gnn_layer<float>> layer_;
     std::optional<layer_norm<float>> norm_;
     std::optional<dense_layer<float>> head_;
+    matrix_f weights_; ///< transform_weights() (offset_pairs)
 };
 
 } // namespace retexo::nn

@@ -20,6 +20,7 @@
 /// their rank, only C values per boundary node per stage do.
 
 #include <retexo/defaults.hpp>
+#include <retexo/nn/stage_model.hpp>
 #include <retexo/train/common.hpp>
 #include <retexo/train/smooth.hpp>
 #include <retexo/train/stage_exchange.hpp>
@@ -172,6 +173,13 @@ struct checkpoint_options {
     int stop_after_stage = -1;            ///< stop cleanly after this stage (testing and staged jobs)
 };
 
+/// The columns of a RETEXO stage's inputs: `width`, and the pairs of blocks that hold a
+/// node's own input and its neighbours' mean (retexo_options::input_layout).
+struct stage_input_layout {
+    std::vector<nn::input_pair> pairs;
+    int width = 0;
+};
+
 struct retexo_options {
     nn::layer_kind model = named<nn::layer_kind>(defaults::model);
     retexo_variant variant = retexo_variant::hidden;
@@ -205,6 +213,18 @@ struct retexo_options {
     /// With skips() the node's own inputs reach the stage anyway.  Unset: only without skips().
     std::optional<bool> own_embedding;
     bool reads_own_embedding() const { return own_embedding.value_or(!skips()); }
+    /// Whether a dense stage's inputs keep each node's own input beside its neighbours'
+    /// aggregate: GraphSAGE (after the first stage: with reads_own_embedding()) and the
+    /// logits variant for every model.
+    bool reads_own_input(int stage) const;
+    /// The columns of a stage's inputs (before the label inputs), given the raw features'
+    /// width and the classes.
+    stage_input_layout input_layout(int stage, int raw_width, int classes) const;
+    /// GraphSAGE-mean stages: the weights of each neighbours' mean block are those of the
+    /// node's own block plus a trained offset (nn::stage_spec::offset_pairs), so weight decay
+    /// pulls the two together.  The same functions as GraphSAGE's two independent matrices,
+    /// another regulariser (docs/results.md: "The neighbours' weights as an offset").
+    bool neighbour_offset = defaults::neighbour_offset;
     /// Cross-fitting: every stage but the last trains `cross_fit` models, model f on the
     /// training nodes outside fold f (folds by global id).  A training node of fold f takes
     /// model f's embedding into the next stage, one its model never fitted; every other node
