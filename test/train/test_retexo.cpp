@@ -808,6 +808,8 @@ TEST_CASE("retexo checkpoints: stop and resume reproduces the uninterrupted run 
         // A stage search: the first stop lands in stage 0's second candidate, the second
         // in stage 1's first.
         if (search) o.search.weight_decay = {5e-4, 5e-2};
+        // GraphSAGE's checkpoints hold W_s and the offset D.
+        o.neighbour_offset = model == nn::layer_kind::sage_mean;
         o.stages.push_back(o.stages.back());       // three stages
         o.cross_fit = extras ? 2 : 1;              // and with fold models and skipped inputs
         if (extras) o.stages[2].pseudo_labels = 1; // pseudo-labels from stage 1's logits
