@@ -194,6 +194,7 @@ bool retexo_options::reads_own_input(int stage) const
     // GCN's aggregate includes the node itself.  The logits variant keeps it apart for every
     // model (the reference prototype's GCN: a mean of the neighbours' class probabilities;
     // GCN's symmetric weights would not keep them a distribution).
+    if (mlp_only(stage) || graph_stage(stage)) return false;
     const bool logits_variant = variant == retexo_variant::logits;
     return (model != nn::layer_kind::gcn || logits_variant) && (logits_variant || stage == 0 || reads_own_embedding());
 }
@@ -204,12 +205,12 @@ stage_input_layout retexo_options::input_layout(int stage, int raw_width, int cl
                   "retexo_options::input_layout: no stage " << stage << " of " << stages.size());
     // Stage k's inputs: [own | mean] or the aggregate alone of the stage before's output (of
     // width w), then with skips() stage k-1's inputs; stage 0's come from the raw features.
-    const bool logits_variant = variant == retexo_variant::logits;
-    const bool graph = model == nn::layer_kind::gat || model == nn::layer_kind::sage_pool;
     stage_input_layout l;
     for (int k = stage; k >= 0; --k) {
-        const int w = k == 0 ? raw_width : logits_variant ? classes : stages[static_cast<std::size_t>(k - 1)].hidden;
-        const bool apart = !graph && !(k == 0 && logits_variant) && reads_own_input(k);
+        const int w = k == 0                              ? raw_width
+                      : variant == retexo_variant::logits ? classes
+                                                          : stages[static_cast<std::size_t>(k - 1)].hidden;
+        const bool apart = reads_own_input(k);
         if (apart) l.pairs.push_back({.self = l.width, .neighbours = l.width + w, .width = w});
         l.width += apart ? 2 * w : w;
         if (!skips()) break;
@@ -463,7 +464,7 @@ void retexo_run::check_resumed_inputs(const retexo_checkpoint& c) const
         train_form("inputs/h_train", c.carry.h.train, c.carry.h.all);
     }
     if (!inside && o_.skips()) {
-        rows("inputs/skip", c.carry.skip.all, graph_stage(c.stage - 1) ? local : own_);
+        rows("inputs/skip", c.carry.skip.all, o_.graph_stage(c.stage - 1) ? local : own_);
         train_form("inputs/skip_train", c.carry.skip.train, c.carry.skip.all);
     }
     auto logits = [&](const char* name, const matrix_f& m, bool needed) {
@@ -498,7 +499,7 @@ void retexo_run::check_resumed_inputs(const retexo_checkpoint& c) const
         RETEXO_ENSURE(st.top_rounds_done <= search.candidate(base, static_cast<std::size_t>(st.top)).rounds,
                       path << ": attribute search.top_rounds_done is " << st.top_rounds_done << ", more rounds than "
                            << "candidate " << st.top << " has");
-    rows("stage/x", cur.x.all, graph_stage(c.stage) ? local : own_);
+    rows("stage/x", cur.x.all, o_.graph_stage(c.stage) ? local : own_);
     train_form("stage/x_train", cur.x.train, cur.x.all);
 }
 
@@ -513,8 +514,8 @@ retexo_stage retexo_run::open_stage(int index)
            std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                std::chrono::duration<double>(s.resumed ? resumed_->current.elapsed : 0.0));
     s.last = index + 1 == static_cast<int>(o_.stages.size());
-    s.mlp_only = o_.variant == retexo_variant::logits && index == 0;
-    s.graph = graph_stage(index);
+    s.mlp_only = o_.mlp_only(index);
+    s.graph = o_.graph_stage(index);
     return s;
 }
 

@@ -243,11 +243,6 @@ private:
     /// transform gives the logits): only then does its normalisation matter.
     bool has_head(const retexo_stage& s) const { return !s.last || o_.variant == retexo_variant::logits; }
     /// Whether stage `stage` is a graph stage (it reads every local row).
-    bool graph_stage(int stage) const
-    {
-        const bool mlp_only = o_.variant == retexo_variant::logits && stage == 0;
-        return !mlp_only && (o_.model == nn::layer_kind::sage_pool || o_.model == nn::layer_kind::gat);
-    }
 
     const rank_context& ctx_;
     const retexo_options& o_;

@@ -213,8 +213,15 @@ struct retexo_options {
     /// With skips() the node's own inputs reach the stage anyway.  Unset: only without skips().
     std::optional<bool> own_embedding;
     bool reads_own_embedding() const { return own_embedding.value_or(!skips()); }
-    /// Whether a dense stage's inputs keep each node's own input beside its neighbours'
-    /// aggregate: GraphSAGE (after the first stage: with reads_own_embedding()) and the
+    /// The logits variant's stage 0: an MLP of the raw features, which never cross a partition.
+    bool mlp_only(int stage) const { return variant == retexo_variant::logits && stage == 0; }
+    /// GraphSAGE-pool and GAT stages aggregate with trained parameters, every round.
+    bool graph_stage(int stage) const
+    {
+        return !mlp_only(stage) && (model == nn::layer_kind::sage_pool || model == nn::layer_kind::gat);
+    }
+    /// Whether a stage's inputs keep each node's own input beside its neighbours' aggregate
+    /// (dense stages): GraphSAGE (after the first stage: with reads_own_embedding()) and the
     /// logits variant for every model.
     bool reads_own_input(int stage) const;
     /// The columns of a stage's inputs (before the label inputs), given the raw features'
