@@ -43,9 +43,11 @@ struct whole_graph {
     std::string source;
     graph_info info;
     std::function<csr(node_t first, node_t count)> rows; ///< in-edges of rows [first, first + count)
-    std::function<csr()> all_rows;                       ///< the whole CSR (for METIS)
-    std::function<void(node_share&)> fill;               ///< features, labels, splits of the share's nodes
-    bool dense_features = false;                         ///< fill reads features stored dense
+    /// The CSR offsets of rows [first, first + count), from 0
+    std::function<std::vector<offset_t>(node_t first, node_t count)> offsets;
+    std::function<csr()> all_rows;         ///< the whole CSR (for METIS)
+    std::function<void(node_share&)> fill; ///< features, labels, splits of the share's nodes
+    bool dense_features = false;           ///< fill reads features stored dense
 };
 
 whole_graph graph_in_file(const std::shared_ptr<const graph_file_reader>& reader, bool read_features)
@@ -55,6 +57,7 @@ whole_graph graph_in_file(const std::shared_ptr<const graph_file_reader>& reader
     g.info = reader->info();
     g.dense_features = read_features && reader->storage() == feature_storage::dense;
     g.rows = [reader](node_t first, node_t count) { return reader->read_csr_rows(first, count); };
+    g.offsets = [reader](node_t first, node_t count) { return reader->read_csr_offsets(first, count); };
     g.all_rows = [reader] { return reader->read_csr(); };
     g.fill = [reader, read_features](node_share& s) {
         const auto& ids = s.nodes;
@@ -92,6 +95,13 @@ whole_graph graph_in_memory(const std::shared_ptr<const graph>& whole)
         std::vector<node_t> rows(static_cast<std::size_t>(count));
         std::iota(rows.begin(), rows.end(), first);
         return in_edges_of_rows(whole->in_edges, whole->num_nodes(), rows, false, "retexo::load_rank_partition");
+    };
+    g.offsets = [whole](node_t first, node_t count) {
+        const auto& o = whole->in_edges.offsets;
+        std::vector<offset_t> out(o.begin() + first, o.begin() + first + count + 1);
+        for (auto& e : out)
+            e -= o[first];
+        return out;
     };
     g.all_rows = [whole] { return whole->in_edges; };
     g.fill = [whole](node_share& s) {
@@ -150,16 +160,19 @@ local_partition partition_whole_graph(const mpi::communicator& comm, const whole
     // Not a structured binding: clang 14 (the fuzz build) cannot capture those in the lambdas below.
     const std::pair<node_t, node_t> my_rows = row_slice(n, comm.rank(), parts);
     const node_t first = my_rows.first, count = my_rows.second;
-    csr rows;
+    row_source rows; // read block by block as they move, but for PT-Scotch, which holds them
     std::vector<part_t> a;
     comm.checked([&] {
-        rows = g.rows(first, count);
-        if (o.partition != "scotch") a = slice_assignment(g, first, count, o, parts);
+        if (o.partition == "scotch") return;
+        rows.offsets = g.offsets(first, count);
+        rows.rows = [&g, first](node_t f, node_t c) { return g.rows(first + f, c); };
+        a = slice_assignment(g, first, count, o, parts);
     });
     if (o.partition == "scotch") { // collective: PT-Scotch over the slices
-        csr_slice slice{first, n, std::move(rows)};
+        csr_slice slice{first, n, {}};
+        comm.checked([&] { slice.in_edges = g.rows(first, count); });
         a = partition_ptscotch(comm, slice, g.info.directed, parts, o.seed);
-        rows = std::move(slice.in_edges);
+        rows = row_source::of(std::move(slice.in_edges));
     }
     std::vector<std::int64_t> sizes(static_cast<std::size_t>(parts), 0);
     for (part_t p : a)
@@ -173,7 +186,7 @@ local_partition partition_whole_graph(const mpi::communicator& comm, const whole
     node_directory dir(comm, n, a);
     std::vector<node_t> ids(static_cast<std::size_t>(count));
     std::iota(ids.begin(), ids.end(), first);
-    auto share = move_nodes(comm, ids, std::move(rows), a);
+    auto share = move_nodes(comm, ids, rows, a);
     share.source = g.source;
     share.info = g.info;
     comm.checked([&] { g.fill(share); });

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <sstream>
@@ -120,27 +121,111 @@ graph_info agree_on_graph(const mpi::communicator& comm, const node_share& mine)
     return info;
 }
 
-node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nodes, csr in_edges,
-                      std::span<const part_t> dest)
+row_source row_source::of(csr g)
 {
-    RETEXO_ENSURE(dest.size() == nodes.size() && in_edges.num_rows() == static_cast<node_t>(nodes.size()),
-                  "retexo::move_nodes: " << dest.size() << " destinations and " << in_edges.num_rows()
-                                         << " in-edge rows for " << nodes.size() << " nodes");
-    const auto [order, offsets] = group_by(dest, comm.size());
+    row_source s;
+    s.offsets = g.offsets;
+    s.rows = [held = std::make_shared<const csr>(std::move(g))](node_t first, node_t count) {
+        const auto& o = held->offsets;
+        csr block;
+        block.offsets.assign(o.begin() + first, o.begin() + first + count + 1);
+        for (auto& e : block.offsets)
+            e -= o[first];
+        block.sources.assign(held->sources.begin() + o[first], held->sources.begin() + o[first + count]);
+        return block;
+    };
+    return s;
+}
+
+namespace {
+
+/// Where the blocks of move_nodes start (and, last, the number of rows): consecutive rows with
+/// at most `limit` in-edges, or one row with more.
+std::vector<std::size_t> block_starts(std::span<const offset_t> offsets, offset_t limit)
+{
+    std::vector<std::size_t> starts{0};
+    const std::size_t n = offsets.size() - 1;
+    for (std::size_t i = 0; i < n; ++i)
+        if (i > starts.back() && offsets[i + 1] - offsets[starts.back()] > limit) starts.push_back(i);
+    starts.push_back(n);
+    return starts;
+}
+
+/// One block of move_nodes: rows [b0, b1) read, checked against their offsets, and ordered by
+/// destination, with the offsets of each destination's edges.
+std::pair<std::vector<node_t>, std::vector<std::int64_t>> read_block(const mpi::communicator& comm,
+                                                                     const row_source& in_edges,
+                                                                     std::span<const part_t> dest, std::size_t b0,
+                                                                     std::size_t b1)
+{
+    csr block;
+    comm.checked([&] {
+        if (b1 == b0) return;
+        block = in_edges.rows(static_cast<node_t>(b0), static_cast<node_t>(b1 - b0));
+        bool same = block.num_rows() == static_cast<node_t>(b1 - b0);
+        for (std::size_t i = 0; same && i < b1 - b0; ++i)
+            same = block.degree(static_cast<node_t>(i)) == in_edges.offsets[b0 + i + 1] - in_edges.offsets[b0 + i];
+        RETEXO_ENSURE(same, "retexo::move_nodes: rows " << b0 << ".." << b1
+                                                        << " read do not have the in-degrees of their offsets");
+    });
+    const auto [order, offsets] = group_by(dest.subspan(b0, b1 - b0), comm.size());
+    auto edge_offsets = widen(offsets, order, [&](std::int64_t i) { return block.degree(static_cast<node_t>(i)); });
+    return {pick_rows(block, order).sources, std::move(edge_offsets)};
+}
+
+} // namespace
+
+node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nodes, const row_source& in_edges,
+                      std::span<const part_t> dest, offset_t block_edges)
+{
+    const auto n = nodes.size();
+    RETEXO_ENSURE(dest.size() == n && in_edges.offsets.size() == n + 1 && block_edges > 0,
+                  "retexo::move_nodes: " << dest.size() << " destinations and " << in_edges.offsets.size()
+                                         << " in-edge offsets for " << n << " nodes, blocks of " << block_edges
+                                         << " in-edges");
+    const auto& offs = in_edges.offsets;
     node_share out;
-    out.nodes = comm.exchange<node_t>(pick<node_t>(nodes, order), offsets, purpose::setup);
-    const auto edge_offsets =
-        widen(offsets, order, [&](std::int64_t i) { return in_edges.degree(static_cast<node_t>(i)); });
-    csr rows = pick_rows(in_edges, order);
-    release(in_edges); // at most two copies of the edges at once: the rows to send and those received
-    std::vector<offset_t> degrees(order.size());
-    for (std::size_t k = 0; k < order.size(); ++k)
-        degrees[k] = rows.offsets[k + 1] - rows.offsets[k];
-    const auto got_degrees = comm.exchange<offset_t>(degrees, offsets, purpose::setup);
-    out.in_edges.sources = comm.exchange<node_t>(rows.sources, edge_offsets, purpose::setup);
-    out.in_edges.offsets.resize(got_degrees.size() + 1);
-    for (std::size_t i = 0; i < got_degrees.size(); ++i)
-        out.in_edges.offsets[i + 1] = out.in_edges.offsets[i] + got_degrees[i];
+    std::vector<std::int64_t> from; // where each sender's nodes start in out.nodes
+    {
+        const auto [order, offsets] = group_by(dest, comm.size());
+        out.nodes = comm.exchange<node_t>(pick<node_t>(nodes, order), offsets, purpose::setup, &from);
+        std::vector<offset_t> degrees(n);
+        for (std::size_t k = 0; k < n; ++k)
+            degrees[k] = offs[order[k] + 1] - offs[order[k]];
+        const auto got = comm.exchange<offset_t>(degrees, offsets, purpose::setup);
+        out.in_edges.offsets.resize(got.size() + 1);
+        std::partial_sum(got.begin(), got.end(), out.in_edges.offsets.begin() + 1);
+    }
+    auto& rows = out.in_edges;
+    rows.sources.resize(static_cast<std::size_t>(rows.offsets.back()));
+    // Each sender's rows fill their place in turn: a block holds, for each destination, the
+    // next of the rows the sender sends it, in the sender's order.
+    std::vector<offset_t> next(static_cast<std::size_t>(comm.size()));
+    for (int r = 0; r < comm.size(); ++r)
+        next[r] = rows.offsets[from[r]];
+    const auto starts = block_starts(offs, block_edges);
+    std::string err;
+    const auto blocks =
+        comm.allreduce<std::int64_t>(static_cast<std::int64_t>(starts.size()) - 1, MPI_MAX, purpose::setup);
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const auto k = static_cast<std::size_t>(b);
+        const std::size_t b0 = k + 1 < starts.size() ? starts[k] : n, b1 = k + 1 < starts.size() ? starts[k + 1] : n;
+        const auto [send, send_offsets] = read_block(comm, in_edges, dest, b0, b1);
+        std::vector<std::int64_t> got_from;
+        const auto got = comm.exchange<node_t>(send, send_offsets, purpose::setup, &got_from);
+        for (int r = 0; r < comm.size() && err.empty(); ++r) {
+            const auto count = got_from[r + 1] - got_from[r];
+            if (next[r] + count > rows.offsets[from[r + 1]])
+                err = "more";
+            else
+                std::copy(got.begin() + got_from[r], got.begin() + got_from[r + 1], rows.sources.begin() + next[r]);
+            next[r] += count;
+        }
+    }
+    for (int r = 0; r < comm.size() && err.empty(); ++r)
+        if (next[r] != rows.offsets[from[r + 1]]) err = "fewer";
+    comm.agree(err.empty() ? err : "internal: retexo::move_nodes: a rank sent " + err + " in-edges than their degrees",
+               purpose::setup);
     return out;
 }
 

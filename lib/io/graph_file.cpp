@@ -179,32 +179,48 @@ csr graph_file_reader::read_csr() const
     return g;
 }
 
-csr graph_file_reader::read_csr_rows(node_t row0, node_t rows) const
+std::vector<offset_t> graph_file_reader::absolute_offsets(node_t row0, node_t rows) const
 {
     RETEXO_ENSURE(row0 >= 0 && rows >= 0 && row0 + static_cast<std::int64_t>(rows) <= info_.num_nodes,
                   file_.path() << ": rows " << row0 << ".." << row0 + rows << " are outside the graph's "
                                << info_.num_nodes << " nodes");
-    csr g;
-    g.offsets.resize(static_cast<std::size_t>(rows) + 1);
+    std::vector<offset_t> offsets(static_cast<std::size_t>(rows) + 1);
     file_.read_rows<offset_t>(file_.open_dataset("csr/offsets"), "csr/offsets", static_cast<hsize_t>(row0),
-                              static_cast<hsize_t>(rows) + 1, 1, g.offsets.data());
+                              static_cast<hsize_t>(rows) + 1, 1, offsets.data());
     // The checks of validate_csr on the slice, named by global row and edge: a slice's first
     // and last offsets are shared with its neighbours, so the slices together check the whole.
     const auto& path = file_.path();
-    const offset_t first = g.offsets.front();
+    const offset_t first = offsets.front();
     RETEXO_ENSURE(row0 > 0 || first == 0, path << ": CSR offsets must start at 0");
-    RETEXO_ENSURE(row0 + static_cast<std::int64_t>(rows) < info_.num_nodes || g.offsets.back() == info_.num_edges,
-                  path << ": CSR offsets end at " << g.offsets.back() << " but there are " << info_.num_edges
+    RETEXO_ENSURE(row0 + static_cast<std::int64_t>(rows) < info_.num_nodes || offsets.back() == info_.num_edges,
+                  path << ": CSR offsets end at " << offsets.back() << " but there are " << info_.num_edges
                        << " edges");
     RETEXO_ENSURE(first >= 0 && first <= info_.num_edges, path << ": csr/offsets[" << row0 << "] = " << first
                                                                << " is outside [0, num_edges = " << info_.num_edges
                                                                << "]");
-    for (std::size_t i = 0; i + 1 < g.offsets.size(); ++i)
-        RETEXO_ENSURE(g.offsets[i] <= g.offsets[i + 1],
+    for (std::size_t i = 0; i + 1 < offsets.size(); ++i)
+        RETEXO_ENSURE(offsets[i] <= offsets[i + 1],
                       path << ": CSR offsets decrease at row " << row0 + static_cast<std::int64_t>(i));
-    RETEXO_ENSURE(g.offsets.back() <= info_.num_edges,
-                  path << ": csr/offsets[" << row0 + rows << "] = " << g.offsets.back()
-                       << " is outside [0, num_edges = " << info_.num_edges << "]");
+    RETEXO_ENSURE(offsets.back() <= info_.num_edges, path << ": csr/offsets[" << row0 + rows << "] = " << offsets.back()
+                                                          << " is outside [0, num_edges = " << info_.num_edges << "]");
+    return offsets;
+}
+
+std::vector<offset_t> graph_file_reader::read_csr_offsets(node_t row0, node_t rows) const
+{
+    auto offsets = absolute_offsets(row0, rows);
+    const offset_t first = offsets.front();
+    for (auto& o : offsets)
+        o -= first;
+    return offsets;
+}
+
+csr graph_file_reader::read_csr_rows(node_t row0, node_t rows) const
+{
+    csr g;
+    g.offsets = absolute_offsets(row0, rows);
+    const auto& path = file_.path();
+    const offset_t first = g.offsets.front();
     for (auto& o : g.offsets)
         o -= first;
     g.sources.resize(static_cast<std::size_t>(g.offsets.back()));

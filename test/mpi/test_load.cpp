@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <set>
 
@@ -404,6 +405,83 @@ TEST_CASE("gather_in_edges gives each owner the in-edges of its nodes: against a
             RETEXO_ENSURE(comm.rank() != 0, "f.h5: edges/src: global id -3 (entry 9) is outside [0, 2^31)");
         }};
         CHECK_THROWS_AS(gather_in_edges(comm, dir, mine, failing, false, "f.h5"), mpi::agreed_error);
+    }
+}
+
+TEST_CASE("move_nodes sends the rows block by block: the share of one exchange for any block size", "[mpi][load]")
+{
+    const mpi::communicator comm;
+    const node_t n = 400;
+    // Rank r holds rows [first, first + count) (the last rank none, at more than one rank),
+    // with degrees 0..40 and a hub of 300 in-edges (a block of its own in small blocks).
+    const auto [first, count] = comm.size() > 1 && comm.rank() == comm.size() - 1
+                                    ? std::pair<node_t, node_t>{n, 0}
+                                    : row_slice(n, comm.rank(), std::max(1, comm.size() - 1));
+    std::mt19937 rng(static_cast<std::uint32_t>(3 + comm.rank()));
+    std::vector<node_t> ids(static_cast<std::size_t>(count));
+    std::iota(ids.begin(), ids.end(), first);
+    std::vector<part_t> dest;
+    csr rows;
+    for (node_t i = 0; i < count; ++i) {
+        dest.push_back(static_cast<part_t>(rng() % static_cast<unsigned>(comm.size())));
+        const auto degree = i == 5 ? 300 : static_cast<int>(rng() % 41);
+        for (int e = 0; e < degree; ++e)
+            rows.sources.push_back(static_cast<node_t>(rng() % n));
+        rows.offsets.push_back(static_cast<offset_t>(rows.sources.size()));
+    }
+    // The share expected: every rank's rows for this one, in rank order and each rank's order.
+    const auto all_ids = comm.allgatherv(std::span<const node_t>(ids), purpose::setup);
+    const auto all_dest = comm.allgatherv(std::span<const part_t>(dest), purpose::setup);
+    std::vector<offset_t> degrees;
+    for (node_t i = 0; i < count; ++i)
+        degrees.push_back(rows.degree(i));
+    const auto all_degrees = comm.allgatherv(std::span<const offset_t>(degrees), purpose::setup);
+    const auto all_sources = comm.allgatherv(std::span<const node_t>(rows.sources), purpose::setup);
+    std::vector<node_t> want_nodes;
+    csr want;
+    for (std::size_t i = 0, e = 0; i < all_ids.size(); e += static_cast<std::size_t>(all_degrees[i++]))
+        if (all_dest[i] == comm.rank()) {
+            want_nodes.push_back(all_ids[i]);
+            want.sources.insert(want.sources.end(), all_sources.begin() + static_cast<std::ptrdiff_t>(e),
+                                all_sources.begin() + static_cast<std::ptrdiff_t>(e + all_degrees[i]));
+            want.offsets.push_back(static_cast<offset_t>(want.sources.size()));
+        }
+    const auto source = row_source::of(rows);
+    for (const offset_t block : {offset_t{1} << 22, offset_t{100}, offset_t{7}, offset_t{1}}) {
+        INFO("blocks of " << block << " in-edges");
+        int reads = 0;
+        row_source counted{source.offsets, [&](node_t f, node_t c) {
+                               ++reads;
+                               return source.rows(f, c);
+                           }};
+        const auto got = move_nodes(comm, ids, counted, dest, block);
+        CHECK(got.nodes == want_nodes);
+        CHECK(got.in_edges.offsets == want.offsets);
+        CHECK(got.in_edges.sources == want.sources);
+        const auto edged = std::count_if(degrees.begin(), degrees.end(), [](offset_t d) { return d > 0; });
+        if (block == 1) CHECK(reads >= edged); // a row with in-edges a block
+        if (block == 100 && count > 5) CHECK(reads < edged);
+    }
+    SECTION("rows that disagree with their offsets fail every rank")
+    {
+        const row_source wrong{source.offsets, [&](node_t f, node_t c) {
+                                   auto r = source.rows(f, c);
+                                   if (comm.rank() == 0 && f + c > 5) {
+                                       r.sources.push_back(0);
+                                       ++r.offsets.back();
+                                   }
+                                   return r;
+                               }};
+        CHECK_THROWS_WITH(move_nodes(comm, ids, wrong, dest, 100),
+                          Catch::Contains("do not have the in-degrees of their offsets"));
+    }
+    SECTION("a reader's error fails every rank")
+    {
+        const row_source failing{source.offsets, [&](node_t f, node_t c) {
+                                     RETEXO_ENSURE(comm.rank() != 0 || f == 0, "g.h5: csr/sources: read failed");
+                                     return source.rows(f, c);
+                                 }};
+        CHECK_THROWS_AS(move_nodes(comm, ids, failing, dest, 100), mpi::agreed_error);
     }
 }
 

@@ -38,11 +38,27 @@ struct node_share {
 /// size.  Returns the graph's info with num_nodes = the number of nodes of all shares.
 graph_info agree_on_graph(const mpi::communicator& comm, const node_share& mine);
 
-/// Collective: move node nodes[i] and its in-edges (row i) to rank dest[i].  The result holds
-/// the nodes and in-edges every rank sent here, in rank order and each sender's order (no
-/// features, labels or splits: the receiver reads its own).
-node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nodes, csr in_edges,
-                      std::span<const part_t> dest);
+/// The in-edge rows of the nodes a rank holds, for move_nodes() to read block by block instead
+/// of holding them all: their offsets (one per node + 1, from 0), and rows(first, count), the
+/// in-edges of nodes [first, first + count) with offsets from 0 (read from a file, say).
+struct row_source {
+    std::vector<offset_t> offsets{0};
+    std::function<csr(node_t first, node_t count)> rows;
+
+    /// Rows in memory (each block read is a copy of its rows).
+    static row_source of(csr g);
+};
+
+/// Collective: move node nodes[i] and its in-edges (row i of `in_edges`) to rank dest[i].  The
+/// result holds the nodes and in-edges every rank sent here, in rank order and each sender's
+/// order (no features, labels or splits: the receiver reads its own).  The rows go in blocks
+/// of consecutive nodes with at most `block_edges` in-edges (or one row with more), one
+/// exchange a block, so that a rank holds the rows it receives and, beside them, one block
+/// three times (as read, ordered by destination, received): never all of its rows twice.  A
+/// block that cannot be read, or whose rows disagree with the offsets, is an error on every
+/// rank.
+node_share move_nodes(const mpi::communicator& comm, std::span<const node_t> nodes, const row_source& in_edges,
+                      std::span<const part_t> dest, offset_t block_edges = offset_t{1} << 22);
 
 /// Put the share's nodes in ascending global id order, and every per-node array (and the
 /// in-edge rows, when there are as many) with them; sort each in-edge row.

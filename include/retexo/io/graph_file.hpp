@@ -65,6 +65,9 @@ public:
     csr read_csr() const; ///< validated
     /// The in-edges of rows [row0, row0 + rows) (offsets rebased to 0), validated.
     csr read_csr_rows(node_t row0, node_t rows) const;
+    /// The CSR offsets of rows [row0, row0 + rows) (rows + 1 of them, rebased to 0), validated:
+    /// the rows' in-degrees without their edges.
+    std::vector<offset_t> read_csr_offsets(node_t row0, node_t rows) const;
     /// Labels of rows [row0, row0 + rows), validated.
     std::vector<std::int32_t> read_labels(node_t row0, node_t rows) const;
     std::vector<std::int32_t> read_labels() const;                  ///< validated against num_classes
@@ -85,6 +88,8 @@ public:
     node_features read_feature_rows(std::span<const node_t> ids) const;
 
 private:
+    /// read_csr_offsets without the rebase.
+    std::vector<offset_t> absolute_offsets(node_t row0, node_t rows) const;
     h5::file file_;
     graph_info info_;
     std::optional<feature_reader> features_;
