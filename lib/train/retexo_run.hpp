@@ -242,7 +242,6 @@ private:
     /// Whether stage s has a hidden layer and a head (all but the hidden variant's last, whose
     /// transform gives the logits): only then does its normalisation matter.
     bool has_head(const retexo_stage& s) const { return !s.last || o_.variant == retexo_variant::logits; }
-    /// Whether stage `stage` is a graph stage (it reads every local row).
 
     const rank_context& ctx_;
     const retexo_options& o_;
