@@ -13,6 +13,7 @@
 #include <numeric>
 #include <random>
 #include <sstream>
+#include <tuple>
 
 namespace retexo {
 
@@ -546,24 +547,45 @@ csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, st
     const arc_reader arcs(edges, sorted ? nodes : std::span<const node_t>{}, n, directed, source);
     const auto& own = arcs.own();
     // 1. Check the edges; count the arcs as listed (u -> v: into v) into each of this rank's
-    //    nodes; mark the other ranks' nodes that arcs go to.
+    //    nodes; mark the other ranks' nodes that arcs go to.  And sum a hash, keyed alike on
+    //    every rank, over the arcs listed into this rank's nodes from other ranks' nodes, less
+    //    its sum over the arcs into other ranks' nodes (those to send).
+    std::uint64_t key = 0;
+    if (comm.rank() == 0) {
+        std::random_device seed;
+        key = (static_cast<std::uint64_t>(seed()) << 32) ^ seed();
+    }
+    comm.broadcast(std::span<std::uint64_t>(&key, 1), 0, purpose::setup);
+    const auto hash = [key](node_t to, node_t from) { return splitmix64(key ^ arc_key(to, from)); };
     csr out;
     out.offsets.assign(nodes.size() + 1, 0);
     std::vector<std::uint64_t> remote_bits((static_cast<std::size_t>(n) + 63) / 64, 0);
     std::size_t n_away = 0, listed_away = 0;
+    std::uint64_t unheld = 0; // (modulo 2^64)
     const auto err = !sorted ? std::string("retexo::gather_in_edges: the nodes must be ascending")
-                             : arcs.visit([&](node_t to, node_t, bool ours, bool listed) {
+                             : arcs.visit([&](node_t to, node_t from, bool ours, bool listed) {
                                    if (!ours) {
                                        set_bit(remote_bits, to);
                                        ++n_away;
                                        if (listed) ++listed_away;
+                                       unheld -= hash(to, from);
                                    } else if (listed) {
                                        ++out.offsets[static_cast<std::size_t>(own.position(to)) + 1];
+                                       if (!own.contains(from)) unheld += hash(to, from);
                                    }
                                });
     comm.agree(err, purpose::setup);
-    // 2. The arcs into other ranks' nodes go to their owners.
-    auto [received, late_err] = send_away(comm, dir, arcs, std::move(remote_bits), n_away, source);
+    // 2. The arcs into other ranks' nodes go to their owners, unless each owner lists them
+    //    already (the sums over all ranks cancel: the arcs to send are those listed into
+    //    their owners' nodes, but for a chance of 2^-64), as where each shard lists every
+    //    in-edge of its nodes (retexo_shard writes them so): then no arc crosses.
+    const bool held = comm.allreduce(unheld, MPI_SUM, purpose::setup) == 0;
+    std::vector<std::uint64_t> received;
+    std::string late_err;
+    if (held)
+        release(remote_bits);
+    else
+        std::tie(received, late_err) = send_away(comm, dir, arcs, std::move(remote_bits), n_away, source);
     // 3. The rows of the arcs as listed, sorted, each source once.  Shards that list every
     //    in-edge of their nodes (retexo_shard writes them so) have every row complete here.
     std::partial_sum(out.offsets.begin(), out.offsets.end(), out.offsets.begin());

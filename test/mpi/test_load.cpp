@@ -335,7 +335,8 @@ TEST_CASE("gather_in_edges gives each owner the in-edges of its nodes: against a
             CHECK(got.sources.capacity() == got.sources.size());
         }
     }
-    SECTION("shards that list the arcs into their nodes, each pair of their own nodes both ways or not")
+    SECTION("shards that list the arcs into their nodes: each pair of their own nodes both ways or not, every "
+            "arc between ranks or not")
     {
         std::mt19937 same(29); // the same undirected graph on every rank
         std::vector<std::set<node_t>> in(static_cast<std::size_t>(n));
@@ -345,34 +346,51 @@ TEST_CASE("gather_in_edges gives each owner the in-edges of its nodes: against a
             in[static_cast<std::size_t>(v)].insert(u);
             in[static_cast<std::size_t>(u)].insert(v);
         }
-        for (const bool both_ways : {true, false}) {
-            // Each rank lists the arcs into its nodes (as retexo_shard writes them); without
-            // both_ways, an arc from one of its own nodes u to another v is left out when u < v
-            // and u + v is even (its reverse, listed, says the edge is there).
-            std::vector<node_t> into_src, into_dst;
-            for (const node_t v : mine)
-                for (const node_t u : in[static_cast<std::size_t>(v)])
-                    if (both_ways || a[static_cast<std::size_t>(u)] != comm.rank() || u > v || (u + v) % 2 != 0) {
-                        into_src.push_back(u);
-                        into_dst.push_back(v);
+        for (const bool both_ways : {true, false})
+            for (const bool cross_left_out : {false, true}) {
+                // Each rank lists the arcs into its nodes (as retexo_shard writes them); without
+                // both_ways, an arc from one of its own nodes u to another v is left out when
+                // u < v and u + v is even (its reverse, listed, says the edge is there); with
+                // cross_left_out, rank 0 leaves out its first arc from another rank's node
+                // (whose owner lists the reverse).
+                std::vector<node_t> into_src, into_dst;
+                bool dropped = false;
+                for (const node_t v : mine)
+                    for (const node_t u : in[static_cast<std::size_t>(v)]) {
+                        const bool remote = a[static_cast<std::size_t>(u)] != comm.rank();
+                        if (cross_left_out && comm.rank() == 0 && remote && !dropped) {
+                            dropped = true;
+                            continue;
+                        }
+                        if (both_ways || remote || u > v || (u + v) % 2 != 0) {
+                            into_src.push_back(u);
+                            into_dst.push_back(v);
+                        }
                     }
-            int reads = 0;
-            const auto blocks = in_blocks(into_src, into_dst, 97);
-            const edge_blocks counted{[&](const edge_blocks::visitor& visit) {
-                ++reads;
-                blocks.for_each(visit);
-            }};
-            INFO("both ways " << both_ways);
-            CHECK(rows_are(gather_in_edges(comm, dir, mine, counted, false, "test"), mine, in));
-            // Every pair both ways: the rows hold every reverse after the third reading (check,
-            // send, fill); else two more readings count and add what the rows lack.
-            std::size_t arcs_in = 0;
-            for (const node_t v : mine)
-                arcs_in += in[static_cast<std::size_t>(v)].size();
-            const bool left_out = into_src.size() < arcs_in;
-            CHECK(left_out == !both_ways); // the graph has such pairs on every rank
-            CHECK(reads == (left_out ? 5 : 3));
-        }
+                int reads = 0;
+                const auto blocks = in_blocks(into_src, into_dst, 97);
+                const edge_blocks counted{[&](const edge_blocks::visitor& visit) {
+                    ++reads;
+                    blocks.for_each(visit);
+                }};
+                INFO("both ways " << both_ways << ", an arc between ranks left out " << cross_left_out);
+                CHECK(rows_are(gather_in_edges(comm, dir, mine, counted, false, "test"), mine, in));
+                // Two readings (check, fill) where each rank's rows hold every arc from another
+                // rank's nodes that it would be sent: then none is sent; else a third, to send
+                // them.  Every pair of a rank's own nodes both ways: the rows hold every reverse;
+                // else two more readings count and add what the rows lack.
+                std::size_t own_in = 0, own_listed = 0;
+                for (std::size_t e = 0; e < into_src.size(); ++e)
+                    own_listed += a[static_cast<std::size_t>(into_src[e])] == comm.rank() ? 1 : 0;
+                for (const node_t v : mine)
+                    for (const node_t u : in[static_cast<std::size_t>(v)])
+                        own_in += a[static_cast<std::size_t>(u)] == comm.rank() ? 1 : 0;
+                const bool left_out = own_listed < own_in;
+                CHECK(left_out == !both_ways); // the graph has such pairs on every rank
+                const bool sent = comm.allreduce<std::int64_t>(dropped ? 1 : 0, MPI_SUM, purpose::setup) > 0;
+                CHECK(sent == (cross_left_out && comm.size() > 1));
+                CHECK(reads == 2 + (sent ? 1 : 0) + (left_out ? 2 : 0));
+            }
     }
     SECTION("edges that read differently the second time fail every rank")
     {

@@ -79,15 +79,19 @@ struct edge_blocks {
 /// (`nodes`, ascending).  An edge u -> v (global ids; for an undirected graph both u -> v and
 /// v -> u) goes to the owner of v, found in `dir`; repeated edges count once; self loops are
 /// dropped; rows come out ascending.  Every edge must touch a node of `nodes`, else the error
-/// names `source`.  Reads the edges three times instead of holding them (to count, to send,
-/// to fill the rows with the arcs as listed); a fourth to find the reverses the rows lack,
-/// unless the edges are all arcs into `nodes` and those between two of them are listed both
-/// ways (a hash sum over the rows tells); and a fifth where the rows lack arcs, to add them.
-/// Memory, besides O(nodes) and an N-bit map: the arcs sent and those received as 8-byte
-/// words, then the rows as listed (4 bytes an arc) beside the words received; and where the
-/// rows lack arcs (an undirected edge listed one way only, an arc only another rank lists),
-/// the rows with them beside the rows without.  A different reading of the edges is an error
-/// on every rank.
+/// names `source`.  Reads the edges two to five times instead of holding them: to count; to
+/// send the arcs into other ranks' nodes to their owners, unless every such arc is listed by
+/// its owner already (a keyed hash summed over the arcs listed into each rank's nodes from
+/// other ranks', less its sum over the arcs to send, cancels over all ranks: shards that list
+/// every in-edge of their nodes, as retexo_shard writes them, send no arc); to fill the rows
+/// with the arcs as listed; a fourth to find the reverses the rows lack, unless the edges are
+/// all arcs into `nodes` and those between two of them are listed both ways (a hash sum over
+/// the rows tells); and a fifth where the rows lack arcs, to add them.  Memory, besides
+/// O(nodes) and an N-bit map: the arcs sent and those received as 8-byte words (where they
+/// are sent), then the rows as listed (4 bytes an arc) beside the words received; and where
+/// the rows lack arcs (an undirected edge listed one way only, an arc only another rank
+/// lists), the rows with them beside the rows without.  A different reading of the edges is
+/// an error on every rank.
 csr gather_in_edges(const mpi::communicator& comm, const node_directory& dir, std::span<const node_t> nodes,
                     const edge_blocks& edges, bool directed, const std::string& source);
 
