@@ -18,6 +18,11 @@ coefficients are fitted by least squares over every point of both graphs; the ta
 each point against the formula.  For the projection, H under a random partition is
 N (1 - 1/P) (1 - (1 - 1/P)^(E/N)) (each remote node is in the halo unless none of its E/N
 neighbours is the rank's).
+
+RETEXO training (WIDE_DIR run with TRAIN_RANKS): peak memory per rank a + h*H +
+beta*N*(F + hidden)/P, fitted on the wide graph with all stage-input columns at once and with
+--exchange-columns 64, the latter checked on the products graph's training from 8 owner
+shards (PRODUCTS_DIR run with training).
 """
 import argparse
 import csv
@@ -103,45 +108,43 @@ def model(label, graphs, steps, method, column, unit):
     return a, hh, c, d, worst
 
 
-def train_model(wide_dir, products_dir, target, ranks, hidden=256):
+def train_model(wide_dir, products_dir, target, ranks, cols, hidden=256):
     """RETEXO training memory per rank, a + h*H + beta*N*(F + hidden)/P, fitted on the wide graph
-    (perf/ingest_scale.sh does not train it; WIDE_DIR/train.tsv holds rows of the same columns
-    from retexo_mpi --mode retexo --rounds 2 at 1..16 ranks) and checked on the products graph's
-    training from 8 owner shards.  One graph cannot tell the feature and hidden widths apart:
-    the formula assumes both cost alike per node."""
-    try:
-        lines = [l.split("\t") for l in open(f"{wide_dir}/train.tsv")]
-    except OSError:
-        print("\ntraining: no WIDE_DIR/train.tsv")
+    (perf/ingest_scale.sh with TRAIN_RANKS: retexo_mpi --mode retexo --rounds 2 at 1..16 ranks,
+    with --exchange-columns `cols`, 0 for all columns at once) and, for 64 columns, checked on
+    the products graph's training from 8 owner shards (with --exchange-columns 64).  One graph
+    cannot tell the feature and hidden widths apart: the formula assumes both cost alike per
+    node."""
+    label = "RETEXO training" + (f", --exchange-columns {cols}" if cols else "") + " (memory)"
+    pts = points(wide_dir, {"train-graph"}, f"cols{cols}", "max_rank_rss_MB")
+    if len(pts) < 3:
+        print(f"\n{label}: not enough points (perf/ingest_scale.sh with TRAIN_RANKS)")
         return None
     n, e, f = graph_size(wide_dir)
-    data = []
-    for l in lines:
-        p = int(l[2])
-        text = open(f"{wide_dir}/train-p{p}.log").read()
-        halos = [int(m.group(1)) for m in re.finditer(r"^\s*\d+\s+\d+\s+(\d+)\s+\d+\s+\d+", text, re.M)]
-        data.append((p, max(halos) if halos else 0, float(l[5])))
+    data = [(p, h, y) for p, (y, h) in sorted(pts.items())]
     xs = [[1.0, h, n * (f + hidden) / p] for p, h, _ in data]
     a, hh, beta = least_squares(xs, [y for *_, y in data])
-    print(f"\nRETEXO training (MB per rank): a = {a:.4g}, h = {hh:.4g} per halo node, "
+    print(f"\n{label} (MB per rank): a = {a:.4g}, h = {hh:.4g} per halo node, "
           f"beta = {beta:.4g} per node and column (features + hidden {hidden})")
     print(f"  {'graph':10} {'P':>4} {'halo':>9} {'measured':>10} {'formula':>10} {'error':>7}")
     worst = 0.0
     checks = [("wide", p, h, y, a + hh * h + beta * n * (f + hidden) / p) for p, h, y in data]
-    pn, pe, pf = graph_size(products_dir)
-    for r in rows(products_dir):
-        if r["step"] == "train-owners":
-            p = int(r["ranks"])
-            h = largest_halo(products_dir, "train-owners", "random", p) or 0
-            checks.append(("products*", p, h, float(r["max_rank_rss_MB"]), a + hh * h + beta * pn * (pf + hidden) / p))
+    if cols == 64:
+        pn, pe, pf = graph_size(products_dir)
+        for r in rows(products_dir):
+            if r["step"] == "train-owners":
+                p = int(r["ranks"])
+                h = largest_halo(products_dir, "train-owners", "random", p) or 0
+                checks.append(("products*", p, h, float(r["max_rank_rss_MB"]),
+                               a + hh * h + beta * pn * (pf + hidden) / p))
     for name, p, h, y, yhat in checks:
         err = (yhat - y) / y
-        worst = max(worst, abs(err))
+        if name == "wide":
+            worst = max(worst, abs(err))
         print(f"  {name:10} {p:>4} {h:>9} {y:>10.1f} {yhat:>10.1f} {100 * err:>6.1f}%")
     print(f"  largest error {100 * worst:.1f}% (* not fitted on: a check on another graph)")
     tn, te, tf = target
-    return ("RETEXO training (memory)", "MB",
-            [a + hh * random_halo(tn, te, p) + beta * tn * (tf + hidden) / p for p in ranks], worst)
+    return (label, "MB", [a + hh * random_halo(tn, te, p) + beta * tn * (tf + hidden) / p for p in ranks], worst)
 
 
 def main():
@@ -175,13 +178,14 @@ def main():
         a, hh, c, d, worst = m
         n, e, f = target
         table.append((label, unit, [a + hh * random_halo(n, e, p) + (c * e + d * n * f) / p for p in ranks], worst))
-    t = train_model(args.wide, args.products, target, ranks)
-    if t is not None:
-        table.append(t)
+    for cols in (0, 64):
+        t = train_model(args.wide, args.products, target, ranks, cols)
+        if t is not None:
+            table.append(t)
     print(f"\nper rank at ogbn-papers100M scale ({', '.join(str(p) for p in ranks)} ranks), random partition "
           f"(halo per rank {', '.join(f'{random_halo(*target[:2], p) / 1e6:.1f}M' for p in ranks)}):")
     for label, unit, vals, worst in table:
-        print(f"  {label:38} " + "  ".join(f"{v:10.0f} {unit}" for v in vals) + f"   (fit within {100 * worst:.1f}%)")
+        print(f"  {label:56} " + "  ".join(f"{v:10.0f} {unit}" for v in vals) + f"   (fit within {100 * worst:.1f}%)")
 
 
 if __name__ == "__main__":

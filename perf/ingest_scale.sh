@@ -9,7 +9,8 @@
 # cores, ranks beyond 2 share them: wall time then measures the total work).
 #   perf/ingest_scale.sh [OUT_DIR]     PRODUCTS_GRAPH=FILE reuses a graph; RANKS="2 4 8";
 #                                      METHODS="random blocks"; TRAIN_LIMIT=3000M; TRAIN=0 skips training,
-#                                      TRAIN_SINGLE=0 the single-process training
+#                                      TRAIN_SINGLE=0 the single-process training;
+#                                      TRAIN_RANKS="1 2 4 8 16" also trains from the graph file
 # Steps per rank count P:
 #   partition   mpirun -np P retexo_partition --graph G (each rank reads its slice, writes its part)
 #   slice-load  mpirun -np P retexo_mpi --data G --partition M --mode stats (the same, in memory)
@@ -87,6 +88,15 @@ for p in ${RANKS:-2 4 8}; do
     --parts "$p" --method random --out "$out/owners-p$p"
   measure owner-load random "$p" "$llim" limited "$llim" "$p" "$apps/retexo_mpi" --data "$out/owners-p$p" --mode stats
   [[ $p -eq 8 ]] || rm -rf "$out/owners-p$p"
+done
+# RETEXO training from the graph file at TRAIN_RANKS (e.g. "1 2 4 8 16"; none by default), all
+# stage-input columns at once and 64 at a time: perf/ingest_model.py fits the training formula
+# to these rows (steps train-graph, methods cols0 and cols64).
+for p in ${TRAIN_RANKS:-}; do
+  for cols in 0 64; do
+    measure train-graph "cols$cols" "$p" - limited 20000 "$p" "$apps/retexo_mpi" --data "$prod" --mode retexo \
+      --model gcn --rounds 2 --hidden 256 --log-every 1000 --exchange-columns "$cols"
+  done
 done
 if [[ ${TRAIN:-1} != 0 && -d $out/owners-p8 ]]; then
   train=(--mode retexo --model gcn --rounds 2 --hidden 256 --exchange-columns 64 --log-every 1000)
