@@ -257,9 +257,12 @@ po::options_description retexo_training_options(option_text& t, train::retexo_op
                            defaults::patience_text, defaults::last_stage_patience_text)
             .c_str())("exchange-precision", po::value(&t.precision)->default_value(t.precision),
                       "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
-        "exchange-columns", po::value(&ro.exchange.columns)->default_value(0),
-        "gcn, sage: send the stage inputs this many columns at a time (0: all at once); same bytes, "
-        "halo buffers one block wide (bounds memory when most nodes are halo rows)");
+        "exchange-columns", po::value<int>(),
+        ("gcn, sage: send and aggregate the stage inputs this many columns at a time (0: all at once; "
+         "default: " +
+         std::string(defaults::exchange_columns_by_model_text) +
+         "); the same bits and bytes, halo buffers one block wide (bounds memory when most nodes are halo rows)")
+            .c_str());
     return d_retexo;
 }
 
@@ -377,6 +380,7 @@ void make_typed(const option_text& t, const po::variables_map& vm, app_options& 
     ro.variant = cli::option_value<train::retexo_variant>(t.variant, "--variant");
     if (vm.count("skip") != 0U) ro.skip = vm["skip"].as<bool>();
     if (vm.count("own-embedding") != 0U) ro.own_embedding = vm["own-embedding"].as<bool>();
+    if (vm.count("exchange-columns") != 0U) ro.exchange.columns = vm["exchange-columns"].as<int>();
     if (vm.count("replicate-train") != 0U) ro.replicate_train = vm["replicate-train"].as<bool>();
     if (vm.count("gat-inputs-first") != 0U) ro.gat_inputs_first = vm["gat-inputs-first"].as<bool>();
     if (vm.count("search-parallel") != 0U) ro.search_parallel = vm["search-parallel"].as<bool>();
@@ -563,6 +567,7 @@ std::optional<app_options> parse_options(int argc, char** argv, mpi::communicato
     a.config["std-hidden"] = a.standard.hidden; // the width used: --hidden's first value unless given
     a.config["skip"] = a.retexo.skips();        // unset: on where it can apply
     a.config["own-embedding"] = a.retexo.reads_own_embedding();
+    a.config["exchange-columns"] = a.retexo.exchange_columns(); // unset: the model's default
     a.config["neighbour-offset"] = a.retexo.neighbour_offset && a.retexo.model == nn::layer_kind::sage_mean;
     a.config["label-head"] = a.retexo.label_head_applies();
     // The axes searched (unset: the model's default)

@@ -34,7 +34,7 @@ void retexo_options::validate_values() const
     RETEXO_ENSURE(cross_fit >= 1, "--cross-fit must be >= 1, got " << cross_fit);
     RETEXO_ENSURE(cross_fit == 1 || batch_size == 0,
                   "--cross-fit " << cross_fit << " needs full-batch training, not --batch-size " << batch_size);
-    RETEXO_ENSURE(exchange.columns >= 0, "--exchange-columns must be >= 0, got " << exchange.columns);
+    RETEXO_ENSURE(exchange.columns.value_or(0) >= 0, "--exchange-columns must be >= 0, got " << *exchange.columns);
     RETEXO_ENSURE(checkpoint.dir.empty() || checkpoint.every_minutes >= 0,
                   "--checkpoint-every-min must be >= 0, got " << checkpoint.every_minutes);
     RETEXO_ENSURE(checkpoint.dir.empty() || checkpoint.max_hours >= 0,
@@ -61,7 +61,8 @@ void retexo_options::validate() const
     for (std::size_t stage = 0; stage < stages.size(); ++stage)
         RETEXO_ENSURE(model != nn::layer_kind::gat || stages[stage].hidden % heads == 0,
                       "--hidden " << stages[stage].hidden << " must be divisible by --heads " << heads << " for GAT");
-    RETEXO_ENSURE(exchange.columns == 0 || model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean,
+    RETEXO_ENSURE(exchange.columns.value_or(0) == 0 || model == nn::layer_kind::gcn ||
+                      model == nn::layer_kind::sage_mean,
                   "--exchange-columns applies to gcn and sage: " << name_of(model)
                                                                  << " trains on the exchanged rows every round");
     RETEXO_ENSURE(!skips() || variant == retexo_variant::hidden ||
@@ -178,6 +179,11 @@ static_assert([]() consteval {
     return true;
 }());
 
+int retexo_options::exchange_columns() const
+{
+    return exchange.columns.value_or(static_cast<int>(defaults::exchange_columns_for(name_of(model)).front()));
+}
+
 stage_search retexo_options::searches() const
 {
     const std::string m = name_of(model);
@@ -223,7 +229,7 @@ std::string retexo_options::describe() const
     std::ostringstream d;
     d << "model=" << name_of(model) << " variant=" << name_of(variant) << " heads=" << heads << " seed=" << seed
       << " deterministic=" << deterministic << " batch-size=" << batch_size << " select=" << name_of(select)
-      << " exchange-precision=" << name_of(exchange.precision) << " exchange-columns=" << exchange.columns
+      << " exchange-precision=" << name_of(exchange.precision) << " exchange-columns=" << exchange_columns()
       << " skip=" << skips() << " own-embedding=" << reads_own_embedding() << " neighbour-offset=" << neighbour_offset
       << " cross-fit=" << cross_fit << " label-head=" << label_head_applies()
       << " replicate-train=" << (replicate_train ? (*replicate_train ? "true" : "false") : "auto");
@@ -548,7 +554,7 @@ void retexo_run::exchange_inputs(retexo_stage& s)
         s.x = carry_.h;
         return;
     }
-    const stage_exchange exchange(*ctx_.halo, o_.exchange, meter_.timer);
+    const stage_exchange exchange(*ctx_.halo, o_.exchange_options(), meter_.timer);
     const std::span<const node_t> hidden(ctx_.evaluation_rows); // zero in the training graph's inputs
     if (s.graph) {
         s.x.all = exchange.local_rows(carry_.h.all, {});
@@ -597,7 +603,7 @@ void retexo_run::use_label_inputs(retexo_stage& s)
         if (s.all_train) held.gathered = pop_last_block(s.all_train->x);
     } else {
         if (held.all.cols() == 0) {
-            const stage_exchange exchange(*ctx_.halo, o_.exchange, meter_.timer);
+            const stage_exchange exchange(*ctx_.halo, o_.exchange_options(), meter_.timer);
             held.all = neighbour_labels(ctx_, exchange, ctx_.graph);
             if (ctx_.inductive) held.train = neighbour_labels(ctx_, exchange, ctx_.train_graph);
         }

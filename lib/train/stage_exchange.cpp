@@ -239,7 +239,7 @@ private:
 stage_exchange::stage_exchange(const halo_plan& halo, const stage_exchange_options& options, phase_timer& timer)
     : halo_(halo), o_(options), wire_(format_of(options.precision)), timer_(timer)
 {
-    RETEXO_ENSURE(o_.columns >= 0, "--exchange-columns must be >= 0, got " << o_.columns);
+    RETEXO_ENSURE(o_.columns.value_or(0) >= 0, "--exchange-columns must be >= 0, got " << *o_.columns);
 }
 
 stage_exchange::~stage_exchange()
@@ -357,7 +357,8 @@ matrix_f stage_exchange::aggregate_as(const matrix_f& h, const nn::local_graph& 
     const auto [interior, boundary] = split_rows_within(*g.in_edges, own);
     matrix_f a(own, F);
     matrix_f out;
-    const Eigen::Index block = o_.columns > 0 ? std::min<Eigen::Index>(o_.columns, F) : F;
+    const int columns = o_.columns.value_or(0);
+    const Eigen::Index block = columns > 0 ? std::min<Eigen::Index>(columns, F) : F;
     for (Eigen::Index c0 = 0; c0 < F; c0 += block) {
         const Eigen::Index w = std::min(block, F - c0);
         const matrix_f hb = w == F ? matrix_f() : matrix_f(h.middleCols(c0, w));

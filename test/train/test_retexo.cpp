@@ -465,6 +465,7 @@ TEST_CASE("retexo: column-blocked stage exchanges send the same bytes and change
                 {
                     auto o = small_options(model);
                     o.exchange.precision = w;
+                    o.exchange.columns = 0;
                     const run_with whole(world, g, a, o, inductive);
                     o.exchange.columns = 7;
                     const run_with blocked(world, g, a, o, inductive);
@@ -493,6 +494,18 @@ TEST_CASE("retexo: column-blocked stage exchanges send the same bytes and change
         o = small_options(nn::layer_kind::gat);
         o.exchange.columns = 8;
         CHECK_THROWS_WITH(o.validate(), Catch::Contains("--exchange-columns applies to gcn and sage"));
+    }
+    SECTION("unset, blocks of 64 columns for gcn and sage, all at once for the graph models")
+    {
+        for (auto model :
+             {nn::layer_kind::gcn, nn::layer_kind::sage_mean, nn::layer_kind::gat, nn::layer_kind::sage_pool}) {
+            auto o = small_options(model);
+            o.exchange.columns.reset();
+            CHECK_NOTHROW(o.validate());
+            const bool blocks = model == nn::layer_kind::gcn || model == nn::layer_kind::sage_mean;
+            CHECK(o.exchange_columns() == (blocks ? 64 : 0));
+            CHECK(o.exchange_options().columns == o.exchange_columns());
+        }
     }
 }
 

@@ -191,9 +191,23 @@ struct retexo_options {
     int batch_size = 0; ///< training rows per step over all ranks (0: full batch)
     selection select = selection::accuracy;
     /// How stage inputs cross the network: wire precision; GCN / GraphSAGE-mean: in blocks
-    /// of columns (bounds memory when most nodes are halo rows), overlapped with the
-    /// aggregation of the interior rows (the same result bit for bit either way).
+    /// of columns (exchange.columns; unset: the model's default, exchange_columns()),
+    /// overlapped with the aggregation of the interior rows (the same result bit for bit
+    /// either way).
     stage_exchange_options exchange;
+    /// The columns a stage's input exchange sends at a time (0: all at once): exchange.columns,
+    /// unset: the model's in data/defaults.cfg.  64 for GCN and GraphSAGE-mean, whose one
+    /// exchange and aggregation then hold a 64-column block of the halo rows at a time
+    /// instead of every column of them (and as many rows packed to send); 0 for GAT and
+    /// GraphSAGE-pool, which train on every column of the exchanged rows every round.
+    int exchange_columns() const;
+    /// `exchange` with exchange_columns().
+    stage_exchange_options exchange_options() const
+    {
+        stage_exchange_options e = exchange;
+        e.columns = exchange_columns();
+        return e;
+    }
     bool track_test = false; ///< also measure test accuracy every round (time to accuracy)
     /// Each stage after the first also reads the previous stage's inputs beside its own (a
     /// dense, jumping-knowledge connection): the rank already holds them, so no bytes cross.

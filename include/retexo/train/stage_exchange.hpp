@@ -22,6 +22,8 @@
 #include <retexo/kernels/quantize.hpp>
 #include <retexo/nn/layers.hpp>
 
+#include <optional>
+
 namespace retexo::train {
 
 enum class wire_precision { fp32, bf16, int8 };
@@ -39,8 +41,8 @@ constexpr wire_format format_of(wire_precision p) noexcept
 
 struct stage_exchange_options {
     wire_precision precision = wire_precision::fp32;
-    int columns = 0;     ///< aggregate(): send this many columns at a time (0: all at once)
-    bool overlap = true; ///< aggregate(): aggregate the interior rows while the halo rows travel
+    std::optional<int> columns; ///< aggregate(): send this many columns at a time (0 or unset: all at once)
+    bool overlap = true;        ///< aggregate(): aggregate the interior rows while the halo rows travel
 };
 
 /// A stage's input exchange over a halo plan.  Collective calls, in the same order on every
