@@ -115,7 +115,7 @@ def train_model(wide_dir, products_dir, target, ranks, cols, hidden=256):
     the products graph's training from 8 owner shards (with --exchange-columns 64).  One graph
     cannot tell the feature and hidden widths apart: the formula assumes both cost alike per
     node."""
-    label = "RETEXO training" + (f", --exchange-columns {cols}" if cols else "") + " (memory)"
+    label = f"RETEXO training, --exchange-columns {cols} (memory)"
     pts = points(wide_dir, {"train-graph"}, f"cols{cols}", "max_rank_rss_MB")
     if len(pts) < 3:
         print(f"\n{label}: not enough points (perf/ingest_scale.sh with TRAIN_RANKS)")
