@@ -450,9 +450,9 @@ TEST_CASE("move_nodes sends the rows block by block: the share of one exchange f
     // The share expected: every rank's rows for this one, in rank order and each rank's order.
     const auto all_ids = comm.allgatherv(std::span<const node_t>(ids), purpose::setup);
     const auto all_dest = comm.allgatherv(std::span<const part_t>(dest), purpose::setup);
-    std::vector<offset_t> degrees;
+    std::vector<offset_t> degrees(static_cast<std::size_t>(count));
     for (node_t i = 0; i < count; ++i)
-        degrees.push_back(rows.degree(i));
+        degrees[static_cast<std::size_t>(i)] = rows.degree(i);
     const auto all_degrees = comm.allgatherv(std::span<const offset_t>(degrees), purpose::setup);
     const auto all_sources = comm.allgatherv(std::span<const node_t>(rows.sources), purpose::setup);
     std::vector<node_t> want_nodes;
