@@ -206,12 +206,21 @@ std::vector<offset_t> graph_file_reader::absolute_offsets(node_t row0, node_t ro
     return offsets;
 }
 
-std::vector<offset_t> graph_file_reader::read_csr_offsets(node_t row0, node_t rows) const
+namespace {
+/// Offsets made to start at 0; the first offset they had.
+offset_t rebase(std::vector<offset_t>& offsets)
 {
-    auto offsets = absolute_offsets(row0, rows);
     const offset_t first = offsets.front();
     for (auto& o : offsets)
         o -= first;
+    return first;
+}
+} // namespace
+
+std::vector<offset_t> graph_file_reader::read_csr_offsets(node_t row0, node_t rows) const
+{
+    auto offsets = absolute_offsets(row0, rows);
+    rebase(offsets);
     return offsets;
 }
 
@@ -220,9 +229,7 @@ csr graph_file_reader::read_csr_rows(node_t row0, node_t rows) const
     csr g;
     g.offsets = absolute_offsets(row0, rows);
     const auto& path = file_.path();
-    const offset_t first = g.offsets.front();
-    for (auto& o : g.offsets)
-        o -= first;
+    const offset_t first = rebase(g.offsets);
     g.sources.resize(static_cast<std::size_t>(g.offsets.back()));
     if (!g.sources.empty())
         file_.read_rows<node_t>(file_.open_dataset("csr/sources"), "csr/sources", static_cast<hsize_t>(first),
