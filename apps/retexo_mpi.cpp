@@ -261,7 +261,8 @@ po::options_description retexo_training_options(option_text& t, train::retexo_op
         ("gcn, sage: send and aggregate the stage inputs this many columns at a time (0: all at once; "
          "default: " +
          std::string(defaults::exchange_columns_by_model_text) +
-         "); the same bits and bytes, halo buffers one block wide (bounds memory when most nodes are halo rows)")
+         "); with fp32 and bf16 the same bits and bytes (int8: per-row scales per block), halo buffers one block "
+         "wide (bounds memory when most nodes are halo rows)")
             .c_str());
     return d_retexo;
 }

@@ -193,7 +193,7 @@ struct retexo_options {
     /// How stage inputs cross the network: wire precision; GCN / GraphSAGE-mean: in blocks
     /// of columns (exchange.columns; unset: the model's default, exchange_columns()),
     /// overlapped with the aggregation of the interior rows (the same result bit for bit
-    /// either way).
+    /// either way, but that int8 rows carry a scale per block).
     stage_exchange_options exchange;
     /// The columns a stage's input exchange sends at a time (0: all at once): exchange.columns,
     /// unset: the model's in data/defaults.cfg.  64 for GCN and GraphSAGE-mean, whose one
