@@ -126,6 +126,23 @@ std::vector<node_t> rows_or_all(std::span<const node_t> rows, node_t num_rows)
     return all;
 }
 
+std::vector<offset_t> row_range_offsets(const csr& g, node_t first, node_t count)
+{
+    const auto& o = g.offsets;
+    std::vector<offset_t> out(o.begin() + first, o.begin() + first + count + 1);
+    for (auto& e : out)
+        e -= o[first];
+    return out;
+}
+
+csr row_range(const csr& g, node_t first, node_t count)
+{
+    csr out;
+    out.offsets = row_range_offsets(g, first, count);
+    out.sources.assign(g.sources.begin() + g.offsets[first], g.sources.begin() + g.offsets[first + count]);
+    return out;
+}
+
 csr in_edges_of_rows(const csr& g, node_t num_src, std::span<const node_t> rows, bool self_loops, const char* who)
 {
     const node_t rows_in = g.num_rows();

@@ -96,13 +96,7 @@ whole_graph graph_in_memory(const std::shared_ptr<const graph>& whole)
         std::iota(rows.begin(), rows.end(), first);
         return in_edges_of_rows(whole->in_edges, whole->num_nodes(), rows, false, "retexo::load_rank_partition");
     };
-    g.offsets = [whole](node_t first, node_t count) {
-        const auto& o = whole->in_edges.offsets;
-        std::vector<offset_t> out(o.begin() + first, o.begin() + first + count + 1);
-        for (auto& e : out)
-            e -= o[first];
-        return out;
-    };
+    g.offsets = [whole](node_t first, node_t count) { return row_range_offsets(whole->in_edges, first, count); };
     g.all_rows = [whole] { return whole->in_edges; };
     g.fill = [whole](node_share& s) {
         const auto member = split_membership(whole->num_nodes(), whole->train, whole->valid, whole->test);

@@ -127,13 +127,7 @@ row_source row_source::of(csr g)
     row_source s;
     s.offsets = g.offsets;
     s.rows = [held = std::make_shared<const csr>(std::move(g))](node_t first, node_t count) {
-        const auto& o = held->offsets;
-        csr block;
-        block.offsets.assign(o.begin() + first, o.begin() + first + count + 1);
-        for (auto& e : block.offsets)
-            e -= o[first];
-        block.sources.assign(held->sources.begin() + o[first], held->sources.begin() + o[first + count]);
-        return block;
+        return row_range(*held, first, count);
     };
     return s;
 }

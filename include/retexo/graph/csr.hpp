@@ -94,6 +94,11 @@ std::vector<node_t> rows_or_all(std::span<const node_t> rows, node_t num_rows);
 /// source is outside [0, num_src), or self loops are asked for with fewer sources than rows.
 csr in_edges_of_rows(const csr& g, node_t num_src, std::span<const node_t> rows, bool self_loops, const char* who);
 
+/// The rows [first, first + count) of g with offsets from 0: their offsets alone, or the rows
+/// (a copy).  The range must lie within g.
+std::vector<offset_t> row_range_offsets(const csr& g, node_t first, node_t count);
+csr row_range(const csr& g, node_t first, node_t count);
+
 /// Rows whose sources are all below `limit` (e.g. a partition's rows with only owned
 /// in-neighbours), and the other rows, each ascending.
 std::pair<std::vector<node_t>, std::vector<node_t>> split_rows_within(const csr& g, node_t limit);
