@@ -177,8 +177,9 @@ po::options_description selection_options(option_text& t, train::retexo_options&
         "rows; =false: one candidate after another on every rank; not with --checkpoint-dir")(
         "smooth-alpha", po::value(&t.smooth_alpha),
         ("RETEXO: after the last stage, spread the training labels over its predictions (label spreading, "
-         "C values per halo row and step); the alpha among these candidates (a,b,...; 0 = the model's own "
-         "predictions) with the best validation accuracy is kept (0 alone: off; default: " +
+         "C values per halo row and step, at --exchange-precision); the alpha among these candidates "
+         "(a,b,...; 0 = the model's own predictions) with the best validation accuracy is kept (0 alone: off; "
+         "default: " +
          std::string(defaults::smooth_alpha_text) + ")")
             .c_str())("smooth-steps", po::value(&ro.smooth.steps)->default_value(ro.smooth.steps),
                       "RETEXO: propagation steps of --smooth-alpha")(
@@ -256,7 +257,7 @@ po::options_description retexo_training_options(option_text& t, train::retexo_op
         last_stage_default("stop a stage after N rounds without a better validation score, see --select (0: never)",
                            defaults::patience_text, defaults::last_stage_patience_text)
             .c_str())("exchange-precision", po::value(&t.precision)->default_value(t.precision),
-                      "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent")(
+                      "fp32 | bf16 | int8 (per-row scale) for the stage inputs sent, and for label spreading's rows")(
         "exchange-columns", po::value<int>(),
         ("gcn, sage: send and aggregate the stage inputs this many columns at a time (0: all at once; "
          "default: " +

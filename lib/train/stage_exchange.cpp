@@ -22,15 +22,15 @@ void zero_rows(matrix<T>& x, std::span<const node_t> rows, node_t begin, node_t 
 }
 
 /// One block of a stage's inputs on the wire: every local row of it, stored as T (float for
-/// fp32, bf16 below), the owned rows set and the halo rows arriving.  Stays in place while
-/// the exchange is in flight (MPI writes the halo rows).
+/// fp32, bf16 below) in x (resized; its storage kept when the size is), the owned rows set
+/// and the halo rows arriving.  Stays in place while the exchange is in flight (MPI writes
+/// the halo rows).
 template <typename T>
 class in_flight {
 public:
-    in_flight(const halo_plan& halo, const matrix_f& h, wire_format wire, std::span<const node_t> zero,
-              phase_timer& timer)
-        : zero_(zero), own_(halo.num_owned()), x_(halo.num_owned() + halo.num_halo(), h.cols()),
-          pending_(start(halo, h, wire, timer))
+    in_flight(const halo_plan& halo, const matrix_f& h, wire_format wire, purpose traffic, std::span<const node_t> zero,
+              phase_timer& timer, matrix<T>& x)
+        : zero_(zero), own_(halo.num_owned()), x_(x), pending_(start(halo, h, wire, traffic, timer))
     {
         zero_rows(x_, zero_, 0, own_);
     }
@@ -53,9 +53,11 @@ public:
 
 private:
     /// Sets the owned rows (rounded to the wire precision) and starts the exchange.
-    pending_exchange start(const halo_plan& halo, const matrix_f& h, wire_format wire, phase_timer& timer)
+    pending_exchange start(const halo_plan& halo, const matrix_f& h, wire_format wire, purpose traffic,
+                           phase_timer& timer)
     {
         const auto f = static_cast<int>(h.cols());
+        x_.resize(own_ + halo.num_halo(), f);
         if (wire.scaled()) {
             const int w = int8_row_bytes(f);
             sent_.resize(static_cast<std::size_t>(own_) * w);
@@ -63,7 +65,7 @@ private:
             quantize_int8(h.data(), own_, f, sent_.data());
             dequantize_int8(sent_.data(), own_, f, x_.data());
             phase_timer::scope s(timer, "exchange");
-            return halo.start_forward(sent_.data(), got_.data(), w);
+            return halo.start_forward(sent_.data(), got_.data(), w, traffic);
         }
         if constexpr (std::is_same_v<T, float>)
             x_.topRows(own_) = h;
@@ -71,12 +73,12 @@ private:
             for (std::ptrdiff_t i = 0; i < static_cast<std::ptrdiff_t>(own_) * f; ++i)
                 x_.data()[i] = T(h.data()[i]);
         phase_timer::scope s(timer, "exchange");
-        return halo.start_forward(h.data(), x_.data() + static_cast<std::ptrdiff_t>(own_) * f, f);
+        return halo.start_forward(h.data(), x_.data() + static_cast<std::ptrdiff_t>(own_) * f, f, traffic);
     }
 
     std::span<const node_t> zero_;
     node_t own_;
-    matrix<T> x_;
+    matrix<T>& x_;
     std::vector<std::uint8_t> sent_, got_; // int8: the quantised rows
     pending_exchange pending_;
 };
@@ -196,8 +198,8 @@ private:
 /// travel; after wait(), every local row.
 class sparse_in_flight {
 public:
-    sparse_in_flight(const halo_plan& halo, const csr_matrix& h, wire_format wire, std::span<const node_t> zero,
-                     phase_timer& timer)
+    sparse_in_flight(const halo_plan& halo, const csr_matrix& h, wire_format wire, purpose traffic,
+                     std::span<const node_t> zero, phase_timer& timer)
         : wire_(wire, h.cols), zero_(zero), own_(halo.num_owned()), x_(h)
     {
         x_.clear_rows(zero_); // owned rows to zero (halo rows after they arrive)
@@ -207,7 +209,7 @@ public:
         x_.offsets.resize(static_cast<std::size_t>(own_ + halo.num_halo()) + 1, x_.offsets.back());
         x_.rows = own_ + halo.num_halo();
         phase_timer::scope s(timer, "exchange");
-        pending_.emplace(halo.start_forward_rows(owned, got_));
+        pending_.emplace(halo.start_forward_rows(owned, got_, traffic));
     }
     bool test() { return pending_->test(); }
     void wait()
@@ -265,7 +267,7 @@ node_features stage_exchange::local_rows(const node_features& h, std::span<const
 {
     if (!h.is_sparse()) return local_rows_dense(h.dense(), zero);
     if (!sparse_wire_smaller(h.sparse())) return csr_matrix::from_dense(local_rows_dense(h.sparse().to_dense(), zero));
-    sparse_in_flight x(halo_, h.sparse(), wire_, zero, timer_);
+    sparse_in_flight x(halo_, h.sparse(), wire_, o_.traffic, zero, timer_);
     {
         phase_timer::scope s(timer_, "exchange");
         x.wait();
@@ -289,14 +291,28 @@ matrix_f stage_exchange::local_rows_dense(const matrix_f& h, std::span<const nod
         x.wait();
     };
     if (wire_.value_bytes == 4) {
-        in_flight<float> x(halo_, h, wire_, zero, timer_);
+        matrix_f storage;
+        in_flight<float> x(halo_, h, wire_, o_.traffic, zero, timer_, storage);
         complete(x);
-        return std::move(x.rows());
+        return storage;
     }
-    in_flight<bf16> x(halo_, h, wire_, zero, timer_);
+    matrix<bf16> storage;
+    in_flight<bf16> x(halo_, h, wire_, o_.traffic, zero, timer_, storage);
     complete(x);
-    return x.rows().cast<float>();
+    return storage.cast<float>();
 }
+
+template <typename T>
+void stage_exchange::local_rows(const matrix_f& h, matrix<T>& x) const
+{
+    RETEXO_ENSURE((sizeof(T) == 4) == (wire_.value_bytes == 4),
+                  "stage_exchange::local_rows: rows of " << sizeof(T) << " bytes for a wire of " << wire_.value_bytes);
+    in_flight<T> rows(halo_, h, wire_, o_.traffic, {}, timer_, x);
+    phase_timer::scope s(timer_, "exchange");
+    rows.wait();
+}
+template void stage_exchange::local_rows(const matrix_f&, matrix_f&) const;
+template void stage_exchange::local_rows(const matrix_f&, matrix<bf16>&) const;
 
 node_features stage_exchange::aggregate(const node_features& h, const nn::local_graph& g, aggregator kind,
                                         std::span<const node_t> zero) const
@@ -328,7 +344,7 @@ csr_matrix stage_exchange::aggregate_sparse_rows(const csr_matrix& h, const nn::
     };
     if (sparse_wire_smaller(h)) {
         // Before the halo rows arrive they are empty rows, which interior rows never read.
-        sparse_in_flight x(halo_, h, wire_, zero, timer_);
+        sparse_in_flight x(halo_, h, wire_, o_.traffic, zero, timer_);
         overlap_rows(x, interior, boundary, o_.overlap, timer_,
                      [&](std::span<const node_t> rows, bool) { chunk(x.rows(), rows); });
     } else {
@@ -357,12 +373,13 @@ matrix_f stage_exchange::aggregate_as(const matrix_f& h, const nn::local_graph& 
     const auto [interior, boundary] = split_rows_within(*g.in_edges, own);
     matrix_f a(own, F);
     matrix_f out;
+    matrix<T> storage; // one block's local rows, kept from block to block
     const int columns = o_.columns.value_or(0);
     const Eigen::Index block = columns > 0 ? std::min<Eigen::Index>(columns, F) : F;
     for (Eigen::Index c0 = 0; c0 < F; c0 += block) {
         const Eigen::Index w = std::min(block, F - c0);
         const matrix_f hb = w == F ? matrix_f() : matrix_f(h.middleCols(c0, w));
-        in_flight<T> x(halo_, w == F ? h : hb, wire_, zero, timer_);
+        in_flight<T> x(halo_, w == F ? h : hb, wire_, o_.traffic, zero, timer_, storage);
         // Rows are aggregated a chunk at a time, each chunk with its own plan (the sources
         // and weights of its edges): a few chunk-sized buffers instead of a plan of every
         // owned row.  Each output row is reduced alone in CSR order: chunks change no bit.

@@ -1241,11 +1241,74 @@ TEST_CASE("label spreading equals its recurrence and sends C values per halo row
     const auto smooth = static_cast<int>(purpose::smooth);
     for (const auto& alphas : {std::vector<double>{0.7}, std::vector<double>{0.0, 0.5, 0.9}}) {
         const auto before = ctx.comm.ledger().sent[smooth];
-        const auto r = train::smooth_predictions(ctx, logits, {.alpha = alphas, .steps = steps}, timer);
+        const auto r = train::smooth_predictions(ctx, logits, {.alpha = alphas, .steps = steps}, {}, timer);
         CHECK(ctx.comm.ledger().sent[smooth] - before ==
               static_cast<std::uint64_t>(steps * C * ctx.halo->num_send_rows()) * sizeof(float));
         REQUIRE(r.alpha > 0); // spreading helps on this homophilous graph
         const auto want = reference(r.alpha);
+        double err = 0;
+        for (node_t row = 0; row < lp.num_owned(); ++row)
+            for (int c = 0; c < C; ++c)
+                err = std::max(err, std::abs(r.scores(row, c) - want(lp.owned_global[row], c)));
+        CHECK(err < 1e-5);
+    }
+}
+
+TEST_CASE("label spreading sends its rows at the stage inputs' wire precision, every row rounded alike",
+          "[retexo][mpi]")
+{
+    const mpi::communicator world;
+    const graph g = small_graph();
+    const auto lp = extract_partition(g, partition_random(g.num_nodes(), world.size(), 5), world.size(), world.rank());
+    const train::rank_context ctx(world, lp);
+    const int C = g.num_classes;
+    const node_t n = g.num_nodes();
+    const int steps = 3;
+    const double alpha = 0.8;
+    auto logit = [](node_t v, int c) { return std::cos(0.41 * v - 0.9 * c); };
+    for (const auto precision : {train::wire_precision::bf16, train::wire_precision::int8}) {
+        const wire_format wire = train::format_of(precision);
+        // The oracle: the powers P_k = A round(P_{k-1}) on the whole graph, every row rounded
+        // as the wire rounds it (int8: with its own row's scale), whoever owns it; then
+        // G = (1 - alpha) sum_{k<K} alpha^k P_k + alpha^K P_K.
+        matrix_f p(n, C);
+        for (node_t v = 0; v < n; ++v) {
+            for (int c = 0; c < C; ++c)
+                p(v, c) = static_cast<float>(std::exp(logit(v, c)));
+            p.row(v) /= p.row(v).sum();
+        }
+        for (node_t v : g.train) {
+            p.row(v).setZero();
+            p(v, g.labels[v]) = 1;
+        }
+        Eigen::MatrixXd want = (1 - alpha) * p.cast<double>();
+        for (int k = 1; k <= steps; ++k) {
+            matrix_f sent = p;
+            for (node_t v = 0; v < n; ++v) {
+                const float sc = wire.scale(sent.row(v).data(), C);
+                for (int c = 0; c < C; ++c)
+                    sent(v, c) = wire.round(sent(v, c), sc);
+            }
+            for (node_t v = 0; v < n; ++v) {
+                const double dv = static_cast<double>(g.in_edges.degree(v) + 1);
+                Eigen::RowVectorXd row = sent.row(v).cast<double>() / dv;
+                for (node_t u : g.in_edges.row(v))
+                    row += sent.row(u).cast<double>() / std::sqrt(dv * static_cast<double>(g.in_edges.degree(u) + 1));
+                p.row(v) = row.cast<float>();
+            }
+            want += std::pow(alpha, k) * (k < steps ? 1 - alpha : 1.0) * p.cast<double>();
+        }
+        matrix_f logits(lp.num_owned(), C);
+        for (node_t r = 0; r < lp.num_owned(); ++r)
+            for (int c = 0; c < C; ++c)
+                logits(r, c) = static_cast<float>(logit(lp.owned_global[r], c));
+        phase_timer timer;
+        const auto smooth = static_cast<int>(purpose::smooth);
+        const auto before = ctx.comm.ledger().sent[smooth];
+        const auto r =
+            train::smooth_predictions(ctx, logits, {.alpha = {alpha}, .steps = steps}, {.precision = precision}, timer);
+        CHECK(ctx.comm.ledger().sent[smooth] - before ==
+              static_cast<std::uint64_t>(steps * wire.dense_row_bytes(C) * ctx.halo->num_send_rows()));
         double err = 0;
         for (node_t row = 0; row < lp.num_owned(); ++row)
             for (int c = 0; c < C; ++c)

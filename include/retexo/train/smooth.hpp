@@ -6,13 +6,15 @@
 /// by its one-hot label; then K times G <- (1 - alpha) G0 + alpha A G, with A the GCN
 /// normalisation of the graph with self loops.  It brings the labels of the few training
 /// nodes to their neighbourhood, which a RETEXO stage, trained on its training nodes' own
-/// rows, never sees.  Each step sends C values per halo row (purpose::smooth), shared by
-/// every candidate: with C classes and K steps, K·C columns in all, against a stage's one
-/// exchange of its input width.  alpha is chosen among candidates on validation accuracy
-/// (0: the model's own predictions, no traffic).
+/// rows, never sees.  Each step sends C values per halo row (purpose::smooth) at the stage
+/// inputs' wire precision (--exchange-precision), shared by every candidate: with C classes
+/// and K steps, K·C columns in all, against a stage's one exchange of its input width.
+/// alpha is chosen among candidates on validation accuracy (0: the model's own predictions,
+/// no traffic).
 
 #include <retexo/defaults.hpp>
 #include <retexo/train/common.hpp>
+#include <retexo/train/stage_exchange.hpp>
 
 #include <vector>
 
@@ -36,8 +38,10 @@ struct smooth_result {
 /// Smooth the owned rows' logits (collective).  G after K steps is
 /// (1 - alpha) sum_{k<K} alpha^k A^k G0 + alpha^K A^K G0, so every candidate is summed from
 /// one sequence of powers A^k G0: one exchange of C columns per step, whatever the number of
-/// candidates.  Ties go to the earlier candidate.
+/// candidates.  The rows travel as the stage inputs' exchange sends them (`wire`: bf16 or
+/// int8 round every row alike, owned rows too; counted as purpose::smooth).  Ties go to the
+/// earlier candidate.
 smooth_result smooth_predictions(const rank_context& ctx, const matrix_f& logits_owned, const smooth_options& o,
-                                 phase_timer& timer);
+                                 const stage_exchange_options& wire, phase_timer& timer);
 
 } // namespace retexo::train

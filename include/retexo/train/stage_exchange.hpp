@@ -43,6 +43,7 @@ struct stage_exchange_options {
     wire_precision precision = wire_precision::fp32;
     std::optional<int> columns; ///< aggregate(): send this many columns at a time (0 or unset: all at once)
     bool overlap = true;        ///< aggregate(): aggregate the interior rows while the halo rows travel
+    purpose traffic = purpose::halo_forward; ///< what the rows' bytes are counted as
 };
 
 /// A stage's input exchange over a halo plan.  Collective calls, in the same order on every
@@ -58,6 +59,10 @@ public:
     /// listed in `zero` (inductive training: evaluation nodes) are zero.  Sparse h stays
     /// sparse.
     node_features local_rows(const node_features& h, std::span<const node_t> zero) const;
+    /// Every local row of dense h into x, as T (float for fp32, bf16 below), x's storage kept
+    /// when its size is: for exchanges of one shape again and again (label spreading).
+    template <typename T>
+    void local_rows(const matrix_f& h, matrix<T>& x) const;
 
     /// The aggregate of h over g's in-edges (kind gcn or mean) for every owned row.  Of
     /// sparse h, sparse while its density stays below sparse_density_limit.
