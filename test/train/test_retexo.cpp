@@ -417,9 +417,13 @@ TEST_CASE("retexo: bf16 and int8 exchanges round owned rows alike, so every rank
                 auto o = small_options(model);
                 o.deterministic = true;
                 o.exchange.precision = wire;
+                o.smooth = {.alpha = {0, 0.5, 0.9}, .steps = 3}; // its rows cross at the wire's precision too
                 const run_with single(self, g, std::vector<part_t>(static_cast<std::size_t>(g.num_nodes()), 0), o);
                 const run_with dist(world, g, partition_random(g.num_nodes(), world.size(), 2), o);
                 check_identical(dist.res, single.res);
+                REQUIRE(dist.res.smoothed);
+                CHECK(dist.res.smoothed->valid == single.res.smoothed->valid);
+                CHECK(dist.res.smoothed->chosen == single.res.smoothed->chosen);
             }
         }
     }
