@@ -192,8 +192,13 @@ matrix_f dense_rows_of(const matrix_f& d, std::span<const node_t> rows)
 std::vector<column_blocks::block> blocks_of(node_features&& x)
 {
     if (x.is_blocks()) return std::move(x.storage<column_blocks>().blocks);
-    if (x.is_sparse()) return {std::move(x.sparse())};
-    return {std::move(x.dense())};
+    // Not {std::move(...)}: a vector copies an initializer list's elements.
+    std::vector<column_blocks::block> one;
+    if (x.is_sparse())
+        one.emplace_back(std::move(x.sparse()));
+    else
+        one.emplace_back(std::move(x.dense()));
+    return one;
 }
 
 /// b appended to the blocks; sparse rows join sparse rows before them (one pass of the
