@@ -1202,6 +1202,38 @@ TEST_CASE("label spreading after the last stage: chosen on validation, the same 
     CHECK_THROWS_WITH(bad.validate(), Catch::Contains("--smooth-alpha"));
 }
 
+namespace {
+
+/// Label spreading's G0 on the whole graph as smooth_predictions makes it: the softmax of
+/// logit(v, c) in float, every training node's row its one-hot label.
+template <typename Logit>
+matrix_f spread_start(const graph& g, Logit logit)
+{
+    matrix_f g0(g.num_nodes(), g.num_classes);
+    for (node_t v = 0; v < g.num_nodes(); ++v)
+        for (int c = 0; c < g.num_classes; ++c)
+            g0(v, c) = static_cast<float>(logit(v, c));
+    train::softmax_rows(g0);
+    for (node_t v : g.train) {
+        g0.row(v).setZero();
+        g0(v, g.labels[v]) = 1;
+    }
+    return g0;
+}
+
+/// logit(v, c) of the partition's owned nodes.
+template <typename Logit>
+matrix_f owned_logits(const local_partition& lp, int classes, Logit logit)
+{
+    matrix_f x(lp.num_owned(), classes);
+    for (node_t r = 0; r < lp.num_owned(); ++r)
+        for (int c = 0; c < classes; ++c)
+            x(r, c) = static_cast<float>(logit(lp.owned_global[r], c));
+    return x;
+}
+
+} // namespace
+
 TEST_CASE("label spreading equals its recurrence and sends C values per halo row and step, whatever the candidates",
           "[retexo][mpi]")
 {
@@ -1215,16 +1247,7 @@ TEST_CASE("label spreading equals its recurrence and sends C values per halo row
     auto logit = [](node_t v, int c) { return std::sin(0.37 * v + 1.3 * c); };
     // The oracle: G <- (1 - alpha) G0 + alpha A G, steps times, on the whole graph, in double.
     auto reference = [&](double alpha) {
-        Eigen::MatrixXd g0(n, C);
-        for (node_t v = 0; v < n; ++v) {
-            for (int c = 0; c < C; ++c)
-                g0(v, c) = std::exp(logit(v, c));
-            g0.row(v) /= g0.row(v).sum();
-        }
-        for (node_t v : g.train) {
-            g0.row(v).setZero();
-            g0(v, g.labels[v]) = 1;
-        }
+        const Eigen::MatrixXd g0 = spread_start(g, logit).cast<double>();
         Eigen::MatrixXd cur = g0, next(n, C);
         for (int s = 0; s < steps; ++s) {
             for (node_t v = 0; v < n; ++v) {
@@ -1237,10 +1260,7 @@ TEST_CASE("label spreading equals its recurrence and sends C values per halo row
         }
         return cur;
     };
-    matrix_f logits(lp.num_owned(), C);
-    for (node_t r = 0; r < lp.num_owned(); ++r)
-        for (int c = 0; c < C; ++c)
-            logits(r, c) = static_cast<float>(logit(lp.owned_global[r], c));
+    const matrix_f logits = owned_logits(lp, C, logit);
     phase_timer timer;
     const auto smooth = static_cast<int>(purpose::smooth);
     for (const auto& alphas : {std::vector<double>{0.7}, std::vector<double>{0.0, 0.5, 0.9}}) {
@@ -1275,16 +1295,7 @@ TEST_CASE("label spreading sends its rows at the stage inputs' wire precision, e
         // The oracle: the powers P_k = A round(P_{k-1}) on the whole graph, every row rounded
         // as the wire rounds it (int8: with its own row's scale), whoever owns it; then
         // G = (1 - alpha) sum_{k<K} alpha^k P_k + alpha^K P_K.
-        matrix_f p(n, C);
-        for (node_t v = 0; v < n; ++v) {
-            for (int c = 0; c < C; ++c)
-                p(v, c) = static_cast<float>(std::exp(logit(v, c)));
-            p.row(v) /= p.row(v).sum();
-        }
-        for (node_t v : g.train) {
-            p.row(v).setZero();
-            p(v, g.labels[v]) = 1;
-        }
+        matrix_f p = spread_start(g, logit);
         Eigen::MatrixXd want = (1 - alpha) * p.cast<double>();
         for (int k = 1; k <= steps; ++k) {
             matrix_f sent = p;
@@ -1302,10 +1313,7 @@ TEST_CASE("label spreading sends its rows at the stage inputs' wire precision, e
             }
             want += std::pow(alpha, k) * (k < steps ? 1 - alpha : 1.0) * p.cast<double>();
         }
-        matrix_f logits(lp.num_owned(), C);
-        for (node_t r = 0; r < lp.num_owned(); ++r)
-            for (int c = 0; c < C; ++c)
-                logits(r, c) = static_cast<float>(logit(lp.owned_global[r], c));
+        const matrix_f logits = owned_logits(lp, C, logit);
         phase_timer timer;
         const auto smooth = static_cast<int>(purpose::smooth);
         const auto before = ctx.comm.ledger().sent[smooth];
