@@ -1,14 +1,17 @@
 // Thin HDF5 wrappers: files (on disk or as in-memory images), datasets, attributes.
 #include <retexo/io/hdf5.hpp>
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <fstream>
 #include <mutex>
+#include <thread>
 
 namespace retexo::h5 {
 
@@ -88,6 +91,16 @@ void file::discard() noexcept
     // Emptied before it closes, HDF5 finds room for what it still has to write (a close that
     // fails to write leaves HDF5 1.10.8 to crash when it terminates).
     [[maybe_unused]] const int emptied = ::truncate(created_.c_str(), 0); // else closed as it is
+    // Another process writing to the same device (the other ranks' checkpoints) may take the
+    // room freed meanwhile; it fails too and empties its file: wait a little for room.
+    constexpr unsigned long long close_room = 64ULL << 10;
+    auto room = [&] {
+        struct statvfs fs {};
+        return ::statvfs(created_.c_str(), &fs) != 0 ||
+               static_cast<unsigned long long>(fs.f_bavail) * fs.f_frsize >= close_room;
+    };
+    for (int i = 0; i < 100 && !room(); ++i)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
     H5Fclose(h_.release());
 }
 
