@@ -1168,6 +1168,11 @@ bool retexo_run::smooths_each_stage() const
     return o_.output == stage_output::best_smoothed && o_.smooth.enabled();
 }
 
+smooth_result retexo_run::spread_labels(const matrix_f& logits)
+{
+    return smooth_predictions(ctx_, logits, o_.smooth, o_.exchange_options(), meter_.timer);
+}
+
 void retexo_run::finish_output(const stage_record& last, matrix_f logits)
 {
     result_.final_acc = last.best;
@@ -1176,7 +1181,7 @@ void retexo_run::finish_output(const stage_record& last, matrix_f logits)
     std::optional<smooth_result> sm;
     double last_score = last.best.valid;
     if (smooths_each_stage()) {
-        sm = smooth_predictions(ctx_, result_.logits, o_.smooth, o_.exchange_options(), meter_.timer);
+        sm = spread_labels(result_.logits);
         last_score = sm->acc.valid;
         result_.stages.back().spread = {.alpha = sm->alpha, .acc = sm->acc};
     }
@@ -1199,7 +1204,7 @@ void retexo_run::finish_output(const stage_record& last, matrix_f logits)
     }
     if (!o_.smooth.enabled()) return;
     if (!sm) { // the output alone is spread
-        sm = smooth_predictions(ctx_, result_.logits, o_.smooth, o_.exchange_options(), meter_.timer);
+        sm = spread_labels(result_.logits);
         const spread_accuracy spread{.alpha = sm->alpha, .acc = sm->acc};
         if (!result_.output_label_head)
             result_.stages[static_cast<std::size_t>(result_.output_stage)].spread = spread;
@@ -1220,7 +1225,7 @@ void retexo_run::offer_output(int stage, bool label_head, const matrix_f& logits
 {
     std::optional<smooth_result> sm;
     if (smooths_each_stage()) {
-        sm = smooth_predictions(ctx_, logits, o_.smooth, o_.exchange_options(), meter_.timer);
+        sm = spread_labels(logits);
         spread = {.alpha = sm->alpha, .acc = sm->acc};
     }
     const double score = sm ? sm->acc.valid : acc.valid;

@@ -136,6 +136,8 @@ public:
     /// The run's predictions after the last stage: the output stage's, label spreading.
     void finish_output(const stage_record& last, matrix_f logits);
     bool smooths_each_stage() const;
+    /// Label spreading of `logits` (the owned rows'), its rows at the stage inputs' wire.
+    smooth_result spread_labels(const matrix_f& logits);
     run_result finish(bool interrupted);
 
 private:

@@ -286,33 +286,27 @@ csr_matrix stage_exchange::aggregate_rows(const csr_matrix& x, const nn::local_g
 
 matrix_f stage_exchange::local_rows_dense(const matrix_f& h, std::span<const node_t> zero) const
 {
-    auto complete = [&](auto& x) {
-        phase_timer::scope s(timer_, "exchange");
-        x.wait();
-    };
     if (wire_.value_bytes == 4) {
-        matrix_f storage;
-        in_flight<float> x(halo_, h, wire_, o_.traffic, zero, timer_, storage);
-        complete(x);
-        return storage;
+        matrix_f x;
+        local_rows(h, x, zero);
+        return x;
     }
-    matrix<bf16> storage;
-    in_flight<bf16> x(halo_, h, wire_, o_.traffic, zero, timer_, storage);
-    complete(x);
-    return storage.cast<float>();
+    matrix<bf16> x;
+    local_rows(h, x, zero);
+    return x.cast<float>();
 }
 
 template <typename T>
-void stage_exchange::local_rows(const matrix_f& h, matrix<T>& x) const
+void stage_exchange::local_rows(const matrix_f& h, matrix<T>& x, std::span<const node_t> zero) const
 {
     RETEXO_ENSURE((sizeof(T) == 4) == (wire_.value_bytes == 4),
                   "stage_exchange::local_rows: rows of " << sizeof(T) << " bytes for a wire of " << wire_.value_bytes);
-    in_flight<T> rows(halo_, h, wire_, o_.traffic, {}, timer_, x);
+    in_flight<T> rows(halo_, h, wire_, o_.traffic, zero, timer_, x);
     phase_timer::scope s(timer_, "exchange");
     rows.wait();
 }
-template void stage_exchange::local_rows(const matrix_f&, matrix_f&) const;
-template void stage_exchange::local_rows(const matrix_f&, matrix<bf16>&) const;
+template void stage_exchange::local_rows(const matrix_f&, matrix_f&, std::span<const node_t>) const;
+template void stage_exchange::local_rows(const matrix_f&, matrix<bf16>&, std::span<const node_t>) const;
 
 node_features stage_exchange::aggregate(const node_features& h, const nn::local_graph& g, aggregator kind,
                                         std::span<const node_t> zero) const

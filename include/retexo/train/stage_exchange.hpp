@@ -59,10 +59,11 @@ public:
     /// listed in `zero` (inductive training: evaluation nodes) are zero.  Sparse h stays
     /// sparse.
     node_features local_rows(const node_features& h, std::span<const node_t> zero) const;
-    /// Every local row of dense h into x, as T (float for fp32, bf16 below), x's storage kept
-    /// when its size is: for exchanges of one shape again and again (label spreading).
+    /// Every local row of dense h into x, as T (float for fp32, bf16 below), the rows listed
+    /// in `zero` zero; x's storage kept when its size is: for exchanges of one shape again and
+    /// again (label spreading).
     template <typename T>
-    void local_rows(const matrix_f& h, matrix<T>& x) const;
+    void local_rows(const matrix_f& h, matrix<T>& x, std::span<const node_t> zero = {}) const;
 
     /// The aggregate of h over g's in-edges (kind gcn or mean) for every owned row.  Of
     /// sparse h, sparse while its density stays below sparse_density_limit.
