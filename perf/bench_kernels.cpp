@@ -1,5 +1,6 @@
 // Kernel throughput as ratios of this machine's limits, measured in the same run:
-//   aggregation (sum / mean / gcn, bf16 input)  bytes necessarily moved / time vs triad GB/s
+//   aggregation (sum / mean / gcn, bf16 input,  bytes necessarily moved / time vs triad GB/s
+//   class-count widths 7 and 47)                and vs a random row gather of the same width
 //   linear forward + backward                   GFLOP/s vs oneDNN sgemm GFLOP/s
 //   GAT forward + backward                      time per edge vs GCN aggregation fwd + bwd
 //   GAT over inputs (forward + edge dots)       GFLOP/s vs sgemm; per summed input element in
@@ -208,6 +209,21 @@ int main(int argc, char** argv)
             report["aggregate"]["gcn_bf16"][std::to_string(width)] = {
                 {"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}};
         }
+    }
+
+    // Label spreading aggregates as many columns as there are classes (7 for cora, 47 for
+    // products): rows narrower than a cache line or not a multiple of 16 floats.
+    for (int width : {7, 47}) {
+        matrix_f x(nodes, width), out(nodes, width);
+        fill(x, 2);
+        const aggregation plan(g, nodes, {.kind = aggregator::gcn, .backward = false});
+        const double t = perf::best_time([&] { plan.forward(x.data(), width, out.data()); });
+        const double gbs = ((e + nodes) * width * 4.0 + 8.0 * nodes + 8.0 * e) / t * 1e-9;
+        const double gl = perf::measure_gather_gbs(nodes, width);
+        std::printf("%-26s %6d %10.1f %10.2f %8.2f %9.2f\n", "aggregate gcn", width, t * 1e3, gbs, gbs / triad,
+                    gbs / gl);
+        report["aggregate"]["gcn"][std::to_string(width)] = {
+            {"ms", t * 1e3}, {"gbs", gbs}, {"ratio_triad", gbs / triad}, {"ratio_gather", gbs / gl}};
     }
 
     // GAT at width 256 = 8 heads x 32 and width 128 = 4 x 32, forward + backward.

@@ -173,8 +173,8 @@ TEST_CASE("weighted aggregation sums its terms in the plain loops' order, bit fo
 {
     // The kernel holds up to 256 output columns in registers; each output must still be the
     // plain loop's chain of multiply-adds over a row's in-edges (forward) or a source's
-    // out-edges in ascending output row (backward).  Widths cover the 256-, 64- and 16-column
-    // blocks and the plain tail.
+    // out-edges in ascending output row (backward).  Widths cover full 256-column blocks and
+    // the pass after them: 16-column groups, a tail of fewer than 16, or both.
     const csr g = random_graph(400, 60, 9, 21);
     std::vector<offset_t> deg(460);
     for (node_t v = 0; v < 460; ++v)
