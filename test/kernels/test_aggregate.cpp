@@ -297,6 +297,28 @@ TEST_CASE("bf16 inputs stay within bf16 error of fp32", "[kernels][aggregate][bf
     }
 }
 
+TEST_CASE("bf16 inputs aggregate as their float values do, bit for bit", "[kernels][aggregate][bf16]")
+{
+    // bf16 widens to float exactly, and the kernel sums the widened values in the float
+    // kernel's order, in registers, at every width (the 16-column groups and the tail).
+    const csr g = random_graph(400, 60, 9, 31);
+    std::vector<offset_t> deg(460, 7);
+    for (int width : {3, 16, 47, 83, 300}) {
+        INFO("width " << width);
+        const matrix<bf16> xb = random_matrix(460, width, 32).cast<float>().cast<bf16>();
+        const matrix_f widened = xb.cast<float>();
+        for (auto kind : {aggregator::sum, aggregator::mean, aggregator::gcn}) {
+            const aggregation plan(g, 460, {.kind = kind, .in_degree = deg});
+            matrix_f want, got;
+            plan.forward(widened, want);
+            test::at_thread_counts([&](int) {
+                plan.forward(xb, got);
+                CHECK(got == want);
+            });
+        }
+    }
+}
+
 TEST_CASE("exact backward equals the float backward up to float rounding, for any grouping",
           "[kernels][aggregate][exact]")
 {

@@ -73,7 +73,7 @@ void aggregation::forward_rows(const In* x, int width, T* out, node_t* argmax, s
             continue;
         }
         std::fill(o, o + width, T(0));
-        if constexpr (std::is_same_v<T, float> && std::is_same_v<In, float>) {
+        if constexpr (std::is_same_v<T, float> && (std::is_same_v<In, float> || std::is_same_v<In, bf16>)) {
             detail::add_terms(
                 e0, e1, [&](offset_t e) { return w[e]; },
                 [&](offset_t e) { return x + static_cast<std::ptrdiff_t>(src[e]) * width; }, width, o);

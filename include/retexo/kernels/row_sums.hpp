@@ -2,9 +2,12 @@
 // Weighted sums of rows with the accumulators in registers: the inner loop of the sparse
 // products and of the mean / GCN aggregation.
 
+#include <retexo/core/bf16.hpp>
 #include <retexo/core/types.hpp>
 
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace retexo::detail {
 
@@ -39,6 +42,19 @@ inline constexpr int lanes = static_cast<int>(sizeof(floats_v) / sizeof(float));
     return v;
 }
 
+/// bf16 widened to float (exact: a 16-bit shift), as retexo::load widens one value.
+[[gnu::always_inline]] inline floats_v load_v(const bf16* p)
+{
+    using halves_v = std::uint16_t __attribute__((vector_size(sizeof(floats_v) / 2)));
+    using words_v = std::uint32_t __attribute__((vector_size(sizeof(floats_v))));
+    halves_v h;
+    std::memcpy(&h, p, sizeof h);
+    const words_v w = __builtin_convertvector(h, words_v) << 16;
+    floats_v v;
+    std::memcpy(&v, &w, sizeof v);
+    return v;
+}
+
 [[gnu::always_inline]] inline void store_v(float* p, const floats_v& v)
 {
     std::memcpy(p, &v, sizeof v);
@@ -46,7 +62,7 @@ inline constexpr int lanes = static_cast<int>(sizeof(floats_v) / sizeof(float));
 
 /// out[k, k + 16 * N + tail) += sum over terms t in [t0, t1) of value(t) * row(t)[same columns],
 /// in one pass over the terms: 16 * N columns in vector registers, the last `tail` (< 16) in
-/// scalars.  Rows are read `ahead` terms ahead (prefetch, every 64-byte line the columns
+/// scalars.  Rows of float or bf16 (widened to float).  Rows are read `ahead` terms ahead (prefetch, every 64-byte line the columns
 /// span): they are gathered, which hardware prefetchers do not follow.  One pass matters: a
 /// gathered row costs a memory latency per pass, so a width of 47 in three passes (16, 16,
 /// then 15 in a plain loop) took 1.5 times as long as 64 in one.
@@ -64,24 +80,26 @@ void add_block(offset_t t0, offset_t t1, const Value& value, const Row& row, int
         a[j] = load_v(o + lanes * j);
     for (int c = 0; c < tail; ++c)
         rest[c] = o_tail[c];
-    const int last = static_cast<int>(sizeof(float)) * (16 * N + tail) - 1; // the columns' last byte
+    using element = std::remove_cvref_t<decltype(*row(t0))>;
+    constexpr int lines = (16 * N * static_cast<int>(sizeof(element)) + 63) / 64;
+    const int last = static_cast<int>(sizeof(element)) * (16 * N + tail) - 1; // the columns' last byte
     for (offset_t t = t0; t < t1; ++t) {
         if (t + ahead < t1) {
             const char* p = reinterpret_cast<const char*>(row(t + ahead) + k);
 #pragma GCC unroll 16
-            for (int j = 0; j < N; ++j)
+            for (int j = 0; j < lines; ++j)
                 __builtin_prefetch(p + 64 * j);
             __builtin_prefetch(p + last); // the line an unaligned row or the tail ends in
         }
         const float v = value(t);
-        const float* r = row(t) + k;
+        const element* r = row(t) + k;
 #pragma GCC unroll 16
         for (int j = 0; j < V; ++j)
             a[j] += v * load_v(r + lanes * j);
-        const float* r_tail = r + 16 * N;
+        const element* r_tail = r + 16 * N;
 #pragma omp simd
         for (int c = 0; c < tail; ++c)
-            rest[c] += v * r_tail[c];
+            rest[c] += v * load(r_tail[c]);
     }
 #pragma GCC unroll 16
     for (int j = 0; j < V; ++j)
