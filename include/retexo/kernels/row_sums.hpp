@@ -62,10 +62,11 @@ inline constexpr int lanes = static_cast<int>(sizeof(floats_v) / sizeof(float));
 
 /// out[k, k + 16 * N + tail) += sum over terms t in [t0, t1) of value(t) * row(t)[same columns],
 /// in one pass over the terms: 16 * N columns in vector registers, the last `tail` (< 16) in
-/// scalars.  Rows of float or bf16 (widened to float).  Rows are read `ahead` terms ahead (prefetch, every 64-byte line the columns
-/// span): they are gathered, which hardware prefetchers do not follow.  One pass matters: a
-/// gathered row costs a memory latency per pass, so a width of 47 in three passes (16, 16,
-/// then 15 in a plain loop) took 1.5 times as long as 64 in one.
+/// scalars.  Rows of float or bf16 (widened to float).  Rows are read `ahead` terms ahead
+/// (prefetch, every 64-byte line the columns span): they are gathered, which hardware
+/// prefetchers do not follow.  One pass matters: a gathered row costs a memory latency per
+/// pass, so a width of 47 in three passes (16, 16, then 15 in a plain loop) took 1.5 times as
+/// long as 64 in one.
 template <int N, typename Value, typename Row>
 void add_block(offset_t t0, offset_t t1, const Value& value, const Row& row, int k, int tail, float* out)
 {
