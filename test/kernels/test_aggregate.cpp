@@ -171,9 +171,9 @@ TEST_CASE("fast aggregation matches the sequential reference", "[kernels][aggreg
 
 TEST_CASE("weighted aggregation sums its terms in the plain loops' order, bit for bit", "[kernels][aggregate]")
 {
-    // The kernel holds up to 256 output columns in registers; each output must still be the
+    // The kernel holds up to 64 output columns in registers; each output must still be the
     // plain loop's chain of multiply-adds over a row's in-edges (forward) or a source's
-    // out-edges in ascending output row (backward).  Widths cover full 256-column blocks and
+    // out-edges in ascending output row (backward).  Widths cover full 64-column passes and
     // the pass after them: 16-column groups, a tail of fewer than 16, or both.
     const csr g = random_graph(400, 60, 9, 21);
     std::vector<offset_t> deg(460);

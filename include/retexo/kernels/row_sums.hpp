@@ -82,15 +82,16 @@ void add_block(offset_t t0, offset_t t1, const Value& value, const Row& row, int
     for (int c = 0; c < tail; ++c)
         rest[c] = o_tail[c];
     using element = std::remove_cvref_t<decltype(*row(t0))>;
-    constexpr int lines = (16 * N * static_cast<int>(sizeof(element)) + 63) / 64;
-    const int last = static_cast<int>(sizeof(element)) * (16 * N + tail) - 1; // the columns' last byte
+    constexpr int lines = N > 0 ? (16 * N * static_cast<int>(sizeof(element)) + 63) / 64 : 1; // from the first
+    const int last = static_cast<int>(sizeof(element)) * (16 * N + tail) - 1;                 // the columns' last byte
     for (offset_t t = t0; t < t1; ++t) {
         if (t + ahead < t1) {
             const char* p = reinterpret_cast<const char*>(row(t + ahead) + k);
 #pragma GCC unroll 16
             for (int j = 0; j < lines; ++j)
                 __builtin_prefetch(p + 64 * j);
-            __builtin_prefetch(p + last); // the line an unaligned row or the tail ends in
+            if ((reinterpret_cast<std::uintptr_t>(p) & 63) + last >= 64 * lines)
+                __builtin_prefetch(p + last); // the line an unaligned row or the tail ends in
         }
         const float v = value(t);
         const element* r = row(t) + k;
@@ -117,29 +118,37 @@ inline constexpr int block_columns = 16 * lanes;
 inline constexpr int block_columns = 8 * lanes;
 #endif
 
-/// add_block<N> for the `groups` (< block_columns / 16) full 16-column groups at k and the
-/// `tail` columns after them: N found at run time among the instantiations.
-template <int N = 0, typename Value, typename Row>
+/// Columns a pass of add_terms holds in registers for rows gathered from memory (the
+/// aggregations): 64, four 64-byte lines of a float row (32 without AVX).  There, passes of
+/// 64 beat one pass over all the columns the registers would hold (AVX-512: 256): a GCN
+/// aggregation of 256 columns (1M nodes, in-degree 20, 2 threads) took 1050-1250 ms in passes
+/// of 64 against 1300-1480 ms in one pass, of 128 columns 575-615 against 740-760.  Rows
+/// that stay in cache (the sparse products' weight rows) take block_columns.
+inline constexpr int gather_columns = block_columns < 64 ? block_columns : 64;
+
+/// add_block<N> for the `groups` (< Limit) full 16-column groups at k and the `tail` columns
+/// after them: N found at run time among the instantiations.
+template <int Limit, int N = 0, typename Value, typename Row>
 void add_rest(int groups, offset_t t0, offset_t t1, const Value& value, const Row& row, int k, int tail, float* out)
 {
-    if constexpr (N < block_columns / 16) {
+    if constexpr (N < Limit) {
         if (groups == N) return add_block<N>(t0, t1, value, row, k, tail, out);
-        add_rest<N + 1>(groups, t0, t1, value, row, k, tail, out);
+        add_rest<Limit, N + 1>(groups, t0, t1, value, row, k, tail, out);
     }
 }
 
 /// out[0, width) += sum over terms t in [t0, t1) of value(t) * row(t)[0, width), the terms in
 /// order: every element gets the chain of multiply-adds of the plain loop
 /// `for t: for k: out[k] += value(t) * row(t)[k]` (the same bits), but out is held in
-/// registers block_columns columns at a time, and the columns after the last full block in
-/// one more pass.
-template <typename Value, typename Row>
+/// registers Pass columns at a time, and the columns after the last full pass in one more.
+template <int Pass = block_columns, typename Value, typename Row>
 void add_terms(offset_t t0, offset_t t1, const Value& value, const Row& row, int width, float* out)
 {
+    static_assert(Pass % 16 == 0 && Pass <= block_columns, "add_terms: a pass is whole 16-column groups in registers");
     int k = 0;
-    for (; k + block_columns <= width; k += block_columns)
-        add_block<block_columns / 16>(t0, t1, value, row, k, 0, out);
-    if (k < width) add_rest((width - k) / 16, t0, t1, value, row, k, (width - k) % 16, out);
+    for (; k + Pass <= width; k += Pass)
+        add_block<Pass / 16>(t0, t1, value, row, k, 0, out);
+    if (k < width) add_rest<Pass / 16>((width - k) / 16, t0, t1, value, row, k, (width - k) % 16, out);
 }
 
 } // namespace retexo::detail
