@@ -10,6 +10,8 @@
 
 #include <boost/program_options.hpp>
 
+#include <charconv>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <iostream>
@@ -72,6 +74,21 @@ po::typed_value<T>* value_shown(T* v)
     std::ostringstream o;
     o << *v;
     return po::value(v)->default_value(*v, o.str());
+}
+
+/// The --seed option's value: a decimal integer from 0 to 2^64 - 1. Boost alone reads "-1" as
+/// 2^64 - 1, a seed nobody meant; here a sign, or anything else that is not such an integer, is
+/// a usage error.
+inline po::typed_value<std::string>* seed_value(std::uint64_t* seed)
+{
+    return po::value<std::string>()->default_value(std::to_string(*seed))->notifier([seed](const std::string& text) {
+        std::uint64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [stop, ec] = std::from_chars(text.data(), end, v);
+        if (ec != std::errc{} || stop != end || text.empty())
+            usage_error("--seed: '" + text + "' is not a seed (an integer from 0 to 2^64 - 1)");
+        *seed = v;
+    });
 }
 
 /// How parse() treats --help, --version and the options it stored.

@@ -26,8 +26,8 @@ int main(int argc, char** argv)
             "train", cli::value_shown(&o.train_fraction),
             "train fraction")("valid", cli::value_shown(&o.valid_fraction),
                               "valid fraction")("test", cli::value_shown(&o.test_fraction), "test fraction")(
-            "seed", cli::po::value(&o.seed)->default_value(o.seed),
-            "random seed")("name", cli::po::value(&o.name)->default_value(o.name), "graph name");
+            "seed", cli::seed_value(&o.seed), "random seed")("name", cli::po::value(&o.name)->default_value(o.name),
+                                                             "graph name");
         cli::po::variables_map vm;
         int code = 0;
         if (!cli::parse(argc, argv, "retexo_generate", "retexo_generate --out FILE.h5 [options]", desc, vm, code))

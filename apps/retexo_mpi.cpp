@@ -281,8 +281,7 @@ po::options_description declare_options(option_text& t, app_options& a)
         "(line i = partition of node i); a "
         "directory is partitioned already")("objective", po::value(&t.objective)->default_value(t.objective),
                                             "METIS objective: vol | cut")(
-        "seed", po::value(&a.data.seed)->default_value(a.data.seed),
-        "random seed (partitioning, initialisation, dropout)");
+        "seed", cli::seed_value(&a.data.seed), "random seed (partitioning, initialisation, dropout)");
     po::options_description d_model("Model and mode");
     d_model.add_options()("mode", po::value(&t.mode),
                           "retexo | standard | bns | both (= retexo,standard) | a comma list such as "

@@ -145,7 +145,7 @@ int main(int argc, char** argv)
             "METIS objective: vol (communication volume) | cut (edge cut)")(
             "assignment", cli::po::value(&o.assignment_file),
             "with --method given: text file, line i = partition of node i (gpmetis format; .gz ok)")(
-            "seed", cli::po::value(&o.seed)->default_value(o.seed), "random seed (random, metis)")(
+            "seed", cli::seed_value(&o.seed), "random seed (random, metis)")(
             "out,o", cli::po::value(&out)->required(), "output directory (manifest.json, part<r>.h5)");
         cli::po::variables_map vm;
         int code = 0;

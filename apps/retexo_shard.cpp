@@ -45,7 +45,7 @@ int main(int argc, char** argv)
                             "graph file (.h5)")("parts", cli::po::value(&part.parts), "number of owners")(
             "method", cli::po::value(&method)->default_value(method), "random | metis | scotch | blocks | given")(
             "assignment", cli::po::value(&part.assignment_file), "with --method given: line i = owner of node i")(
-            "seed", cli::po::value(&part.seed)->default_value(part.seed), "random seed (random, metis)");
+            "seed", cli::seed_value(&part.seed), "random seed (random, metis)");
         cli::po::options_description desc("Options");
         desc.add_options()("out,o", cli::po::value(&out)->required(),
                            "output: the shard file (from rows) or the owners directory (from --graph)");

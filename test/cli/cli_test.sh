@@ -50,6 +50,9 @@ expect 2 "nodes" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes abc
 expect 1 "--feature-signal must be a finite number >= 0, got inf" "$apps/retexo_generate" --out "$tmp/g.h5" --feature-signal inf
 expect 1 "--power-law must be 0 \(off\) or a finite exponent > 2, got nan" "$apps/retexo_generate" --out "$tmp/g.h5" --power-law nan
 absent "$tmp/g.h5"
+expect 2 "--seed: '-1' is not a seed" "$apps/retexo_generate" --out "$tmp/g.h5" --seed -1
+expect 2 "--seed: '18446744073709551616' is not a seed" "$apps/retexo_generate" --out "$tmp/g.h5" --seed 18446744073709551616
+absent "$tmp/g.h5"
 expect 1 "cannot create HDF5 file" "$apps/retexo_generate" --out "$tmp/nodir/g.h5" --nodes 100
 expect 0 "wrote .*g.h5: 2000 nodes" "$apps/retexo_generate" --out "$tmp/g.h5" --nodes 2000 --features 8 --classes 3 --seed 5
 
@@ -132,6 +135,7 @@ expect 0 "hash [0-9a-f]{16}" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/g.h
 expect 0 "wrote" "$apps/retexo_generate" --out "$tmp/small.h5" --nodes 600 --features 12 --classes 3 --avg-degree 6 --seed 2
 small=(--data "$tmp/small.h5" --rounds 4,3,3 --epochs 3 --hidden 16 --std-hidden 16 --log-every 1)
 expect_mpi 2 "--mode: unknown mode 'fast' \(expected retexo, standard, bns or stats\)" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --mode fast
+expect_mpi 2 "--seed: '-1' is not a seed" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --seed -1
 expect_mpi 1 "--rounds: 2 values for 3 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --rounds 1,2
 expect_mpi 1 "--patience: 2 values for 3 stages" "$mpiexec" -n 2 "$apps/retexo_mpi" --data "$tmp/small.h5" --patience 1,2
 expect_mpi 1 "--patience: stage 1 must be >= 0, got -1" "$mpiexec" -n 2 "$apps/retexo_mpi" "${small[@]}" --patience 5,-1,0
