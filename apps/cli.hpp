@@ -18,6 +18,7 @@
 #include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace retexo::cli {
 
@@ -76,18 +77,31 @@ po::typed_value<T>* value_shown(T* v)
     return po::value(v)->default_value(*v, o.str());
 }
 
-/// The --seed option's value: a decimal integer from 0 to 2^64 - 1. Boost alone reads "-1" as
-/// 2^64 - 1, a seed nobody meant; here a sign, or anything else that is not such an integer, is
-/// a usage error.
-inline po::typed_value<std::string>* seed_value(std::uint64_t* seed)
+/// A seed as an option holds it: a decimal integer from 0 to 2^64 - 1. Boost alone reads "-1"
+/// into a std::uint64_t as 2^64 - 1, a seed nobody meant; validate() below makes a sign, or
+/// anything else that is not such an integer, a usage error.
+struct seed {
+    std::uint64_t value = 0;
+};
+
+/// Boost.Program_options' parser of `seed` (found by argument-dependent lookup).
+inline void validate(boost::any& v, const std::vector<std::string>& values, seed* /*type*/, int /*overload*/)
 {
-    return po::value<std::string>()->default_value(std::to_string(*seed))->notifier([seed](const std::string& text) {
-        std::uint64_t v = 0;
-        const char* end = text.data() + text.size();
-        const auto [stop, ec] = std::from_chars(text.data(), end, v);
-        if (ec != std::errc{} || stop != end || text.empty())
-            usage_error("--seed: '" + text + "' is not a seed (an integer from 0 to 2^64 - 1)");
-        *seed = v;
+    po::validators::check_first_occurrence(v);
+    const std::string& text = po::validators::get_single_string(values);
+    std::uint64_t x = 0;
+    const char* end = text.data() + text.size();
+    const auto [stop, ec] = std::from_chars(text.data(), end, x);
+    if (text.empty() || ec != std::errc{} || stop != end)
+        usage_error("--seed: '" + text + "' is not a seed (an integer from 0 to 2^64 - 1)");
+    v = seed{x};
+}
+
+/// The --seed option, stored in `*target`.
+inline po::typed_value<seed>* seed_value(std::uint64_t* target)
+{
+    return po::value<seed>()->default_value(seed{*target}, std::to_string(*target))->notifier([target](const seed& s) {
+        *target = s.value;
     });
 }
 
