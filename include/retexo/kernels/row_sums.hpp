@@ -9,6 +9,10 @@
 #include <cstring>
 #include <type_traits>
 
+#if defined(__AVX512F__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace retexo::detail {
 
 /// One vector register of floats, the accumulators' type: 16 floats with AVX-512, 8 with AVX,
@@ -60,13 +64,77 @@ inline constexpr int lanes = static_cast<int>(sizeof(floats_v) / sizeof(float));
     std::memcpy(p, &v, sizeof v);
 }
 
+/// A pass's last columns (fewer than 16) in registers, the lanes past them masked off, where
+/// the CPU has masked loads, which read none of the masked-out columns (AVX-512; AVX2 for
+/// float rows): then each term costs one multiply-add a register for them, not one a column.
+/// Elsewhere, and for bf16 rows without AVX-512BW, add_block's scalar loop.
+#if defined(__AVX512F__)
+#define RETEXO_MASKED_TAIL 1
+using lane_mask = __mmask16;
+
+/// The lanes below n (n < 16).
+[[gnu::always_inline]] inline lane_mask first_lanes(int n)
+{
+    return static_cast<lane_mask>((1U << n) - 1U);
+}
+
+[[gnu::always_inline]] inline floats_v load_first(const float* p, lane_mask m)
+{
+    return _mm512_maskz_loadu_ps(m, p);
+}
+
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+[[gnu::always_inline]] inline floats_v load_first(const bf16* p, lane_mask m)
+{
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+#endif
+
+[[gnu::always_inline]] inline void store_first(float* p, lane_mask m, const floats_v& v)
+{
+    _mm512_mask_storeu_ps(p, m, v);
+}
+#elif defined(__AVX2__)
+#define RETEXO_MASKED_TAIL 1
+using lane_mask = __m256i;
+
+/// The lanes below n (any n: none below 1, all from 8).
+[[gnu::always_inline]] inline lane_mask first_lanes(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+[[gnu::always_inline]] inline floats_v load_first(const float* p, lane_mask m)
+{
+    return _mm256_maskload_ps(p, m);
+}
+
+[[gnu::always_inline]] inline void store_first(float* p, lane_mask m, const floats_v& v)
+{
+    _mm256_maskstore_ps(p, m, v);
+}
+#endif
+
+/// Whether rows of T take the masked registers for a pass's last columns.
+template <typename T>
+inline constexpr bool masked_tail =
+#if defined(RETEXO_MASKED_TAIL)
+    std::is_same_v<T, float>
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    || std::is_same_v<T, bf16>
+#endif
+#else
+    false
+#endif
+    ;
+
 /// out[k, k + 16 * N + tail) += sum over terms t in [t0, t1) of value(t) * row(t)[same columns],
 /// in one pass over the terms: 16 * N columns in vector registers, the last `tail` (< 16) in
-/// scalars.  Rows of float or bf16 (widened to float).  Rows are read `ahead` terms ahead
-/// (prefetch, every 64-byte line the columns span): they are gathered, which hardware
-/// prefetchers do not follow.  One pass matters: a gathered row costs a memory latency per
-/// pass, so a width of 47 in three passes (16, 16, then 15 in a plain loop) took 1.5 times as
-/// long as 64 in one.
+/// masked registers (masked_tail) or scalars.  Rows of float or bf16 (widened to float).
+/// Rows are read `ahead` terms ahead (prefetch, every 64-byte line the columns span): they
+/// are gathered, which hardware prefetchers do not follow.  One pass matters: a gathered row
+/// costs a memory latency per pass, so a width of 47 in three passes (16, 16, then 15 in a
+/// plain loop) took 1.5 times as long as 64 in one.
 template <int N, typename Value, typename Row>
 void add_block(offset_t t0, offset_t t1, const Value& value, const Row& row, int k, int tail, float* out)
 {
@@ -79,9 +147,20 @@ void add_block(offset_t t0, offset_t t1, const Value& value, const Row& row, int
 #pragma GCC unroll 16
     for (int j = 0; j < V; ++j)
         a[j] = load_v(o + lanes * j);
-    for (int c = 0; c < tail; ++c)
-        rest[c] = o_tail[c];
     using element = std::remove_cvref_t<decltype(*row(t0))>;
+#if defined(RETEXO_MASKED_TAIL)
+    constexpr int R = 16 / lanes; // registers of a tail
+    lane_mask m[R];
+    floats_v rest_v[R]{};
+    if constexpr (masked_tail<element>) {
+        for (int i = 0; i < R; ++i) {
+            m[i] = first_lanes(tail - lanes * i);
+            rest_v[i] = load_first(o_tail + lanes * i, m[i]); // masked-out lanes: no access
+        }
+    } else
+#endif
+        for (int c = 0; c < tail; ++c)
+            rest[c] = o_tail[c];
     constexpr int lines = N > 0 ? (16 * N * static_cast<int>(sizeof(element)) + 63) / 64 : 1; // from the first
     const int last = static_cast<int>(sizeof(element)) * (16 * N + tail) - 1;                 // the columns' last byte
     for (offset_t t = t0; t < t1; ++t) {
@@ -99,15 +178,30 @@ void add_block(offset_t t0, offset_t t1, const Value& value, const Row& row, int
         for (int j = 0; j < V; ++j)
             a[j] += v * load_v(r + lanes * j);
         const element* r_tail = r + 16 * N;
+#if defined(RETEXO_MASKED_TAIL)
+        if constexpr (masked_tail<element>) {
+#pragma GCC unroll 2
+            for (int i = 0; i < R; ++i)
+                if (tail > lanes * i) rest_v[i] += v * load_first(r_tail + lanes * i, m[i]);
+        } else
+#endif
+        {
 #pragma omp simd
-        for (int c = 0; c < tail; ++c)
-            rest[c] += v * load(r_tail[c]);
+            for (int c = 0; c < tail; ++c)
+                rest[c] += v * load(r_tail[c]);
+        }
     }
 #pragma GCC unroll 16
     for (int j = 0; j < V; ++j)
         store_v(o + lanes * j, a[j]);
-    for (int c = 0; c < tail; ++c)
-        o_tail[c] = rest[c];
+#if defined(RETEXO_MASKED_TAIL)
+    if constexpr (masked_tail<element>) {
+        for (int i = 0; i < R; ++i)
+            store_first(o_tail + lanes * i, m[i], rest_v[i]);
+    } else
+#endif
+        for (int c = 0; c < tail; ++c)
+            o_tail[c] = rest[c];
 }
 
 /// Columns held in registers at a time: 16 of AVX-512's 32 vector registers (256 columns),
@@ -152,6 +246,8 @@ void add_terms(offset_t t0, offset_t t1, const Value& value, const Row& row, int
 }
 
 } // namespace retexo::detail
+
+#undef RETEXO_MASKED_TAIL
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
