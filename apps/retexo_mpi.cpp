@@ -473,8 +473,6 @@ nlohmann::json config_json(const po::variables_map& vm, const std::string& mode)
             cfg[k] = v.as<double>();
         else if (a.type() == typeid(bool))
             cfg[k] = v.as<bool>();
-        else if (a.type() == typeid(std::uint64_t))
-            cfg[k] = v.as<std::uint64_t>();
         else if (a.type() == typeid(cli::seed))
             cfg[k] = v.as<cli::seed>().value;
     }

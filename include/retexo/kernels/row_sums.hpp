@@ -46,17 +46,25 @@ inline constexpr int lanes = static_cast<int>(sizeof(floats_v) / sizeof(float));
     return v;
 }
 
-/// bf16 widened to float (exact: a 16-bit shift), as retexo::load widens one value.
-[[gnu::always_inline]] inline floats_v load_v(const bf16* p)
+/// A register's worth of bf16 values, as their 16 bits.
+using halves_v = std::uint16_t __attribute__((vector_size(sizeof(floats_v) / 2)));
+
+/// bf16 bits widened to the floats they are (exact: a 16-bit shift), as retexo::load widens
+/// one value.
+[[gnu::always_inline]] inline floats_v widen(halves_v h)
 {
-    using halves_v = std::uint16_t __attribute__((vector_size(sizeof(floats_v) / 2)));
     using words_v = std::uint32_t __attribute__((vector_size(sizeof(floats_v))));
-    halves_v h;
-    std::memcpy(&h, p, sizeof h);
     const words_v w = __builtin_convertvector(h, words_v) << 16;
     floats_v v;
     std::memcpy(&v, &w, sizeof v);
     return v;
+}
+
+[[gnu::always_inline]] inline floats_v load_v(const bf16* p)
+{
+    halves_v h;
+    std::memcpy(&h, p, sizeof h);
+    return widen(h);
 }
 
 [[gnu::always_inline]] inline void store_v(float* p, const floats_v& v)
@@ -86,7 +94,7 @@ using lane_mask = __mmask16;
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
 [[gnu::always_inline]] inline floats_v load_first(const bf16* p, lane_mask m)
 {
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+    return widen(reinterpret_cast<halves_v>(_mm256_maskz_loadu_epi16(m, p)));
 }
 #endif
 
